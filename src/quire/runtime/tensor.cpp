@@ -1,0 +1,49 @@
+#include "quire/runtime/tensor.h"
+
+#include <fmt/format.h>
+
+namespace quire::runtime {
+
+const char* elem_kind_name(ElemKind kind) {
+  switch (kind) {
+    case ElemKind::Real: return "real";
+    case ElemKind::I32: return "i32";
+    case ElemKind::I64: return "i64";
+    case ElemKind::Bool: return "bool";
+  }
+  return "?";
+}
+
+int64_t element_count(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Tensor Tensor::real(Shape shape, double fill) {
+  Tensor t;
+  t.kind = ElemKind::Real;
+  t.reals.assign(static_cast<size_t>(element_count(shape)), fill);
+  t.shape = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::integer(ElemKind kind, Shape shape, int64_t fill) {
+  Tensor t;
+  t.kind = kind;
+  t.ints.assign(static_cast<size_t>(element_count(shape)), fill);
+  t.shape = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::scalar(double value) { return real({}, value); }
+
+}  // namespace quire::runtime

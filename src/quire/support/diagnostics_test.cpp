@@ -17,7 +17,7 @@ TEST(Diagnostics, RendersLineAndCaretCountingCodePoints) {
             "      = hint: did you mean `y`?\n");
   SourceLoc gamma{f, 6};
   EXPECT_EQ(sm.line_col(gamma).column, 7u);
-  EXPECT_EQ(sm.line_col({f, 15}).column, 12u);  // after `γ` (2 bytes) and `ℝ` (3 bytes): `[`
+  EXPECT_EQ(sm.line_col({f, 14}).column, 12u);  // after `γ` (2 bytes) and `ℝ` (3 bytes): `[`
 }
 
 TEST(Diagnostics, StopsRecordingAfterTheLimit) {

@@ -1,1 +1,52 @@
-int main() { return 0; }
+// quire's command line: a thin layer over libquire. Every subcommand is one
+// row of the table below; docs/cli.md describes each.
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "common.h"
+#include "quire/interp/interpreter.h"
+#include "quire/io/io_error.h"
+#include "quire/runtime/runtime_error.h"
+
+namespace {
+
+const quire::cli::Command kCommands[] = {
+    {"check", "check a program: diagnostics, or nothing (--summary prints what it elaborated)", quire::cli::setup_check},
+    {"dump", "print a stage's result: tokens, ast, elab, core", quire::cli::setup_dump},
+    {"run", "evaluate an entry function in the f64 reference interpreter", quire::cli::setup_run},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"quire: a typed tensor language, its compiler and runtime"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "quire 0.1.0");
+  std::map<CLI::App*, quire::cli::Handler> handlers;
+  for (const quire::cli::Command& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    handlers[sub] = c.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, handler] : handlers)
+      if (sub->parsed()) return handler();
+  } catch (const quire::cli::UsageError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::io::IoError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::interp::EvalError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::runtime::RuntimeError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  }
+  return 1;
+}

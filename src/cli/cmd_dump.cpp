@@ -1,0 +1,66 @@
+// quire dump FILE --stage tokens|ast|elab|core [--format text|json] [--entry E]
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "common.h"
+#include "quire/core/printer.h"
+#include "quire/elab/elaborator.h"
+#include "quire/elab/summary.h"
+#include "quire/syntax/ast_printer.h"
+#include "quire/syntax/lexer.h"
+#include "quire/syntax/parser.h"
+
+namespace quire::cli {
+
+namespace {
+
+/// tokens and ast are per-file stages: they read the one file, no imports.
+int dump_syntax(const std::string& path, const std::string& stage) {
+  std::string error;
+  auto text = elab::disk_reader()(path, error);
+  if (!text) throw UsageError(fmt::format("{}: cannot read: {}", path, error));
+  SourceManager sources;
+  FileId id = sources.add(path, *text);
+  DiagnosticSink diags;
+  if (stage == "tokens") std::cout << syntax::dump_tokens(sources, syntax::lex(sources, id, diags));
+  else std::cout << syntax::print_ast(syntax::parse_file(sources, id, diags));
+  std::cerr << diags.render(sources);
+  return diags.has_errors() ? 1 : 0;
+}
+
+}  // namespace
+
+Handler setup_dump(CLI::App& sub) {
+  struct Options {
+    std::string file, stage, format = "text", entry;
+  };
+  auto o = std::make_shared<Options>();
+  sub.add_option("file", o->file, "the program (.qr)")->required();
+  sub.add_option("--stage", o->stage, "tokens, ast, elab or core")
+      ->required()
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core"}));
+  sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub.add_option("--entry", o->entry, "core: only the functions this one reaches");
+  return [o]() {
+    if (o->stage == "tokens" || o->stage == "ast") {
+      if (o->format == "json") throw UsageError(fmt::format("--stage {} prints text only", o->stage));
+      return dump_syntax(o->file, o->stage);
+    }
+    auto prog = load_program(o->file);
+    if (!prog) return 1;
+    if (o->stage == "elab") {
+      if (o->format == "json") std::cout << elab::elab_json(*prog).dump(2) << "\n";
+      else std::cout << elab::print_elab(*prog);
+      return 0;
+    }
+    int root = o->entry.empty() ? -1 : find_entry(*prog, o->entry);
+    if (o->format == "json") std::cout << core::core_json(*prog, root).dump(2) << "\n";
+    else std::cout << core::print_core(*prog, root);
+    return 0;
+  };
+}
+
+}  // namespace quire::cli

@@ -1,0 +1,23 @@
+#pragma once
+// The subcommands of `quire`: one table of {name, help, setup}. Each setup
+// adds its options to a CLI11 subcommand and returns the handler to run.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace quire::cli {
+
+using Handler = std::function<int()>;
+
+struct Command {
+  const char* name;
+  const char* help;
+  Handler (*setup)(CLI::App& sub);
+};
+
+Handler setup_check(CLI::App& sub);
+Handler setup_dump(CLI::App& sub);
+Handler setup_run(CLI::App& sub);
+
+}  // namespace quire::cli

@@ -1,0 +1,54 @@
+#include "common.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <iostream>
+
+#include "quire/elab/elaborator.h"
+
+namespace quire::cli {
+
+std::unique_ptr<elab::Program> load_program(const std::string& path) {
+  DiagnosticSink diags;
+  auto prog = elab::elaborate(path, diags);
+  std::cerr << diags.render(prog->sources);
+  if (diags.has_errors()) {
+    if (diags.error_count() > 1) std::cerr << fmt::format("{} errors\n", diags.error_count());
+    return nullptr;
+  }
+  return prog;
+}
+
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags, const elab::Program& prog) {
+  std::map<std::string, int64_t> dims;
+  for (const std::string& flag : flags) {
+    size_t eq = flag.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError(fmt::format("--dim {}: expected NAME=SIZE, e.g. --dim B=4", flag));
+    std::string name = flag.substr(0, eq);
+    std::string value = flag.substr(eq + 1);
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size())
+      throw UsageError(fmt::format("--dim {}: `{}` is not an integer", flag, value));
+    if (n < 1) throw UsageError(fmt::format("--dim {}: a dimension is at least 1", flag));
+    if (n > (int64_t{1} << 40)) throw UsageError(fmt::format("--dim {}: too large", flag));
+    if (std::find(prog.dims.begin(), prog.dims.end(), name) == prog.dims.end())
+      throw UsageError(fmt::format("--dim {}: the program has no dimension `{}` (it has: {})", flag, name,
+                                   prog.dims.empty() ? "none" : fmt::format("{}", fmt::join(prog.dims, ", "))));
+    if (dims.count(name)) throw UsageError(fmt::format("--dim {}: `{}` is given twice", flag, name));
+    dims[name] = n;
+  }
+  return dims;
+}
+
+int find_entry(const elab::Program& prog, const std::string& name) {
+  int f = prog.find_function(name);
+  if (f >= 0) return f;
+  std::vector<std::string> names;
+  for (const core::Function& fn : prog.functions) names.push_back(fn.name);
+  throw UsageError(fmt::format("--entry {}: no such function (the program has: {})", name, fmt::join(names, ", ")));
+}
+
+}  // namespace quire::cli

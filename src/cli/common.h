@@ -1,0 +1,31 @@
+#pragma once
+// What the subcommands share: loading and elaborating a program with its
+// diagnostics printed, and parsing `--dim NAME=N` flags.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quire/elab/program.h"
+
+namespace quire::cli {
+
+/// A user's mistake in a flag or a file (not in the program): printed as
+/// `quire: error: …` and exit status 1.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Elaborates the program, printing its diagnostics to stderr. Returns null
+/// when it has errors.
+std::unique_ptr<elab::Program> load_program(const std::string& path);
+
+/// `B=4` flags → {B: 4}; each name must be a `dim` of the program and each size ≥ 1.
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags, const elab::Program& prog);
+
+/// The entry function by name (`loss`, `Tower.apply`), or a UsageError listing the choices.
+int find_entry(const elab::Program& prog, const std::string& name);
+
+}  // namespace quire::cli

@@ -1,0 +1,49 @@
+#include "quire/core/ir.h"
+
+#include <stdexcept>
+
+namespace quire::core {
+
+const char* regularity_name(Regularity r) {
+  switch (r) {
+    case Regularity::Smooth: return "C∞";
+    case Regularity::Continuous: return "C⁰";
+    case Regularity::Discontinuous: return "discontinuous";
+  }
+  return "?";
+}
+
+const char* numerics_name(Numerics n) {
+  switch (n) {
+    case Numerics::Default: return "";
+    case Numerics::High: return "numerics(high)";
+    case Numerics::RegionBf16: return "precision(bf16)";
+    case Numerics::RegionF16: return "precision(f16)";
+  }
+  return "";
+}
+
+const OpInfo& op_info(Op op) {
+  static const OpInfo table[] = {
+#define QUIRE_OP(E, S, A, EW, R, REG) {S, A, EW, R, Regularity::REG},
+#include "quire/core/ops.def"
+#undef QUIRE_OP
+  };
+  return table[static_cast<size_t>(op)];
+}
+
+const elab::Type& Function::type_of(int id) const {
+  if (id >= 1 && id <= static_cast<int>(args.size())) return args[id - 1].type;
+  size_t k = static_cast<size_t>(id) - args.size() - 1;
+  if (k < body.size()) return body[k].type;
+  throw std::logic_error("Core invariant: value %" + std::to_string(id) + " is not defined in " + name);
+}
+
+std::string Function::value_name(int id) const {
+  if (id >= 1 && id <= static_cast<int>(args.size())) return args[id - 1].name;
+  size_t k = static_cast<size_t>(id) - args.size() - 1;
+  if (k < body.size() && !body[k].name.empty()) return body[k].name;
+  return "%" + std::to_string(id);
+}
+
+}  // namespace quire::core

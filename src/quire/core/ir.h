@@ -1,0 +1,101 @@
+#pragma once
+// Core: the program in A-normal form, one typed operation per line.
+//
+// A value is numbered %n within its function: the arguments first (θ is %1 in
+// a module's function), then one number per instruction in order. A site is
+// `<function>/%<n>`; that name is stable across runs and every later stage keys
+// its results by it. An instruction may carry its source name (`ms`), printed
+// in place of %n, but its site stays `/%n`.
+//
+// Invariants (checked by verify()): every operand is defined before use in
+// the same function; an instruction's operand count matches its op's arity;
+// element-wise instructions carry one alignment per operand.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quire/elab/type.h"
+#include "quire/support/source.h"
+
+namespace quire::core {
+
+enum class Op : uint8_t {
+#define QUIRE_OP(E, S, A, EW, R, REG) E,
+#include "quire/core/ops.def"
+#undef QUIRE_OP
+};
+
+enum class Regularity : uint8_t { Discontinuous = 0, Continuous = 1, Smooth = 2 };
+const char* regularity_name(Regularity r);  // "C∞", "C⁰", "discontinuous"
+
+/// One row of the operation table (ops.def).
+struct OpInfo {
+  const char* spelling;
+  int arity;
+  bool elementwise;
+  bool reduction;
+  Regularity regularity;
+};
+const OpInfo& op_info(Op op);
+
+/// The innermost numerics form an instruction was created in: none,
+/// `numerics(high) { … }`, or `precision(bf16|f16) { … }`. The precision
+/// policy reads these marks; the f64 interpreter ignores them.
+enum class Numerics : uint8_t { Default, High, RegionBf16, RegionF16 };
+const char* numerics_name(Numerics n);
+
+struct Instr {
+  Op op = Op::Const;
+  int id = 0;                 ///< the value's number %n
+  std::string name;           ///< its source name (`ms`), or empty
+  elab::Type type;
+  std::vector<int> args;      ///< operand value numbers
+  SourceRange loc;            ///< the expression it came from
+
+  // Attributes; which are meaningful depends on `op` (see ops.def).
+  std::vector<elab::OperandAlignment> align;  ///< element-wise: one per operand
+  std::vector<int> axes;      ///< explicit axes of the (first) operand: reduced, split, concatenated, permuted, ...
+  bool all_axes = false;      ///< a reduction over every axis, `...` included
+  double number = 0;          ///< Const, HostConst, Pow's literal exponent, draws' first parameter
+  double number2 = 0;         ///< draws' second parameter (high / std)
+  int64_t integer = 0;        ///< ConstInt, TupleGet's index, slice start
+  int64_t integer2 = 0;       ///< slice stop
+  int64_t integer3 = 1;       ///< slice step
+  std::string text;           ///< Field's name, Cast's target type
+  int callee = -1;            ///< Call/Fold: index into Program::functions
+  std::vector<elab::Size> sizes;  ///< Call/Fold: the callee module's dimensions; split/draw/one_hot sizes; Fold's count first
+  std::vector<std::pair<int, int>> pairs;  ///< Contract: batch axes (a, b) paired by name
+  Numerics numerics = Numerics::Default;  ///< the innermost numerics form around it
+};
+
+struct FnArg {
+  int id = 0;
+  std::string name;
+  elab::Type type;
+  SourceRange loc;
+};
+
+struct Function {
+  std::string name;                 ///< "Linear.apply", "loss"
+  int module = -1;                  ///< the module that owns it, or -1
+  std::vector<std::string> dims;    ///< the module's dimension symbols (In, Out)
+  std::vector<FnArg> args;
+  elab::Type result;
+  std::vector<Instr> body;
+  int result_value = 0;             ///< the value it returns
+  FileId file = 0;
+  SourceRange loc;
+  bool uses_rand = false;           ///< the effect Rand, itself or through a call
+  std::vector<Regularity> arg_regularity;  ///< of the result in each argument
+  bool checked = false;             ///< elaborated without error
+
+  /// Total number of values (arguments and instructions).
+  int value_count() const { return static_cast<int>(args.size() + body.size()); }
+  /// The type of value %n.
+  const elab::Type& type_of(int id) const;
+  /// "ms" or "%5"
+  std::string value_name(int id) const;
+};
+
+}  // namespace quire::core

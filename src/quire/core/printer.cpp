@@ -1,0 +1,182 @@
+#include "quire/core/printer.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+namespace quire::core {
+
+std::string site_name(const Function& fn, int id) { return fmt::format("{}/%{}", fn.name, id); }
+
+std::vector<int> reachable_functions(const elab::Program& prog, int root) {
+  std::vector<int> order;
+  std::vector<bool> seen(prog.functions.size(), false);
+  std::function<void(int)> visit = [&](int f) {
+    if (f < 0 || seen[f]) return;
+    seen[f] = true;
+    for (const Instr& in : prog.functions[f].body)
+      if (in.op == Op::Call || in.op == Op::Fold) visit(in.callee);
+    order.push_back(f);
+  };
+  visit(root);
+  return order;
+}
+
+namespace {
+
+std::string axis_label(const elab::TensorType& t, int i) {
+  if (i < 0 || i >= static_cast<int>(t.axes.size())) return "?";
+  return t.axes[i].name.empty() ? std::to_string(i) : t.axes[i].name;
+}
+
+std::string number(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+std::string print_instr(const elab::Program& prog, const Function& fn, const Instr& in) {
+  auto arg = [&](size_t k) { return k < in.args.size() ? fn.value_name(in.args[k]) : std::string("?"); };
+  auto operand_type = [&](size_t k) -> const elab::TensorType& { return fn.type_of(in.args.at(k)).tensor; };
+  const OpInfo& info = op_info(in.op);
+  std::vector<std::string> args;
+  for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
+  switch (in.op) {
+    case Op::Const:
+    case Op::HostConst: return number(in.number);
+    case Op::ConstInt: return std::to_string(in.integer);
+    case Op::ConstBool: return in.integer ? "true" : "false";
+    case Op::Field: return fmt::format("{}.{}", arg(0), in.text);
+    case Op::TupleGet: return fmt::format("{}.{}", arg(0), in.integer);
+    case Op::MakeTuple: return fmt::format("({})", fmt::join(args, ", "));
+    case Op::Pow:
+      if (in.args.size() == 1) return fmt::format("pow {} {}", number(in.number), arg(0));
+      return fmt::format("pow {}, {}", arg(0), arg(1));
+    case Op::Cast: return fmt::format("cast {} {}", in.text, arg(0));
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp: {
+      if (in.all_axes) return fmt::format("{} {}", info.spelling, arg(0));
+      std::vector<std::string> axes;
+      for (int a : in.axes) axes.push_back("axis " + axis_label(operand_type(0), a));
+      return fmt::format("{} {} {}", info.spelling, fmt::join(axes, " "), arg(0));
+    }
+    case Op::Dot:
+      return in.text.empty() ? fmt::format("dot {}, {}", arg(0), arg(1)) : fmt::format("dot {}, {} {}", arg(0), arg(1), in.text);
+    case Op::Contract: return fmt::format("contract axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
+    case Op::Transpose: {
+      std::vector<std::string> perm;
+      for (int a : in.axes) perm.push_back(axis_label(operand_type(0), a));
+      return fmt::format("transpose ({}) {}", fmt::join(perm, ", "), arg(0));
+    }
+    case Op::SplitAxis: {
+      std::vector<std::string> parts;
+      for (size_t k = 0; k < in.sizes.size(); ++k) {
+        const elab::Axis& a = in.type.tensor.axes[in.axes[0] + k];
+        parts.push_back(fmt::format("{}: {}", a.name, a.size.str()));
+      }
+      return fmt::format("split axis {} ({}) {}", axis_label(operand_type(0), in.axes[0]), fmt::join(parts, ", "), arg(0));
+    }
+    case Op::MergeAxes: {
+      std::vector<std::string> axes;
+      for (int a : in.axes) axes.push_back("axis " + axis_label(operand_type(0), a));
+      return fmt::format("merge {} {}", fmt::join(axes, " "), arg(0));
+    }
+    case Op::Concat: return fmt::format("concat axis {} {}", axis_label(operand_type(0), in.axes[0]), fmt::join(args, ", "));
+    case Op::Slice:
+      return fmt::format("slice axis {} [{}:{}:{}] {}", axis_label(operand_type(0), in.axes[0]), in.integer, in.integer2,
+                         in.integer3, arg(0));
+    case Op::Gather: return fmt::format("gather axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
+    case Op::OneHot: return fmt::format("one_hot {} {}", in.sizes.empty() ? "?" : in.sizes[0].str(), arg(0));
+    case Op::Uniform: return fmt::format("uniform [{}, {}) {}", number(in.number), number(in.number2), arg(0));
+    case Op::Normal: return fmt::format("normal (mean {}, std {}) {}", number(in.number), number(in.number2), arg(0));
+    case Op::Bernoulli: return fmt::format("bernoulli {}, {}", arg(0), arg(1));
+    case Op::Call:
+    case Op::Fold: {
+      const Function* callee = in.callee >= 0 ? &prog.functions[in.callee] : nullptr;
+      std::string name = callee ? callee->name : "?";
+      std::vector<std::string> dims;
+      size_t first_dim = in.op == Op::Fold ? 1 : 0;
+      for (size_t k = first_dim; k < in.sizes.size(); ++k)
+        dims.push_back(fmt::format("{} = {}", callee && k - first_dim < callee->dims.size() ? callee->dims[k - first_dim] : "?",
+                                   in.sizes[k].str()));
+      std::string dim_text = dims.empty() ? "" : fmt::format("{{{}}}", fmt::join(dims, ", "));
+      if (in.op == Op::Fold)
+        return fmt::format("fold {} {}{}(stacked {}; acc {})", in.sizes.empty() ? "?" : in.sizes[0].str(), name, dim_text,
+                           arg(0), arg(1));
+      return fmt::format("call {}{}({})", name, dim_text, fmt::join(args, ", "));
+    }
+    default: return fmt::format("{} {}", info.spelling, fmt::join(args, ", "));
+  }
+}
+
+static std::string signature(const elab::Program& prog, const Function& fn) {
+  elab::TypePrinter tp = prog.printer();
+  std::vector<std::string> args;
+  for (const FnArg& a : fn.args) args.push_back(fmt::format("{} : {}", a.name, tp(a.type)));
+  std::string dims = fn.dims.empty() ? "" : fmt::format("{{{}}}", fmt::join(fn.dims, " "));
+  return fmt::format("fn {}{}({}) -> {}", fn.name, dims, fmt::join(args, ", "), tp(fn.result));
+}
+
+std::string print_core(const elab::Program& prog, int reachable_from) {
+  std::vector<int> which;
+  if (reachable_from >= 0) which = reachable_functions(prog, reachable_from);
+  else
+    for (size_t i = 0; i < prog.functions.size(); ++i) which.push_back(static_cast<int>(i));
+  elab::TypePrinter tp = prog.printer();
+  std::string out;
+  for (int f : which) {
+    const Function& fn = prog.functions[f];
+    out += signature(prog, fn) + " {\n";
+    for (const Instr& in : fn.body) {
+      std::string mark = in.numerics == Numerics::Default ? "" : fmt::format("  -- {}", numerics_name(in.numerics));
+      out += fmt::format("  {} : {} = {}{}\n", fn.value_name(in.id), tp(in.type), print_instr(prog, fn, in), mark);
+    }
+    out += fmt::format("  return {}\n}}\n\n", fn.result_value ? fn.value_name(fn.result_value) : "?");
+  }
+  return out;
+}
+
+nlohmann::ordered_json core_json(const elab::Program& prog, int reachable_from) {
+  std::vector<int> which;
+  if (reachable_from >= 0) which = reachable_functions(prog, reachable_from);
+  else
+    for (size_t i = 0; i < prog.functions.size(); ++i) which.push_back(static_cast<int>(i));
+  elab::TypePrinter tp = prog.printer();
+  nlohmann::ordered_json fns = nlohmann::ordered_json::array();
+  for (int f : which) {
+    const Function& fn = prog.functions[f];
+    nlohmann::ordered_json j;
+    j["name"] = fn.name;
+    j["dims"] = fn.dims;
+    j["args"] = nlohmann::ordered_json::array();
+    for (const FnArg& a : fn.args)
+      j["args"].push_back({{"site", site_name(fn, a.id)}, {"name", a.name}, {"type", tp(a.type)}});
+    j["result"] = tp(fn.result);
+    j["body"] = nlohmann::ordered_json::array();
+    for (const Instr& in : fn.body) {
+      LineCol lc = prog.sources.line_col(in.loc.begin);
+      nlohmann::ordered_json ij;
+      ij["site"] = site_name(fn, in.id);
+      if (!in.name.empty()) ij["name"] = in.name;
+      ij["op"] = op_info(in.op).spelling;
+      ij["type"] = tp(in.type);
+      ij["text"] = print_instr(prog, fn, in);
+      std::vector<std::string> args;
+      for (int a : in.args) args.push_back(site_name(fn, a));
+      ij["args"] = args;
+      if (in.numerics != Numerics::Default) ij["numerics"] = numerics_name(in.numerics);
+      ij["file"] = prog.sources.file(in.loc.begin.file).path;
+      ij["line"] = lc.line;
+      ij["col"] = lc.column;
+      j["body"].push_back(ij);
+    }
+    j["return"] = fn.result_value ? site_name(fn, fn.result_value) : "";
+    fns.push_back(j);
+  }
+  nlohmann::ordered_json root;
+  root["functions"] = fns;
+  return root;
+}
+
+}  // namespace quire::core

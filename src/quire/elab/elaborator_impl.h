@@ -1,0 +1,85 @@
+#pragma once
+// Internal to elaboration: the state shared by the declaration pass
+// (elaborator.cpp) and the body pass that lowers expressions to Core
+// (lower_body.cpp). Not part of libquire's interface.
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "quire/elab/elaborator.h"
+#include "quire/syntax/ast.h"
+
+namespace quire::elab {
+
+/// What an expression elaborated to: a Core value, a compile-time number, or
+/// a name that is not a value (a module, an import alias, a sub-module).
+struct Operand {
+  enum class Kind { Error, Value, Literal, Module, Use, File, Function } kind = Kind::Error;
+  int id = 0;        ///< Value: its number
+  Type type;         ///< Value: its type
+  double number = 0; ///< Literal
+  bool is_integer = false;
+  bool is_bool = false;
+  int index = -1;    ///< Module/Use/File/Function: which
+  SourceRange loc;
+
+  static Operand error() { return {}; }
+  bool ok() const { return kind != Kind::Error; }
+};
+
+/// A local scope of a function body: names → values or literals.
+struct Scope {
+  std::map<std::string, Operand> names;
+};
+
+class Elaborator {
+ public:
+  Elaborator(DiagnosticSink& diags, const FileReader& reader) : diags_(diags), reader_(reader) {}
+  std::unique_ptr<Program> run(const std::string& path);
+
+  // ---- shared with lower_body.cpp
+  Program& prog() { return *prog_; }
+  DiagnosticSink& diags() { return diags_; }
+  void error(const char* code, SourceRange at, std::string message, std::string hint = "") {
+    diags_.error(code, at, std::move(message), std::move(hint));
+  }
+  /// A size expression in the context of `file` and (if ≥ 0) module `module`.
+  std::optional<Size> eval_size(const ast::Expr& e, int file, int module);
+  /// A compile-time scalar (const values, default arguments, init arguments).
+  std::optional<double> eval_const(const ast::Expr& e, int file, bool& is_integer, int depth = 0);
+  std::optional<Type> resolve_type(const ast::TypeExpr& t, int file, int module);
+  std::optional<ParamsType> resolve_modref(const ast::ModuleRef& r, int file, int module, int depth = 0);
+  /// A module by qualified name from `file` (`Linear`, `lin.Linear`), or -1 with an error.
+  int find_module(const std::vector<ast::Ident>& name, int file, bool report);
+  const ast::FnDecl* fn_decl(int function) const { return fn_decls_[function]; }
+  int fn_file(int function) const { return fn_files_[function]; }
+
+ private:
+  int load_file(const std::string& path, const std::string& shown, std::vector<std::string>& chain,
+                SourceRange from, FileId from_file);
+  void declare_file(int file);
+  void declare_module(int file, const ast::ModuleDecl& m);
+  void resolve_module_members(int module);
+  void check_module_cycles();
+  void declare_function(int file, int module, const ast::FnDecl& f);
+  void elaborate_optimizer(int file, const ast::OptimizerDecl& o);
+  void elaborate_training(int file, const ast::TrainingDecl& t);
+  void check_call_cycles();
+  void compute_effects_and_regularity();
+
+  DiagnosticSink& diags_;
+  const FileReader& reader_;
+  std::unique_ptr<Program> prog_;
+  std::vector<std::unique_ptr<ast::File>> asts_;      // per file index
+  std::vector<const ast::ModuleDecl*> module_decls_;  // per module index
+  std::vector<const ast::FnDecl*> fn_decls_;          // per function index
+  std::vector<int> fn_files_;
+};
+
+/// Lowers one function's body to Core (lower_body.cpp).
+void lower_function_body(Elaborator& el, int function);
+
+}  // namespace quire::elab

@@ -1,0 +1,73 @@
+#include "quire/elab/program.h"
+
+namespace quire::elab {
+
+TypePrinter Program::printer() const {
+  TypePrinter p;
+  for (const ModuleInfo& m : modules) p.module_names.push_back(m.name);
+  return p;
+}
+
+int Program::find_function(const std::string& name) const {
+  for (size_t i = 0; i < functions.size(); ++i)
+    if (functions[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+std::map<std::string, Size> dim_binding(const ModuleInfo& m, const ParamsType& p) {
+  std::map<std::string, Size> binding;
+  for (size_t i = 0; i < m.dims.size() && i < p.dims.size(); ++i) binding[m.dims[i]] = p.dims[i];
+  return binding;
+}
+
+void flatten_into(const Program& prog, const ParamsType& p, const std::string& prefix, std::vector<Size> stack,
+                  std::vector<std::pair<std::string, TensorType>>* types, std::vector<const ParamInfo*>* decls,
+                  int depth) {
+  if (p.module < 0 || depth > 64) return;  // elaboration rejects deeper (recursive) nesting
+  const ModuleInfo& m = prog.modules[p.module];
+  stack.insert(stack.end(), p.stack.begin(), p.stack.end());
+  auto binding = dim_binding(m, p);
+  for (const ParamInfo& param : m.params) {
+    if (types) {
+      TensorType t = param.type;
+      bool ok = true;
+      for (Axis& a : t.axes) a.size = a.size.substitute(binding, ok);
+      std::vector<Axis> axes;
+      for (const Size& s : stack) axes.push_back({"", s});
+      axes.insert(axes.end(), t.axes.begin(), t.axes.end());
+      t.axes = std::move(axes);
+      types->push_back({prefix + param.name, t});
+    }
+    if (decls) decls->push_back(&param);
+  }
+  for (const UseInfo& use : m.uses) {
+    ParamsType inner = use.type;
+    bool ok = true;
+    for (Size& s : inner.dims) s = s.substitute(binding, ok);
+    for (Size& s : inner.stack) s = s.substitute(binding, ok);
+    flatten_into(prog, inner, prefix + use.name + ".", stack, types, decls, depth + 1);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, TensorType>> Program::flatten(const ParamsType& p) const {
+  std::vector<std::pair<std::string, TensorType>> out;
+  flatten_into(*this, p, "", {}, &out, nullptr, 0);
+  return out;
+}
+
+std::vector<const ParamInfo*> Program::flatten_decls(const ParamsType& p) const {
+  std::vector<const ParamInfo*> out;
+  flatten_into(*this, p, "", {}, nullptr, &out, 0);
+  return out;
+}
+
+const TrainingInfo* Program::training() const {
+  if (files.empty() || !files[main_file].training) return nullptr;
+  return &*files[main_file].training;
+}
+
+}  // namespace quire::elab

@@ -1,0 +1,154 @@
+#include "quire/elab/size.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace quire::elab {
+
+Size Size::constant(int64_t value) {
+  Size s;
+  if (value != 0) s.terms_[{}] = value;
+  return s;
+}
+
+Size Size::symbol(const std::string& name) {
+  Size s;
+  s.terms_[{name}] = 1;
+  return s;
+}
+
+std::optional<int64_t> Size::constant_value() const {
+  if (terms_.empty()) return 0;
+  if (terms_.size() == 1 && terms_.begin()->first.empty()) return terms_.begin()->second;
+  return std::nullopt;
+}
+
+Size Size::add(const Size& a, const Size& b, bool& ok) {
+  Size r = a;
+  for (const auto& [m, c] : b.terms_) {
+    int64_t& slot = r.terms_[m];
+    if (__builtin_add_overflow(slot, c, &slot)) ok = false;
+    if (slot == 0) r.terms_.erase(m);
+  }
+  return r;
+}
+
+Size Size::sub(const Size& a, const Size& b, bool& ok) {
+  Size neg;
+  for (const auto& [m, c] : b.terms_) {
+    if (c == INT64_MIN) ok = false;
+    else neg.terms_[m] = -c;
+  }
+  return add(a, neg, ok);
+}
+
+Size Size::mul(const Size& a, const Size& b, bool& ok) {
+  Size r;
+  for (const auto& [ma, ca] : a.terms_)
+    for (const auto& [mb, cb] : b.terms_) {
+      Monomial m = ma;
+      m.insert(m.end(), mb.begin(), mb.end());
+      std::sort(m.begin(), m.end());
+      int64_t c;
+      if (__builtin_mul_overflow(ca, cb, &c)) ok = false;
+      int64_t& slot = r.terms_[m];
+      if (__builtin_add_overflow(slot, c, &slot)) ok = false;
+      if (slot == 0) r.terms_.erase(m);
+    }
+  return r;
+}
+
+Size Size::div(const Size& a, const Size& b, bool& ok) {
+  auto bc = b.constant_value();
+  if (bc && *bc != 0) {
+    bool exact = true;
+    for (const auto& [m, c] : a.terms_)
+      if (c % *bc != 0) exact = false;
+    if (exact) {
+      Size r;
+      for (const auto& [m, c] : a.terms_) r.terms_[m] = c / *bc;
+      return r;
+    }
+  }
+  auto ac = a.constant_value();
+  if (ac && bc) {
+    if (*bc == 0) ok = false;
+    return constant(*bc == 0 ? 0 : *ac / *bc);
+  }
+  // Opaque: equal only to the same quotient.
+  Size r;
+  r.terms_[{fmt::format("({})/({})", a.str(), b.str())}] = 1;
+  return r;
+}
+
+std::vector<std::string> Size::symbols() const {
+  std::vector<std::string> out;
+  for (const auto& [m, c] : terms_)
+    for (const std::string& atom : m)
+      if (atom.empty() || atom[0] != '(') {
+        if (std::find(out.begin(), out.end(), atom) == out.end()) out.push_back(atom);
+      }
+  return out;
+}
+
+Size Size::substitute(const std::map<std::string, Size>& binding, bool& ok) const {
+  Size r;
+  for (const auto& [m, c] : terms_) {
+    Size term = constant(c);
+    for (const std::string& atom : m) {
+      auto it = binding.find(atom);
+      Size factor = it != binding.end() ? it->second : Size();
+      if (it == binding.end()) factor.terms_[{atom}] = 1;
+      term = mul(term, factor, ok);
+    }
+    r = add(r, term, ok);
+  }
+  return r;
+}
+
+std::optional<int64_t> Size::evaluate(const std::map<std::string, int64_t>& binding) const {
+  int64_t total = 0;
+  for (const auto& [m, c] : terms_) {
+    int64_t term = c;
+    for (const std::string& atom : m) {
+      auto it = binding.find(atom);
+      if (it == binding.end()) return std::nullopt;
+      if (__builtin_mul_overflow(term, it->second, &term)) return std::nullopt;
+    }
+    if (__builtin_add_overflow(total, term, &total)) return std::nullopt;
+  }
+  return total;
+}
+
+std::string Size::str() const {
+  if (terms_.empty()) return "0";
+  std::string out;
+  // Symbolic terms first (in canonical order), the constant last: "2·D + 1".
+  std::vector<std::pair<Monomial, int64_t>> ordered;
+  for (const auto& t : terms_)
+    if (!t.first.empty()) ordered.push_back(t);
+  if (auto it = terms_.find({}); it != terms_.end()) ordered.push_back(*it);
+  bool first = true;
+  for (const auto& [m, c] : ordered) {
+    int64_t mag = c < 0 ? -c : c;
+    if (first) out += c < 0 ? "-" : "";
+    else out += c < 0 ? " - " : " + ";
+    first = false;
+    std::string atoms;
+    for (size_t i = 0; i < m.size(); ++i) {
+      std::string a = m[i];
+      if (!a.empty() && a[0] == '(') {  // "(D)/(H)" prints as "D / H"
+        size_t mid = a.find(")/(");
+        a = a.substr(1, mid - 1) + " / " + a.substr(mid + 3, a.size() - mid - 4);
+      }
+      atoms += (i ? "·" : "") + a;
+    }
+    if (m.empty()) out += std::to_string(mag);
+    else if (mag == 1) out += atoms;
+    else out += fmt::format("{}·{}", mag, atoms);
+  }
+  return out;
+}
+
+}  // namespace quire::elab

@@ -1,0 +1,143 @@
+#include "quire/interp/inputs.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "quire/interp/interpreter.h"
+#include "quire/io/npy.h"
+#include "quire/runtime/random.h"
+
+namespace quire::interp {
+
+namespace {
+
+struct InputSource {
+  std::optional<std::string> path;
+  std::map<std::string, runtime::Tensor> entries;
+  std::set<std::string> used;
+  runtime::Key root;
+};
+
+Value make_input(const elab::Program& prog, const elab::Type& type, const std::string& path, InputSource& src,
+                 const std::map<std::string, int64_t>& dims, int depth) {
+  using elab::TypeKind;
+  if (depth > 64) throw EvalError(fmt::format("argument `{}` nests too deeply", path));
+  switch (type.kind) {
+    case TypeKind::Tuple: {
+      std::vector<Value> elems;
+      for (size_t i = 0; i < type.elements.size(); ++i)
+        elems.push_back(make_input(prog, type.elements[i], fmt::format("{}.{}", path, i), src, dims, depth + 1));
+      return Value::of_tuple(std::move(elems));
+    }
+    case TypeKind::Key: return Value::of_key(runtime::derive_key(src.root, "input:" + path));
+    case TypeKind::Params:
+      throw EvalError(fmt::format("argument `{}`: only the first argument may be a parameter tree", path));
+    case TypeKind::Scalar: {
+      if (src.path) {
+        auto it = src.entries.find(path);
+        if (it != src.entries.end() && it->second.size() == 1) {
+          src.used.insert(path);
+          const runtime::Tensor& t = it->second;
+          return Value::of_host(t.is_real() ? t.reals[0] : static_cast<double>(t.ints[0]));
+        }
+      }
+      throw EvalError(fmt::format("argument `{}` is a host scalar: give it in --inputs as a 0-d array", path));
+    }
+    case TypeKind::Tensor: {
+      if (type.tensor.rest)
+        throw EvalError(fmt::format("argument `{}` has `...` axes: an entry needs known shapes", path));
+      runtime::Shape shape;
+      for (const elab::Axis& a : type.tensor.axes) {
+        auto v = a.size.evaluate(dims);
+        if (!v) {
+          std::vector<std::string> syms = a.size.symbols();
+          throw EvalError(fmt::format("argument `{}`: give the dimension {} with --dim {}=N", path,
+                                      syms.empty() ? a.size.str() : syms[0], syms.empty() ? "B" : syms[0]));
+        }
+        shape.push_back(*v);
+      }
+      if (src.path) {
+        auto it = src.entries.find(path);
+        if (it == src.entries.end())
+          throw io::IoError(*src.path, fmt::format("no array `{}` for argument `{}` (expected shape {})", path, path,
+                                                   runtime::shape_string(shape)));
+        src.used.insert(path);
+        runtime::Tensor t = it->second;
+        if (t.shape != shape)
+          throw io::IoError(*src.path, fmt::format("array `{}` has shape {}, the argument is {} = shape {}", path,
+                                                   runtime::shape_string(t.shape), prog.printer().tensor(type.tensor),
+                                                   runtime::shape_string(shape)));
+        bool want_int = type.tensor.elem == elab::Elem::I32 || type.tensor.elem == elab::Elem::I64;
+        if (type.tensor.elem == elab::Elem::Real && !t.is_real()) {
+          if (t.kind == runtime::ElemKind::Bool)
+            throw io::IoError(*src.path, fmt::format("array `{}` holds booleans, the argument is real", path));
+          runtime::Tensor r = runtime::Tensor::real(t.shape);
+          for (size_t i = 0; i < t.ints.size(); ++i) r.reals[i] = static_cast<double>(t.ints[i]);
+          t = r;
+        } else if (want_int && t.kind != runtime::ElemKind::I32 && t.kind != runtime::ElemKind::I64) {
+          throw io::IoError(*src.path, fmt::format("array `{}` holds {} values, the argument is an integer tensor", path,
+                                                   runtime::elem_kind_name(t.kind)));
+        } else if (want_int) {
+          t.kind = type.tensor.elem == elab::Elem::I32 ? runtime::ElemKind::I32 : runtime::ElemKind::I64;
+        } else if (type.tensor.elem == elab::Elem::Bool && t.kind != runtime::ElemKind::Bool) {
+          throw io::IoError(*src.path, fmt::format("array `{}` must hold booleans", path));
+        }
+        return Value::of(std::move(t));
+      }
+      if (type.tensor.elem != elab::Elem::Real)
+        throw EvalError(fmt::format("argument `{}` is {}: give it with --inputs FILE.npz", path,
+                                    prog.printer().tensor(type.tensor)));
+      return Value::of(runtime::draw_normal(runtime::derive_key(src.root, "input:" + path), shape, 0.0, 1.0));
+    }
+  }
+  throw EvalError("unreachable argument kind");
+}
+
+}  // namespace
+
+std::vector<Value> entry_arguments(const elab::Program& prog, int function, const ParamMap* params,
+                                   const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                   const std::optional<std::string>& inputs_path) {
+  const core::Function& fn = prog.functions.at(function);
+  InputSource src;
+  src.path = inputs_path;
+  src.root = runtime::key_from_seed(seed);
+  if (inputs_path)
+    for (auto& [name, t] : io::read_npz(*inputs_path)) src.entries.emplace(name, std::move(t));
+  std::vector<Value> args;
+  for (size_t i = 0; i < fn.args.size(); ++i) {
+    const core::FnArg& a = fn.args[i];
+    if (a.type.kind == elab::TypeKind::Params && i == 0) {
+      if (!params) throw EvalError("the entry's parameters are missing");
+      args.push_back(Value::of_params(std::make_shared<const ParamMap>(*params)));
+      continue;
+    }
+    args.push_back(make_input(prog, a.type, a.name, src, dims, 0));
+  }
+  for (const auto& [name, t] : src.entries)
+    if (!src.used.count(name))
+      throw io::IoError(*inputs_path, fmt::format("array `{}` matches no argument of `{}`", name, fn.name));
+  return args;
+}
+
+void flatten_value(const Value& v, const std::string& path, std::vector<std::pair<std::string, runtime::Tensor>>& out) {
+  switch (v.kind) {
+    case Value::Kind::Tensor: out.emplace_back(path, v.tensor); return;
+    case Value::Kind::Tuple:
+      for (size_t i = 0; i < v.elements.size(); ++i) flatten_value(v.elements[i], fmt::format("{}.{}", path, i), out);
+      return;
+    case Value::Kind::Host: out.emplace_back(path, runtime::Tensor::scalar(v.host)); return;
+    case Value::Kind::Key: {
+      runtime::Tensor t = runtime::Tensor::integer(runtime::ElemKind::I64, {2});
+      t.ints = {v.key.k0, v.key.k1};
+      out.emplace_back(path, t);
+      return;
+    }
+    case Value::Kind::Params:
+      for (const auto& [p, t] : *v.params) out.emplace_back(path + "." + p, t);
+      return;
+  }
+}
+
+}  // namespace quire::interp

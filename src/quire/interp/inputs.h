@@ -1,0 +1,28 @@
+#pragma once
+// The arguments of an entry function for `quire run`: its parameter tree, and
+// every other argument either read from an .npz (each under its path: `x`,
+// `batch.0`, `batch.1`) or drawn from the seed.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quire/elab/program.h"
+#include "quire/interp/value.h"
+
+namespace quire::interp {
+
+/// The entry's arguments. `params` fills a `params M` first argument. Without
+/// `inputs_path`, real tensors are drawn from N(0, 1) under
+/// derive_key(key_from_seed(seed), "input:" + path) and keys are that key;
+/// integer tensors and host scalars without a default must come from the file.
+std::vector<Value> entry_arguments(const elab::Program& prog, int function, const ParamMap* params,
+                                   const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                   const std::optional<std::string>& inputs_path);
+
+/// The leaves of a value under their paths (`batch.0`): tuples flatten, tensors stay.
+void flatten_value(const Value& v, const std::string& path, std::vector<std::pair<std::string, runtime::Tensor>>& out);
+
+}  // namespace quire::interp

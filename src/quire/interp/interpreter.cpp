@@ -1,0 +1,395 @@
+#include "quire/interp/interpreter.h"
+
+#include <fmt/format.h>
+
+#include "quire/core/printer.h"
+#include "quire/runtime/float_round.h"
+#include "quire/runtime/kernels.h"
+
+namespace quire::interp {
+
+using core::Op;
+using runtime::Tensor;
+
+namespace {
+
+constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
+
+int64_t eval_size(const elab::Size& s, const std::map<std::string, int64_t>& dims) {
+  auto v = s.evaluate(dims);
+  if (!v) throw EvalError(fmt::format("the size {} has an unbound dimension", s.str()));
+  return *v;
+}
+
+/// The run-time alignment map of one operand of an element-wise instruction:
+/// its `...` lines up with the result's from the right, its explicit axes by
+/// the static map.
+runtime::AxisMap axis_map(const elab::OperandAlignment& a, int64_t operand_rank, size_t operand_explicit,
+                          int64_t result_rest) {
+  runtime::AxisMap map;
+  int64_t rest = a.rest ? operand_rank - static_cast<int64_t>(operand_explicit) : 0;
+  for (int64_t i = 0; i < result_rest; ++i) {
+    int64_t k = i - (result_rest - rest);
+    map.push_back(k >= 0 ? static_cast<int>(k) : -1);
+  }
+  for (int j : a.map) map.push_back(j >= 0 ? static_cast<int>(rest + j) : -1);
+  return map;
+}
+
+runtime::UnaryOp unary_op(Op op) {
+  switch (op) {
+    case Op::Neg: return runtime::UnaryOp::Neg;
+    case Op::Abs: return runtime::UnaryOp::Abs;
+    case Op::Exp: return runtime::UnaryOp::Exp;
+    case Op::Log: return runtime::UnaryOp::Log;
+    case Op::Sqrt: return runtime::UnaryOp::Sqrt;
+    case Op::Rsqrt: return runtime::UnaryOp::Rsqrt;
+    case Op::Tanh: return runtime::UnaryOp::Tanh;
+    case Op::Erf: return runtime::UnaryOp::Erf;
+    case Op::Sigmoid: return runtime::UnaryOp::Sigmoid;
+    case Op::Relu: return runtime::UnaryOp::Relu;
+    case Op::Gelu: return runtime::UnaryOp::Gelu;
+    case Op::GeluTanh: return runtime::UnaryOp::GeluTanh;
+    case Op::Silu: return runtime::UnaryOp::Silu;
+    default: return runtime::UnaryOp::Not;
+  }
+}
+
+runtime::BinaryOp binary_op(Op op) {
+  switch (op) {
+    case Op::Add: return runtime::BinaryOp::Add;
+    case Op::Sub: return runtime::BinaryOp::Sub;
+    case Op::Mul: return runtime::BinaryOp::Mul;
+    case Op::Div: return runtime::BinaryOp::Div;
+    case Op::Pow: return runtime::BinaryOp::Pow;
+    case Op::Min: return runtime::BinaryOp::Min;
+    case Op::Max: return runtime::BinaryOp::Max;
+    case Op::Lt: return runtime::BinaryOp::Lt;
+    case Op::Le: return runtime::BinaryOp::Le;
+    case Op::Gt: return runtime::BinaryOp::Gt;
+    case Op::Ge: return runtime::BinaryOp::Ge;
+    case Op::Eq: return runtime::BinaryOp::Eq;
+    default: return runtime::BinaryOp::Ne;
+  }
+}
+
+runtime::ReduceOp reduce_op(Op op) {
+  switch (op) {
+    case Op::Sum: return runtime::ReduceOp::Sum;
+    case Op::Mean: return runtime::ReduceOp::Mean;
+    case Op::ReduceMax: return runtime::ReduceOp::Max;
+    case Op::ReduceMin: return runtime::ReduceOp::Min;
+    default: return runtime::ReduceOp::LogSumExp;
+  }
+}
+
+/// Rounds every element to a float format (an explicit cast in f64).
+Tensor round_all(const Tensor& x, const std::string& target) {
+  Tensor r = x.kind == runtime::ElemKind::Real ? x : runtime::cast_kind(x, runtime::ElemKind::Real);
+  if (target == "f32" || target == "f32acc") {
+    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kF32);
+  } else if (target == "bf16") {
+    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kBf16);
+  } else if (target == "f16") {
+    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kF16);
+  }
+  return r;
+}
+
+ParamMap subtree(const ParamMap& tree, const std::string& prefix) {
+  ParamMap out;
+  std::string p = prefix + ".";
+  for (auto it = tree.lower_bound(p); it != tree.end() && it->first.compare(0, p.size(), p) == 0; ++it)
+    out.emplace(it->first.substr(p.size()), it->second);
+  return out;
+}
+
+/// Copy `i` of a stack: every leaf loses its leading axis.
+ParamMap slice_copy(const ParamMap& tree, int64_t i) {
+  ParamMap out;
+  for (const auto& [path, t] : tree) {
+    if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
+    Tensor s = runtime::slice(t, 0, i, i + 1, 1);
+    runtime::Shape shape(t.shape.begin() + 1, t.shape.end());
+    out.emplace(path, runtime::reshape(s, shape));
+  }
+  return out;
+}
+
+}  // namespace
+
+Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims)
+    : prog_(prog), dims_(std::move(dims)) {}
+
+runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) const {
+  if (t.rest) throw EvalError("a type with `...` has no concrete shape");
+  runtime::Shape s;
+  for (const elab::Axis& a : t.axes) s.push_back(eval_size(a.size, dims));
+  return s;
+}
+
+Value Interpreter::call(int function, const std::vector<Value>& args) { return eval(function, args, dims_, 0); }
+
+void Interpreter::check_arg(const elab::Type& declared, const Value& v, const std::map<std::string, int64_t>& dims,
+                            const std::string& what, int depth) const {
+  using elab::TypeKind;
+  if (depth > 64) return;
+  switch (declared.kind) {
+    case TypeKind::Tensor: {
+      if (v.kind != Value::Kind::Tensor) throw EvalError(fmt::format("{}: expected a tensor", what));
+      const elab::TensorType& t = declared.tensor;
+      size_t n = t.axes.size();
+      if (v.tensor.shape.size() < n || (!t.rest && v.tensor.shape.size() != n))
+        throw EvalError(fmt::format("{}: expected {} ({} axes), found shape {}", what, prog_.printer().tensor(t),
+                                    n, runtime::shape_string(v.tensor.shape)));
+      size_t lead = v.tensor.shape.size() - n;
+      for (size_t i = 0; i < n; ++i) {
+        auto want = t.axes[i].size.evaluate(dims);
+        if (want && *want != v.tensor.shape[lead + i])
+          throw EvalError(fmt::format("{}: expected {}, found shape {}", what, prog_.printer().tensor(t),
+                                      runtime::shape_string(v.tensor.shape)));
+      }
+      bool want_int = t.elem == elab::Elem::I32 || t.elem == elab::Elem::I64;
+      bool is_int = v.tensor.kind == runtime::ElemKind::I32 || v.tensor.kind == runtime::ElemKind::I64;
+      if (want_int != is_int || (t.elem == elab::Elem::Bool) != (v.tensor.kind == runtime::ElemKind::Bool))
+        throw EvalError(fmt::format("{}: expected {} elements, found {}", what, elab::elem_name(t.elem),
+                                    runtime::elem_kind_name(v.tensor.kind)));
+      return;
+    }
+    case TypeKind::Tuple:
+      if (v.kind != Value::Kind::Tuple || v.elements.size() != declared.elements.size())
+        throw EvalError(fmt::format("{}: expected a tuple of {}", what, declared.elements.size()));
+      for (size_t i = 0; i < declared.elements.size(); ++i)
+        check_arg(declared.elements[i], v.elements[i], dims, fmt::format("{}.{}", what, i), depth + 1);
+      return;
+    case TypeKind::Key:
+      if (v.kind != Value::Kind::Key) throw EvalError(fmt::format("{}: expected a key", what));
+      return;
+    case TypeKind::Scalar:
+      if (v.kind != Value::Kind::Host) throw EvalError(fmt::format("{}: expected a host scalar", what));
+      return;
+    case TypeKind::Params: {
+      if (v.kind != Value::Kind::Params) throw EvalError(fmt::format("{}: expected a parameter tree", what));
+      for (const auto& [path, type] : prog_.flatten(declared.params)) {
+        auto it = v.params->find(path);
+        if (it == v.params->end()) throw EvalError(fmt::format("{}: parameter `{}` is missing", what, path));
+        runtime::Shape want = concrete_shape(type, dims);
+        if (it->second.shape != want)
+          throw EvalError(fmt::format("{}: parameter `{}` has shape {}, expected {}", what, path,
+                                      runtime::shape_string(it->second.shape), runtime::shape_string(want)));
+      }
+      return;
+    }
+  }
+}
+
+Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
+                        int depth) {
+  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
+  const core::Function& fn = prog_.functions.at(function);
+  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
+  if (args.size() != fn.args.size())
+    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+  std::vector<Value> env(fn.value_count() + 1);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (depth == 0) check_arg(fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name), 0);
+    env[i + 1] = args[i];
+  }
+  for (const core::Instr& in : fn.body) {
+    try {
+      env[in.id] = step(fn, in, env, dims, depth);
+    } catch (const runtime::RuntimeError& e) {
+      LineCol lc = prog_.sources.line_col(in.loc.begin);
+      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,
+                                  core::site_name(fn, in.id), e.what()));
+    }
+  }
+  return env[fn.result_value];
+}
+
+Value Interpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
+                        const std::map<std::string, int64_t>& dims, int depth) {
+  auto arg = [&](size_t k) -> const Value& { return env.at(in.args.at(k)); };
+  auto tensor_arg = [&](size_t k) -> const Tensor& { return arg(k).tensor; };
+  auto explicit_count = [&](size_t k) { return fn.type_of(in.args.at(k)).tensor.axes.size(); };
+  // Leading (`...`) axes of operand k at run time.
+  auto rest_of = [&](size_t k) {
+    return static_cast<int>(tensor_arg(k).rank() - static_cast<int64_t>(explicit_count(k)));
+  };
+  const core::OpInfo& info = core::op_info(in.op);
+  switch (in.op) {
+    case Op::Const: return Value::of(Tensor::scalar(in.number));
+    case Op::HostConst: return Value::of_host(in.number);
+    case Op::ConstInt:
+    case Op::ConstBool: return Value::of_host(static_cast<double>(in.integer));
+    case Op::Real: return Value::of(Tensor::scalar(arg(0).host));
+    case Op::Field: {
+      const ParamMap& tree = *arg(0).params;
+      if (in.type.kind == elab::TypeKind::Tensor) {
+        auto it = tree.find(in.text);
+        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", in.text));
+        return Value::of(it->second);
+      }
+      return Value::of_params(std::make_shared<const ParamMap>(subtree(tree, in.text)));
+    }
+    case Op::TupleGet: return arg(0).elements.at(in.integer);
+    case Op::MakeTuple: {
+      std::vector<Value> elems;
+      for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
+      return Value::of_tuple(std::move(elems));
+    }
+    case Op::Cast: {
+      const std::string& t = in.text;
+      if (t == "i32") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I32));
+      if (t == "i64") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I64));
+      if (t == "bool") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::Bool));
+      return Value::of(round_all(tensor_arg(0), t));
+    }
+    default: break;
+  }
+  if (info.elementwise) {
+    int64_t result_rest = 0;
+    for (size_t k = 0; k < in.args.size(); ++k)
+      if (in.align.at(k).rest) result_rest = std::max<int64_t>(result_rest, rest_of(k));
+    int rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
+    auto map = [&](size_t k) { return axis_map(in.align.at(k), tensor_arg(k).rank(), explicit_count(k), result_rest); };
+    if (in.op == Op::Pow && in.args.size() == 1) {
+      Tensor e = Tensor::scalar(in.number);
+      return Value::of(runtime::binary(runtime::BinaryOp::Pow, tensor_arg(0), map(0), e, runtime::AxisMap(rank, -1), rank));
+    }
+    if (in.args.size() == 1) return Value::of(runtime::unary(unary_op(in.op), tensor_arg(0)));  // identity alignment
+    if (in.op == Op::Where)
+      return Value::of(runtime::where(tensor_arg(0), map(0), tensor_arg(1), map(1), tensor_arg(2), map(2), rank));
+    return Value::of(runtime::binary(binary_op(in.op), tensor_arg(0), map(0), tensor_arg(1), map(1), rank));
+  }
+  switch (in.op) {
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp: {
+      std::vector<int> axes;
+      if (in.all_axes) {
+        for (int i = 0; i < tensor_arg(0).rank(); ++i) axes.push_back(i);
+      } else {
+        int rest = rest_of(0);
+        for (int a : in.axes) axes.push_back(rest + a);
+      }
+      return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes));
+    }
+    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1)));
+    case Op::Contract: {
+      int rest = rest_of(0);
+      std::vector<runtime::ResultAxis> result;
+      for (int i = 0; i < rest; ++i) result.push_back({i, -1});
+      const elab::TensorType& ta = fn.type_of(in.args[0]).tensor;
+      const elab::TensorType& tb = fn.type_of(in.args[1]).tensor;
+      for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
+        if (i == in.axes[0]) continue;
+        int b = -1;
+        for (const auto& [pa, pb] : in.pairs)
+          if (pa == i) b = pb;
+        result.push_back({rest + i, b});
+      }
+      for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
+        if (j == in.axes[1]) continue;
+        bool batch = false;
+        for (const auto& [pa, pb] : in.pairs) batch = batch || pb == j;
+        if (!batch) result.push_back({-1, j});
+      }
+      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), result, {{rest + in.axes[0], in.axes[1]}}));
+    }
+    case Op::Transpose: {
+      int rest = rest_of(0);
+      std::vector<int> perm;
+      for (int i = 0; i < rest; ++i) perm.push_back(i);
+      for (int a : in.axes) perm.push_back(rest + a);
+      return Value::of(runtime::transpose(tensor_arg(0), perm));
+    }
+    case Op::SplitAxis: {
+      const Tensor& x = tensor_arg(0);
+      int at = rest_of(0) + in.axes[0];
+      runtime::Shape shape(x.shape.begin(), x.shape.begin() + at);
+      for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
+      shape.insert(shape.end(), x.shape.begin() + at + 1, x.shape.end());
+      return Value::of(runtime::reshape(x, shape));
+    }
+    case Op::MergeAxes: {
+      const Tensor& x = tensor_arg(0);
+      int rest = rest_of(0);
+      int first = *std::min_element(in.axes.begin(), in.axes.end());
+      std::vector<int> perm;
+      for (int i = 0; i < rest; ++i) perm.push_back(i);
+      int n = static_cast<int>(explicit_count(0));
+      for (int i = 0; i < n; ++i) {
+        if (i == first)
+          for (int a : in.axes) perm.push_back(rest + a);
+        if (std::find(in.axes.begin(), in.axes.end(), i) == in.axes.end()) perm.push_back(rest + i);
+      }
+      Tensor t = runtime::transpose(x, perm);
+      runtime::Shape shape;
+      int at = rest + first;
+      int64_t merged = 1;
+      for (size_t i = 0; i < t.shape.size(); ++i) {
+        int ii = static_cast<int>(i);
+        if (ii >= at && ii < at + static_cast<int>(in.axes.size())) {
+          merged *= t.shape[i];
+          if (ii == at + static_cast<int>(in.axes.size()) - 1) shape.push_back(merged);
+        } else {
+          shape.push_back(t.shape[i]);
+        }
+      }
+      return Value::of(runtime::reshape(t, shape));
+    }
+    case Op::Concat: {
+      std::vector<const Tensor*> parts;
+      for (size_t k = 0; k < in.args.size(); ++k) parts.push_back(&tensor_arg(k));
+      return Value::of(runtime::concat(parts, rest_of(0) + in.axes[0]));
+    }
+    case Op::Slice:
+      return Value::of(runtime::slice(tensor_arg(0), rest_of(0) + in.axes[0], in.integer, in.integer2, in.integer3));
+    case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
+    case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
+    case Op::KeySplit: {
+      auto [a, b] = runtime::split_key(arg(0).key);
+      return Value::of_tuple({Value::of_key(a), Value::of_key(b)});
+    }
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli: {
+      runtime::Shape shape;
+      for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
+      if (in.op == Op::Uniform) return Value::of(runtime::draw_uniform(arg(0).key, shape, in.number, in.number2));
+      if (in.op == Op::Normal) return Value::of(runtime::draw_normal(arg(0).key, shape, in.number, in.number2));
+      double p = tensor_arg(1).reals.at(0);
+      if (!(p >= 0 && p <= 1)) throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
+      return Value::of(runtime::draw_bernoulli(arg(0).key, shape, p));
+    }
+    case Op::Call:
+    case Op::Fold: {
+      if (in.callee < 0) throw EvalError("a call whose callee did not elaborate");
+      const core::Function& callee = prog_.functions[in.callee];
+      std::map<std::string, int64_t> callee_dims = dims_;
+      size_t first = in.op == Op::Fold ? 1 : 0;
+      for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k)
+        callee_dims[callee.dims[k - first]] = eval_size(in.sizes[k], dims);
+      if (in.op == Op::Call) {
+        std::vector<Value> args;
+        for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
+        return eval(in.callee, args, callee_dims, depth + 1);
+      }
+      int64_t copies = eval_size(in.sizes.at(0), dims);
+      const ParamMap& stacked = *arg(0).params;
+      Value acc = arg(1);
+      for (int64_t i = 0; i < copies; ++i) {
+        Value theta = Value::of_params(std::make_shared<const ParamMap>(slice_copy(stacked, i)));
+        acc = eval(in.callee, {theta, acc}, callee_dims, depth + 1);
+      }
+      return acc;
+    }
+    default: break;
+  }
+  throw EvalError(fmt::format("the interpreter has no case for `{}`", info.spelling));
+}
+
+}  // namespace quire::interp

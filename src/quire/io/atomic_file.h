@@ -1,0 +1,26 @@
+#pragma once
+// Whole-file reads and crash-safe writes. A checkpoint overwritten in place is
+// lost if the process dies half-way; write_file_atomically never exposes a
+// half-written file under the target name: readers see the old bytes or the
+// new ones.
+
+#include <string>
+#include <string_view>
+
+#include "quire/io/io_error.h"
+
+namespace quire::io {
+
+/// Replaces (or creates) `path` with `bytes`: writes a temporary file in the
+/// same directory (a rename is atomic only within one file system), fsyncs
+/// it, renames it over `path`, then fsyncs the directory so the rename itself
+/// survives a crash. On any failure the temporary file is removed, `path` is
+/// left as it was, and IoError says which step failed and why. The new file's
+/// mode is 0666 minus the umask, as for a plain open(O_CREAT).
+void write_file_atomically(const std::string& path, std::string_view bytes);
+
+/// The whole content of `path`. IoError on failure, e.g.
+/// "data/x.npy: cannot open: No such file or directory".
+std::string read_file(const std::string& path);
+
+}  // namespace quire::io

@@ -1,0 +1,704 @@
+#include "quire/io/npy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "quire/io/atomic_file.h"
+
+namespace quire::io {
+
+using runtime::ElemKind;
+using runtime::Shape;
+using runtime::Tensor;
+
+namespace {
+
+/// Where an error is: the file, and for an .npz entry, "entry `NAME`: ".
+struct Where {
+  const std::string& path;
+  std::string prefix;
+
+  [[nodiscard]] IoError error(std::string_view reason) const { return IoError(path, prefix + std::string(reason)); }
+};
+
+// ---------------------------------------------------------------------------
+// Bytes. Every read goes through `require`, which is what keeps a truncated or
+// lying file from reading past its end.
+
+/// Throws unless bytes[offset, offset + length) exists; `what` names the part.
+void require(std::string_view bytes, uint64_t offset, uint64_t length, std::string_view what, const Where& where) {
+  if (offset > bytes.size() || length > bytes.size() - offset) {
+    throw where.error(
+        fmt::format("truncated: {} needs bytes {}..{}, the file has {}", what, offset, offset + length, bytes.size()));
+  }
+}
+
+/// The unsigned integer of sizeof(T) bytes at `offset`, in the given byte order.
+template <typename T>
+T load(std::string_view bytes, size_t offset, bool big_endian = false) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    const size_t at = big_endian ? offset + i : offset + sizeof(T) - 1 - i;
+    value = static_cast<T>((static_cast<uint64_t>(value) << 8) | static_cast<uint8_t>(bytes[at]));
+  }
+  return value;
+}
+
+/// Appends `value` as sizeof(T) little-endian bytes.
+template <typename T>
+void append_le(std::string& out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
+}
+
+/// An IEEE binary16 value as f64, exactly, NaN payloads kept as NumPy keeps
+/// them (shifted into the top of the f64 fraction).
+double half_to_double(uint16_t h) {
+  const bool negative = (h & 0x8000) != 0;
+  const int exponent = (h >> 10) & 0x1f;
+  const uint64_t fraction = h & 0x3ff;
+  if (exponent == 0x1f) {
+    const uint64_t bits = (uint64_t{negative} << 63) | (uint64_t{0x7ff} << 52) | (fraction << 42);
+    return std::bit_cast<double>(bits);
+  }
+  // Subnormal: fraction · 2^-24; normal: (1024 + fraction) · 2^(exponent - 25).
+  const double magnitude = exponent == 0 ? std::ldexp(static_cast<double>(fraction), -24)
+                                         : std::ldexp(static_cast<double>(1024 + fraction), exponent - 25);
+  return negative ? -magnitude : magnitude;
+}
+
+/// The element count of `shape`, or nullopt if it overflows int64.
+std::optional<int64_t> checked_count(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------
+// .npy
+
+/// An element type this reader understands, as NumPy spells it in 'descr'.
+struct NpyDtype {
+  std::string_view descr;
+  char kind;  ///< 'f' float, 'i' signed, 'b' bool, 'u' unsigned
+  size_t size;
+  bool big_endian;
+};
+
+constexpr std::array<NpyDtype, 12> kNpyDtypes{{
+    {"<f8", 'f', 8, false},
+    {"<f4", 'f', 4, false},
+    {"<f2", 'f', 2, false},
+    {"<i4", 'i', 4, false},
+    {"<i8", 'i', 8, false},
+    {"|b1", 'b', 1, false},
+    {"|u1", 'u', 1, false},
+    {">f8", 'f', 8, true},
+    {">f4", 'f', 4, true},
+    {">f2", 'f', 2, true},
+    {">i4", 'i', 4, true},
+    {">i8", 'i', 8, true},
+}};
+
+constexpr std::string_view kNpyMagic{"\x93NUMPY", 6};
+/// Headers are padded so the data starts on a 64-byte boundary (NumPy's
+/// ARRAY_ALIGN), which lets readers map the data aligned.
+constexpr size_t kNpyAlign = 64;
+
+/// What the header dict says.
+struct NpyHeader {
+  NpyDtype dtype{};
+  bool fortran_order = false;
+  Shape shape;
+};
+
+/// A parser of the one Python literal NumPy writes as a header:
+/// {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
+/// It accepts either quote, any spacing, trailing commas and Python 2's
+/// `3L`; it rejects everything else (structured dtypes, unknown keys).
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(std::string_view text, const Where& where) : text_(text), where_(where) {}
+
+  NpyHeader parse() {
+    NpyHeader header;
+    std::set<std::string> seen;
+    expect('{');
+    while (!consume('}')) {
+      const std::string key = string_literal();
+      if (!seen.insert(key).second) fail(fmt::format("key '{}' appears twice", key));
+      expect(':');
+      if (key == "descr") {
+        skip_space();
+        if (pos_ < text_.size() && (text_[pos_] == '[' || text_[pos_] == '{')) {
+          fail("structured dtypes are not supported");
+        }
+        header.dtype = dtype(string_literal());
+      } else if (key == "fortran_order") {
+        header.fortran_order = boolean();
+      } else if (key == "shape") {
+        header.shape = shape_tuple();
+      } else {
+        fail(fmt::format("unexpected key '{}'", key));
+      }
+      if (!consume(',')) {
+        expect('}');
+        break;
+      }
+    }
+    skip_space();
+    if (pos_ != text_.size()) fail("text after the closing '}'");
+    for (const char* key : {"descr", "fortran_order", "shape"}) {
+      if (!seen.contains(key)) fail(fmt::format("missing key '{}'", key));
+    }
+    return header;
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view what) const {
+    // The header is short (NumPy's are under 200 bytes); a long one is cut.
+    std::string shown(text_.substr(0, 120));
+    while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
+    throw where_.error(fmt::format("malformed header: {} (at character {} of \"{}\")", what, pos_, shown));
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n')) ++pos_;
+  }
+
+  bool consume(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  void expect(char c) {
+    if (!consume(c)) fail(fmt::format("expected '{}'", c));
+  }
+
+  std::string string_literal() {
+    skip_space();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a string");
+    const char quote = text_[pos_++];
+    const size_t end = text_.find(quote, pos_);
+    if (end == std::string_view::npos) fail("unterminated string");
+    std::string s(text_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return s;
+  }
+
+  bool boolean() {
+    skip_space();
+    for (auto [word, value] :
+         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return value;
+      }
+    }
+    fail("expected True or False");
+  }
+
+  int64_t dimension() {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == '-') fail("negative dimension");
+    int64_t value = 0;
+    const size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (__builtin_mul_overflow(value, int64_t{10}, &value) ||
+          __builtin_add_overflow(value, int64_t{text_[pos_] - '0'}, &value)) {
+        fail("dimension too large");
+      }
+      ++pos_;
+    }
+    if (pos_ == start) fail("expected a dimension");
+    if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;
+    return value;
+  }
+
+  Shape shape_tuple() {
+    expect('(');
+    Shape shape;
+    while (!consume(')')) {
+      shape.push_back(dimension());
+      if (!consume(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return shape;
+  }
+
+  NpyDtype dtype(const std::string& descr) {
+    for (const NpyDtype& d : kNpyDtypes) {
+      if (d.descr == descr) return d;
+    }
+    throw where_.error(fmt::format("dtype '{}' is not supported (supported: f8 f4 f2 i4 i8 b1 u1)", descr));
+  }
+
+  std::string_view text_;
+  const Where& where_;
+  size_t pos_ = 0;
+};
+
+/// Row-major copy of a column-major (Fortran) array of `shape`: walks the
+/// source in order, advancing a Fortran multi-index (axis 0 fastest) and its
+/// row-major destination offset together.
+template <typename V>
+std::vector<V> fortran_to_row_major(const std::vector<V>& source, const Shape& shape) {
+  std::vector<V> result(source.size());
+  const std::vector<int64_t> strides = runtime::contiguous_strides(shape);
+  std::vector<int64_t> index(shape.size(), 0);
+  int64_t destination = 0;
+  for (const V& value : source) {
+    result[static_cast<size_t>(destination)] = value;
+    for (size_t axis = 0; axis < shape.size(); ++axis) {
+      if (++index[axis] < shape[axis]) {
+        destination += strides[axis];
+        break;
+      }
+      destination -= strides[axis] * (shape[axis] - 1);
+      index[axis] = 0;
+    }
+  }
+  return result;
+}
+
+/// The tensor of `count` elements of `dtype` starting at `data` (bounds
+/// already checked), in the file's element order.
+Tensor decode_elements(std::string_view data, const NpyDtype& dtype, Shape shape, int64_t count, const Where& where) {
+  const auto n = static_cast<size_t>(count);
+  const bool be = dtype.big_endian;
+  if (dtype.kind == 'f') {
+    Tensor t = Tensor::real(std::move(shape));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = i * dtype.size;
+      if (dtype.size == 8) t.reals[i] = std::bit_cast<double>(load<uint64_t>(data, at, be));
+      if (dtype.size == 4) t.reals[i] = std::bit_cast<float>(load<uint32_t>(data, at, be));
+      if (dtype.size == 2) t.reals[i] = half_to_double(load<uint16_t>(data, at, be));
+    }
+    return t;
+  }
+  const ElemKind kind = dtype.kind == 'b' ? ElemKind::Bool : dtype.size == 8 ? ElemKind::I64 : ElemKind::I32;
+  Tensor t = Tensor::integer(kind, std::move(shape));
+  for (size_t i = 0; i < n; ++i) {
+    const size_t at = i * dtype.size;
+    switch (dtype.kind) {
+      case 'i':
+        t.ints[i] = dtype.size == 8 ? std::bit_cast<int64_t>(load<uint64_t>(data, at, be))
+                                    : std::bit_cast<int32_t>(load<uint32_t>(data, at, be));
+        break;
+      case 'u': t.ints[i] = static_cast<uint8_t>(data[at]); break;
+      case 'b': {
+        const auto byte = static_cast<uint8_t>(data[at]);
+        if (byte > 1) throw where.error(fmt::format("bool element {} is the byte {} (not 0 or 1)", i, byte));
+        t.ints[i] = byte;
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+Tensor decode_npy_at(std::string_view bytes, const Where& where) {
+  require(bytes, 0, 8, "the magic string and version", where);
+  if (bytes.substr(0, 6) != kNpyMagic) throw where.error("bad magic: not an .npy file");
+  const int major = static_cast<uint8_t>(bytes[6]);
+  const int minor = static_cast<uint8_t>(bytes[7]);
+  if (!((major == 1 || major == 2 || major == 3) && minor == 0)) {
+    throw where.error(fmt::format("unsupported .npy version {}.{} (supported: 1.0 2.0 3.0)", major, minor));
+  }
+  // Version 1.0 has a 2-byte header length, 2.0 and 3.0 (UTF-8 header) 4.
+  const size_t length_size = major == 1 ? 2 : 4;
+  require(bytes, 8, length_size, "the header length", where);
+  const uint64_t header_length = major == 1 ? load<uint16_t>(bytes, 8) : load<uint32_t>(bytes, 8);
+  const size_t header_start = 8 + length_size;
+  require(bytes, header_start, header_length, "the header", where);
+  const NpyHeader header = NpyHeaderParser(bytes.substr(header_start, header_length), where).parse();
+
+  const std::string dtype_name(header.dtype.descr);
+  const std::optional<int64_t> count = checked_count(header.shape);
+  uint64_t data_size = 0;
+  if (!count || __builtin_mul_overflow(static_cast<uint64_t>(*count), header.dtype.size, &data_size)) {
+    throw where.error(fmt::format("shape {} is too large", runtime::shape_string(header.shape)));
+  }
+  const std::string_view data = bytes.substr(header_start + header_length);
+  if (data.size() != data_size) {
+    throw where.error(fmt::format("data size mismatch: shape {} of '{}' needs {} bytes, the file has {}",
+                                  runtime::shape_string(header.shape), dtype_name, data_size, data.size()));
+  }
+  Tensor t = decode_elements(data, header.dtype, header.shape, *count, where);
+  if (header.fortran_order && t.rank() > 1) {
+    if (t.is_real()) t.reals = fortran_to_row_major(t.reals, t.shape);
+    else t.ints = fortran_to_row_major(t.ints, t.shape);
+  }
+  return t;
+}
+
+/// Checks the tensor invariant before writing: a malformed Tensor must not
+/// become a malformed file.
+void check_tensor(const Tensor& tensor, const Where& where) {
+  const std::optional<int64_t> count = checked_count(tensor.shape);
+  const size_t held = tensor.is_real() ? tensor.reals.size() : tensor.ints.size();
+  if (!count || static_cast<uint64_t>(*count) != held) {
+    throw where.error(fmt::format("tensor of shape {} holds {} values", runtime::shape_string(tensor.shape), held));
+  }
+}
+
+/// "()", "(3,)" or "(2, 3)": Python's spelling of a tuple.
+std::string python_tuple(const Shape& shape) {
+  if (shape.size() == 1) return fmt::format("({},)", shape[0]);
+  return fmt::format("({})", fmt::join(shape, ", "));
+}
+
+std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& where) {
+  check_tensor(tensor, where);
+  std::string_view descr;
+  switch (tensor.kind) {
+    case ElemKind::Real: descr = type == StoreType::F32 ? "<f4" : "<f8"; break;
+    case ElemKind::I32: descr = "<i4"; break;
+    case ElemKind::I64: descr = "<i8"; break;
+    case ElemKind::Bool: descr = "|b1"; break;
+  }
+  std::string dict =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, python_tuple(tensor.shape));
+  // Pad with spaces and end with '\n' so that magic + version + length +
+  // header is a multiple of 64; a rank in the thousands needs version 2.0.
+  const bool version2 = dict.size() + 1 + 10 > 0xffff;
+  const size_t prefix = version2 ? 12 : 10;
+  dict.append((kNpyAlign - (prefix + dict.size() + 1) % kNpyAlign) % kNpyAlign, ' ');
+  dict.push_back('\n');
+
+  std::string out(kNpyMagic);
+  out.push_back(static_cast<char>(version2 ? 2 : 1));
+  out.push_back('\0');
+  if (version2) append_le(out, static_cast<uint32_t>(dict.size()));
+  else append_le(out, static_cast<uint16_t>(dict.size()));
+  out += dict;
+  if (tensor.is_real()) {
+    for (double v : tensor.reals) {
+      if (type == StoreType::F32) append_le(out, std::bit_cast<uint32_t>(static_cast<float>(v)));
+      else append_le(out, std::bit_cast<uint64_t>(v));
+    }
+    return out;
+  }
+  for (size_t i = 0; i < tensor.ints.size(); ++i) {
+    const int64_t v = tensor.ints[i];
+    switch (tensor.kind) {
+      case ElemKind::I32:
+        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+          throw where.error(fmt::format("i32 element {} is {}, outside the i32 range", i, v));
+        }
+        append_le(out, static_cast<uint32_t>(static_cast<int32_t>(v)));
+        break;
+      case ElemKind::I64: append_le(out, static_cast<uint64_t>(v)); break;
+      default: out.push_back(v != 0 ? '\1' : '\0'); break;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// .npz: a zip archive (PKWARE APPNOTE.TXT) of stored NAME.npy entries.
+
+constexpr uint32_t kLocalHeaderSignature = 0x04034b50;
+constexpr uint32_t kCentralHeaderSignature = 0x02014b50;
+constexpr uint32_t kEndRecordSignature = 0x06054b50;
+constexpr uint32_t kZip64EndRecordSignature = 0x06064b50;
+constexpr uint32_t kZip64LocatorSignature = 0x07064b50;
+constexpr uint16_t kZip64ExtraId = 0x0001;
+constexpr size_t kLocalHeaderSize = 30;
+constexpr size_t kCentralHeaderSize = 46;
+constexpr size_t kEndRecordSize = 22;
+constexpr size_t kZip64EndRecordSize = 56;
+constexpr size_t kZip64LocatorSize = 20;
+/// Values of 32- and 16-bit fields meaning "see the ZIP64 record".
+constexpr uint32_t kZip64Marker32 = 0xffffffff;
+constexpr uint16_t kZip64Marker16 = 0xffff;
+/// 1980-01-01 00:00:00 in MS-DOS date form: fixed, so output is reproducible.
+constexpr uint16_t kDosDate = (0 << 9) | (1 << 5) | 1;
+
+/// What the central directory says about one entry.
+struct ZipEntry {
+  std::string name;
+  uint16_t flags = 0;
+  uint16_t method = 0;
+  uint32_t crc = 0;
+  uint64_t compressed_size = 0;
+  uint64_t uncompressed_size = 0;
+  uint64_t local_header_offset = 0;
+};
+
+/// Where the central directory is and how many entries it has.
+struct CentralDirectory {
+  uint64_t entries = 0;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+};
+
+CentralDirectory find_central_directory(std::string_view bytes, const Where& where) {
+  // The end record is the last 22 bytes plus a comment of up to 65535 bytes;
+  // search backwards for a signature whose comment ends exactly at the end.
+  if (bytes.size() < kEndRecordSize) {
+    throw where.error(fmt::format("not a zip archive: {} bytes is too short for an end record", bytes.size()));
+  }
+  std::optional<size_t> end;
+  const size_t lowest = bytes.size() - kEndRecordSize > 0xffff ? bytes.size() - kEndRecordSize - 0xffff : 0;
+  for (size_t pos = bytes.size() - kEndRecordSize + 1; pos-- > lowest;) {
+    if (load<uint32_t>(bytes, pos) == kEndRecordSignature &&
+        pos + kEndRecordSize + load<uint16_t>(bytes, pos + 20) == bytes.size()) {
+      end = pos;
+      break;
+    }
+  }
+  if (!end) throw where.error("not a zip archive: no end of central directory record");
+  CentralDirectory cd{load<uint16_t>(bytes, *end + 10), load<uint32_t>(bytes, *end + 12),
+                      load<uint32_t>(bytes, *end + 16)};
+  if (load<uint16_t>(bytes, *end + 4) != 0 && load<uint16_t>(bytes, *end + 4) != kZip64Marker16) {
+    throw where.error("multi-disk zip archives are not supported");
+  }
+  // A ZIP64 locator right before the end record points at the ZIP64 end
+  // record, whose 64-bit fields replace the 16/32-bit ones (Python's zipfile
+  // writes it when an archive passes 65535 entries or 4 GiB).
+  if (*end >= kZip64LocatorSize && load<uint32_t>(bytes, *end - kZip64LocatorSize) == kZip64LocatorSignature) {
+    const uint64_t record = load<uint64_t>(bytes, *end - kZip64LocatorSize + 8);
+    require(bytes, record, kZip64EndRecordSize, "the ZIP64 end of central directory record", where);
+    if (load<uint32_t>(bytes, record) != kZip64EndRecordSignature) {
+      throw where.error(fmt::format("bad ZIP64 end of central directory record at byte {}", record));
+    }
+    cd = {load<uint64_t>(bytes, record + 32), load<uint64_t>(bytes, record + 40), load<uint64_t>(bytes, record + 48)};
+  } else if (cd.entries == kZip64Marker16 || cd.size == kZip64Marker32 || cd.offset == kZip64Marker32) {
+    throw where.error("the end record refers to a ZIP64 record that is missing");
+  }
+  require(bytes, cd.offset, cd.size, "the central directory", where);
+  if (cd.entries > cd.size / kCentralHeaderSize) {
+    throw where.error(fmt::format("the central directory claims {} entries in {} bytes", cd.entries, cd.size));
+  }
+  return cd;
+}
+
+/// Replaces an entry's 32-bit marker fields by the values of its ZIP64 extra
+/// field, which holds, in this order, only the fields that are markers.
+void apply_zip64_extra(std::string_view extra, ZipEntry& entry, uint32_t raw_uncompressed, uint32_t raw_compressed,
+                       uint32_t raw_offset, const Where& where) {
+  size_t pos = 0;
+  while (pos + 4 <= extra.size()) {
+    const uint16_t id = load<uint16_t>(extra, pos);
+    const uint16_t length = load<uint16_t>(extra, pos + 2);
+    if (length > extra.size() - pos - 4) throw where.error("extra field runs past its header");
+    if (id == kZip64ExtraId) {
+      const std::string_view field = extra.substr(pos + 4, length);
+      size_t at = 0;
+      auto next = [&](uint64_t& value) {
+        if (at + 8 > field.size()) throw where.error("ZIP64 extra field is too short");
+        value = load<uint64_t>(field, at);
+        at += 8;
+      };
+      if (raw_uncompressed == kZip64Marker32) next(entry.uncompressed_size);
+      if (raw_compressed == kZip64Marker32) next(entry.compressed_size);
+      if (raw_offset == kZip64Marker32) next(entry.local_header_offset);
+      return;
+    }
+    pos += 4 + length;
+  }
+  if (raw_uncompressed == kZip64Marker32 || raw_compressed == kZip64Marker32 || raw_offset == kZip64Marker32) {
+    throw where.error("sizes refer to a ZIP64 extra field that is missing");
+  }
+}
+
+std::vector<ZipEntry> read_central_directory(std::string_view bytes, const Where& where) {
+  const CentralDirectory cd = find_central_directory(bytes, where);
+  const std::string_view dir = bytes.substr(cd.offset, cd.size);
+  std::vector<ZipEntry> entries;
+  size_t pos = 0;
+  for (uint64_t i = 0; i < cd.entries; ++i) {
+    require(dir, pos, kCentralHeaderSize, fmt::format("central directory entry {}", i), where);
+    if (load<uint32_t>(dir, pos) != kCentralHeaderSignature) {
+      throw where.error(fmt::format("central directory entry {} has a bad signature", i));
+    }
+    const uint16_t name_length = load<uint16_t>(dir, pos + 28);
+    const uint16_t extra_length = load<uint16_t>(dir, pos + 30);
+    const uint16_t comment_length = load<uint16_t>(dir, pos + 32);
+    require(dir, pos + kCentralHeaderSize, uint64_t{name_length} + extra_length + comment_length,
+            fmt::format("central directory entry {}", i), where);
+    ZipEntry e;
+    e.name = std::string(dir.substr(pos + kCentralHeaderSize, name_length));
+    e.flags = load<uint16_t>(dir, pos + 8);
+    e.method = load<uint16_t>(dir, pos + 10);
+    e.crc = load<uint32_t>(dir, pos + 16);
+    const uint32_t compressed = load<uint32_t>(dir, pos + 20);
+    const uint32_t uncompressed = load<uint32_t>(dir, pos + 24);
+    const uint32_t offset = load<uint32_t>(dir, pos + 42);
+    e.compressed_size = compressed;
+    e.uncompressed_size = uncompressed;
+    e.local_header_offset = offset;
+    apply_zip64_extra(dir.substr(pos + kCentralHeaderSize + name_length, extra_length), e, uncompressed, compressed,
+                      offset, Where{where.path, fmt::format("{}entry `{}`: ", where.prefix, e.name)});
+    entries.push_back(std::move(e));
+    pos += kCentralHeaderSize + name_length + extra_length + comment_length;
+  }
+  return entries;
+}
+
+/// The stored bytes of `entry`, CRC-checked.
+std::string_view entry_data(std::string_view bytes, const ZipEntry& entry, const Where& where) {
+  if (entry.flags & 0x1) throw where.error("encrypted entries are not supported");
+  if (entry.method == 8) {
+    throw where.error("compressed .npz entries (np.savez_compressed) are not supported; save with np.savez");
+  }
+  if (entry.method != 0) throw where.error(fmt::format("compression method {} is not supported", entry.method));
+  if (entry.compressed_size != entry.uncompressed_size) {
+    throw where.error(
+        fmt::format("stored entry has compressed size {} but size {}", entry.compressed_size, entry.uncompressed_size));
+  }
+  const uint64_t local = entry.local_header_offset;
+  require(bytes, local, kLocalHeaderSize, "the local header", where);
+  if (load<uint32_t>(bytes, local) != kLocalHeaderSignature) {
+    throw where.error(fmt::format("bad local header signature at byte {}", local));
+  }
+  const uint16_t name_length = load<uint16_t>(bytes, local + 26);
+  const uint16_t extra_length = load<uint16_t>(bytes, local + 28);
+  require(bytes, local + kLocalHeaderSize, name_length, "the local header's name", where);
+  if (bytes.substr(local + kLocalHeaderSize, name_length) != entry.name) {
+    throw where.error("the local header names a different file than the central directory");
+  }
+  const uint64_t start = local + kLocalHeaderSize + name_length + extra_length;
+  require(bytes, start, entry.compressed_size, "the entry's data", where);
+  const std::string_view data = bytes.substr(start, entry.compressed_size);
+  const uint32_t crc = crc32(data);
+  if (crc != entry.crc) {
+    throw where.error(
+        fmt::format("CRC-32 mismatch (recorded {:08x}, computed {:08x}): the data is corrupt", entry.crc, crc));
+  }
+  return data;
+}
+
+}  // namespace
+
+uint32_t crc32(std::string_view bytes) {
+  // The reflected polynomial 0xEDB88320, one table lookup per byte.
+  static constexpr std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t n = 0; n < 256; ++n) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xffffffffu;
+  for (char byte : bytes) c = table[(c ^ static_cast<uint8_t>(byte)) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+Tensor decode_npy(std::string_view bytes, const std::string& origin) { return decode_npy_at(bytes, Where{origin, ""}); }
+
+std::string encode_npy(const Tensor& tensor, StoreType type, const std::string& origin) {
+  return encode_npy_at(tensor, type, Where{origin, ""});
+}
+
+NamedTensors decode_npz(std::string_view bytes, const std::string& origin) {
+  const Where archive{origin, ""};
+  NamedTensors result;
+  std::set<std::string> names;
+  for (const ZipEntry& entry : read_central_directory(bytes, archive)) {
+    const Where where{origin, fmt::format("entry `{}`: ", entry.name)};
+    if (entry.name.size() <= 4 || !entry.name.ends_with(".npy")) throw where.error("not a .npy entry");
+    std::string name = entry.name.substr(0, entry.name.size() - 4);
+    if (!names.insert(name).second) throw where.error("appears twice in the archive");
+    result.emplace_back(std::move(name), decode_npy_at(entry_data(bytes, entry, where), where));
+  }
+  return result;
+}
+
+std::string encode_npz(const NamedTensors& entries, StoreType type, const std::string& origin) {
+  const Where archive{origin, ""};
+  // Without ZIP64 a plain archive holds fewer than 65535 entries of under
+  // 4 GiB each, all starting below 4 GiB: far beyond quire's checkpoints, and
+  // simpler for every zip reader.
+  if (entries.size() >= kZip64Marker16) throw archive.error("too many entries for an .npz without ZIP64");
+  std::string out, central;
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : entries) {
+    const std::string file = name + ".npy";
+    const Where where{origin, fmt::format("entry `{}`: ", file)};
+    if (name.empty()) throw archive.error("an entry has an empty name");
+    if (!names.insert(name).second) throw where.error("appears twice in the archive");
+    if (file.size() > 0xffff) throw where.error("name is too long for a zip entry");
+    const std::string data = encode_npy_at(tensor, type, where);
+    const uint64_t offset = out.size();
+    if (data.size() >= kZip64Marker32 || offset >= kZip64Marker32) {
+      throw where.error("4 GiB or more: too large for an .npz without ZIP64 (use safetensors)");
+    }
+    const uint32_t crc = crc32(data);
+    // Bit 11: the name is UTF-8 (else readers decode it as code page 437).
+    const bool ascii = std::all_of(file.begin(), file.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
+    const uint16_t flags = ascii ? 0 : 0x0800;
+    auto common_fields = [&](std::string& header) {
+      append_le(header, uint16_t{20});  // version needed: 2.0 (stored, no ZIP64)
+      append_le(header, flags);
+      append_le(header, uint16_t{0});  // method: stored
+      append_le(header, uint16_t{0});  // time 00:00:00
+      append_le(header, kDosDate);
+      append_le(header, crc);
+      append_le(header, static_cast<uint32_t>(data.size()));  // compressed
+      append_le(header, static_cast<uint32_t>(data.size()));  // uncompressed
+      append_le(header, static_cast<uint16_t>(file.size()));
+      append_le(header, uint16_t{0});  // extra field length
+    };
+    append_le(out, kLocalHeaderSignature);
+    common_fields(out);
+    out += file;
+    out += data;
+
+    append_le(central, kCentralHeaderSignature);
+    append_le(central, uint16_t{(3 << 8) | 20});  // made by: Unix, zip 2.0
+    common_fields(central);
+    append_le(central, uint16_t{0});              // comment length
+    append_le(central, uint16_t{0});              // disk
+    append_le(central, uint16_t{0});              // internal attributes
+    append_le(central, uint32_t{0100644} << 16);  // external: a regular rw-r--r-- file
+    append_le(central, static_cast<uint32_t>(offset));
+    central += file;
+  }
+  const uint64_t central_offset = out.size();
+  if (central_offset + central.size() >= kZip64Marker32) {
+    throw archive.error("4 GiB or more: too large for an .npz without ZIP64 (use safetensors)");
+  }
+  out += central;
+  append_le(out, kEndRecordSignature);
+  append_le(out, uint16_t{0});  // this disk
+  append_le(out, uint16_t{0});  // disk of the central directory
+  append_le(out, static_cast<uint16_t>(entries.size()));
+  append_le(out, static_cast<uint16_t>(entries.size()));
+  append_le(out, static_cast<uint32_t>(central.size()));
+  append_le(out, static_cast<uint32_t>(central_offset));
+  append_le(out, uint16_t{0});  // comment length
+  return out;
+}
+
+Tensor read_npy(const std::string& path) { return decode_npy(read_file(path), path); }
+
+void write_npy(const std::string& path, const Tensor& tensor, StoreType type) {
+  write_file_atomically(path, encode_npy(tensor, type, path));
+}
+
+NamedTensors read_npz(const std::string& path) { return decode_npz(read_file(path), path); }
+
+void write_npz(const std::string& path, const NamedTensors& entries, StoreType type) {
+  write_file_atomically(path, encode_npz(entries, type, path));
+}
+
+}  // namespace quire::io

@@ -1,0 +1,139 @@
+// Contraction: the one kernel that multiplies and sums, so the one whose
+// order most needs pinning down. Requires: two well-formed Real operands and a
+// plan that uses every axis of each exactly once (KernelMisuse otherwise).
+// Each result element is `acc = 0.0; acc = acc + a*b` over the contracted
+// index tuples in row-major order of the pairs as listed; never blocked,
+// vectorised across k, or fused.
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "quire/runtime/kernels.h"
+
+// `acc = acc + x * y` must round the product and the sum separately: a fused
+// multiply-add would change the reference bits. GCC contracts by default in
+// C++ wherever the target has FMA (-ffp-contract=fast) and ignores the
+// standard pragma; Clang honours it.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace quire::runtime {
+
+namespace {
+
+using detail::misuse;
+using detail::StridedWalk;
+
+// Marks `axis` of an operand as placed; each axis is placed exactly once.
+void place(const char* op, std::vector<bool>& placed, int axis, char operand) {
+  if (axis < 0 || axis >= static_cast<int>(placed.size()))
+    misuse(op, fmt::format("axis {} of {}, of rank {}", axis, operand, placed.size()));
+  if (placed[axis]) misuse(op, fmt::format("axis {} of {} is used twice", axis, operand));
+  placed[axis] = true;
+}
+
+Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
+                      const std::vector<std::pair<int, int>>& contracted) {
+  detail::require_well_formed(a, op);
+  detail::require_well_formed(b, op);
+  if (!a.is_real() || !b.is_real())
+    misuse(op, fmt::format("takes reals, not {} and {}", elem_kind_name(a.kind), elem_kind_name(b.kind)));
+
+  std::vector<bool> a_placed(a.shape.size(), false), b_placed(b.shape.size(), false);
+  for (size_t i = 0; i < result.size(); ++i) {
+    const ResultAxis& r = result[i];
+    if (r.a_axis < 0 && r.b_axis < 0) misuse(op, fmt::format("result axis {} takes no axis of a or b", i));
+    if (r.a_axis >= 0) place(op, a_placed, r.a_axis, 'a');
+    if (r.b_axis >= 0) place(op, b_placed, r.b_axis, 'b');
+  }
+  for (auto [ax, bx] : contracted) {
+    place(op, a_placed, ax, 'a');
+    place(op, b_placed, bx, 'b');
+  }
+  for (size_t d = 0; d < a_placed.size(); ++d)
+    if (!a_placed[d]) misuse(op, fmt::format("axis {} of a is neither kept nor contracted", d));
+  for (size_t d = 0; d < b_placed.size(); ++d)
+    if (!b_placed[d]) misuse(op, fmt::format("axis {} of b is neither kept nor contracted", d));
+
+  const std::vector<int64_t> as = contiguous_strides(a.shape);
+  const std::vector<int64_t> bs = contiguous_strides(b.shape);
+
+  // The result: its shape, and where each of its axes steps in a and in b.
+  Shape shape(result.size());
+  std::vector<int64_t> a_step(result.size(), 0), b_step(result.size(), 0);
+  for (size_t i = 0; i < result.size(); ++i) {
+    const ResultAxis& r = result[i];
+    if (r.a_axis >= 0 && r.b_axis >= 0 && a.shape[r.a_axis] != b.shape[r.b_axis])
+      throw RuntimeError(fmt::format("{}: batch result axis {} has size {} in a (axis {}) but {} in b (axis {})", op,
+                                     i, a.shape[r.a_axis], r.a_axis, b.shape[r.b_axis], r.b_axis));
+    shape[i] = r.a_axis >= 0 ? a.shape[r.a_axis] : b.shape[r.b_axis];
+    if (r.a_axis >= 0) a_step[i] = as[r.a_axis];
+    if (r.b_axis >= 0) b_step[i] = bs[r.b_axis];
+  }
+
+  // The contracted tuples: all pairs but the last are enumerated once, here,
+  // into offset tables; the last pair is the strided inner loop. With no pair
+  // there is one (empty) tuple, so each element is 0.0 + a*b.
+  Shape outer_shape;
+  std::vector<int64_t> a_outer_step, b_outer_step;
+  int64_t inner = 1, a_inner_step = 0, b_inner_step = 0;
+  for (size_t p = 0; p < contracted.size(); ++p) {
+    const auto [ax, bx] = contracted[p];
+    if (a.shape[ax] != b.shape[bx])
+      throw RuntimeError(fmt::format("{}: contracted axis {} of a has size {} but axis {} of b has size {}", op, ax,
+                                     a.shape[ax], bx, b.shape[bx]));
+    if (p + 1 < contracted.size()) {
+      outer_shape.push_back(a.shape[ax]);
+      a_outer_step.push_back(as[ax]);
+      b_outer_step.push_back(bs[bx]);
+    } else {
+      inner = a.shape[ax];
+      a_inner_step = as[ax];
+      b_inner_step = bs[bx];
+    }
+  }
+  const size_t outer = static_cast<size_t>(element_count(outer_shape));
+  std::vector<int64_t> a_outer(outer), b_outer(outer);
+  StridedWalk<2> tuples(outer_shape, {a_outer_step, b_outer_step});
+  for (size_t t = 0; t < outer; ++t, tuples.next()) {
+    a_outer[t] = tuples.offset(0);
+    b_outer[t] = tuples.offset(1);
+  }
+
+  Tensor out = Tensor::real(shape);
+  StridedWalk<2> cells(shape, {a_step, b_step});
+  const double* av = a.reals.data();
+  const double* bv = b.reals.data();
+  for (size_t i = 0; i < out.reals.size(); ++i, cells.next()) {
+    double acc = 0.0;
+    for (size_t t = 0; t < outer; ++t) {
+      const double* x = av + cells.offset(0) + a_outer[t];
+      const double* y = bv + cells.offset(1) + b_outer[t];
+      for (int64_t k = 0; k < inner; ++k) acc = acc + x[k * a_inner_step] * y[k * b_inner_step];
+    }
+    out.reals[i] = acc;
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
+                const std::vector<std::pair<int, int>>& contracted) {
+  return contract_named("contract", a, b, result, contracted);
+}
+
+Tensor dot(const Tensor& x, const Tensor& w) {
+  const int xr = static_cast<int>(x.rank()), wr = static_cast<int>(w.rank());
+  if (xr < 1 || wr < 1) misuse("dot", fmt::format("operands of rank {} and {}; both need an axis", xr, wr));
+  std::vector<ResultAxis> result;
+  for (int d = 0; d + 1 < xr; ++d) result.push_back({d, -1});
+  for (int d = 1; d < wr; ++d) result.push_back({-1, d});
+  return contract_named("dot", x, w, result, {{xr - 1, 0}});
+}
+
+}  // namespace quire::runtime

@@ -1,0 +1,305 @@
+#pragma once
+// The tensor kernels of the reference interpreter. Their results define the
+// reference bits of quire, so every kernel is deterministic, single-threaded
+// and evaluates exactly the expressions written beside each operation, in the
+// stated order: no fast-math, no reassociation, no fused multiply-add (the
+// kernel sources switch floating-point contraction off themselves).
+//
+// The interpreter resolves names, broadcasting and axis choices statically and
+// calls these with positional axis indices and explicit alignment maps; the
+// kernels do the arithmetic. Failures: RuntimeError for what depends on the
+// data or on run-time sizes, KernelMisuse for a call that breaks a stated
+// precondition (runtime_error.h).
+//
+// Families: elementwise.cpp (unary, binary, where, broadcasting), reduce.cpp,
+// contract.cpp (contract, dot), restructure.cpp (exact copies, no arithmetic).
+//
+// NaN: where a result is NaN, the kernels promise "a NaN", not its sign or
+// payload, except that Max/Min (binary and reduction) return the first NaN
+// operand itself. Transcendental functions (exp, log, tanh, erf, pow) are the
+// C library's (glibc's libm), so their bits are those of that libm.
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "quire/runtime/runtime_error.h"
+#include "quire/runtime/tensor.h"
+
+namespace quire::runtime {
+
+// ---------------------------------------------------------------------------
+// Broadcasting
+
+/// An operand's alignment with a result of rank R: R entries; entry i is the
+/// operand axis that feeds result axis i, or -1 where the operand lacks that
+/// axis (it broadcasts). An operand axis of size 1 fed into a result axis of
+/// size n > 1 also broadcasts. Every operand axis appears exactly once, except
+/// that an axis of size 1 may be absent. A map may permute the operand's axes.
+using AxisMap = std::vector<int>;
+
+/// The result shape (rank `rank`) of broadcasting the operands through their
+/// maps: result axis i has the size its operands agree on, sizes 1 giving way;
+/// an axis no operand feeds has size 1. RuntimeError when two operands feed one
+/// result axis with sizes n ≠ m, both ≠ 1, or when an absent axis is not of
+/// size 1; KernelMisuse for a malformed map.
+Shape broadcast_result_shape(const std::vector<std::pair<const Tensor*, AxisMap>>& operands, int rank);
+
+/// The strides (in elements of `t`) with which `t` is read along each axis of
+/// `result`: `t`'s contiguous stride for a mapped axis, 0 for an absent or
+/// broadcast one. Requires map.size() == result.size(), with sizes checked as
+/// in broadcast_result_shape (RuntimeError / KernelMisuse).
+std::vector<int64_t> aligned_strides(const Tensor& t, const AxisMap& map, const Shape& result);
+
+// ---------------------------------------------------------------------------
+// Elementwise (elementwise.cpp)
+
+/// Unary operations. The expression beside each is the contract, evaluated
+/// left to right in f64 exactly as written (x³ is (x*x)*x):
+enum class UnaryOp : uint8_t {
+  Neg,       ///< -x (flips the sign: -(+0.0) = -0.0); ints: checked negation
+  Abs,       ///< std::fabs(x) (abs(-0.0) = +0.0); ints: checked |x|
+  Exp,       ///< std::exp(x)
+  Log,       ///< std::log(x)
+  Sqrt,      ///< std::sqrt(x)
+  Rsqrt,     ///< 1.0 / std::sqrt(x)  (rsqrt(-0.0) = -inf)
+  Tanh,      ///< std::tanh(x)
+  Erf,       ///< std::erf(x)
+  Sigmoid,   ///< 1.0 / (1.0 + std::exp(-x))
+  Relu,      ///< isnan(x) ? x : (x > 0.0 ? x : +0.0)  (relu(-0.0) = +0.0); ints: x > 0 ? x : 0
+  Gelu,      ///< 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2))  (gelu(-inf) = NaN: -inf * 0)
+  GeluTanh,  ///< 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))), k = √(2/π) = 0x1.9884533d43651p-1
+  Silu,      ///< x * (1.0 / (1.0 + std::exp(-x)))  (silu(-inf) = NaN: -inf * 0)
+  Not,       ///< Bool only: 1 - x
+};
+
+/// "neg", "gelu_tanh", …: the operation's name in messages.
+const char* op_name(UnaryOp op);
+
+/// The kind of `op` applied to `operand`, or nullopt when `op` does not take it.
+/// Reals → Real. I32/I64: Neg, Abs, Relu keep the kind (overflow is a
+/// RuntimeError); the others convert each element to f64 and give Real.
+/// Bool: Not only, giving Bool.
+std::optional<ElemKind> unary_result_kind(UnaryOp op, ElemKind operand);
+
+/// y[i] = op(x[i]); y.shape = x.shape, y.kind = unary_result_kind(op, x.kind).
+Tensor unary(UnaryOp op, const Tensor& x);
+
+/// Binary operations, evaluated as written on the two (promoted) elements a, b:
+enum class BinaryOp : uint8_t {
+  Add,  ///< a + b
+  Sub,  ///< a - b
+  Mul,  ///< a * b
+  Div,  ///< a / b (IEEE: 1/0 = inf)
+  Pow,  ///< std::pow(a, b); when b is a rank-0 tensor equal to 2.0, a * a instead
+  Min,  ///< NaN if either is (the first NaN operand); min(-0.0, +0.0) = -0.0; else the smaller
+  Max,  ///< NaN if either is (the first NaN operand); max(-0.0, +0.0) = +0.0; else the larger
+  Lt,   ///< a < b   (IEEE: any comparison with NaN is false, except Ne)
+  Le,   ///< a <= b
+  Gt,   ///< a > b
+  Ge,   ///< a >= b
+  Eq,   ///< a == b
+  Ne,   ///< a != b
+  And,  ///< Bool only
+  Or,   ///< Bool only
+};
+
+/// "add", "pow", "lt", …: the operation's name in messages.
+const char* op_name(BinaryOp op);
+
+/// The kind of `a op b`, or nullopt when `op` does not take those kinds.
+/// Operands are promoted first: Real with Real or with an integer → Real (the
+/// integer converted to f64, exact for |v| ≤ 2^53, rounded to nearest beyond);
+/// I32 with I32 → I32; I32/I64 with I64 → I64. Bool mixes with nothing.
+/// Add/Sub/Mul/Min/Max give the promoted kind (integer overflow, including
+/// leaving the i32 range, is a RuntimeError). Div and Pow always compute in f64
+/// and give Real (true division). Comparisons give Bool and also take two Bools
+/// for Eq/Ne. And/Or take two Bools and give Bool.
+std::optional<ElemKind> binary_result_kind(BinaryOp op, ElemKind a, ElemKind b);
+
+/// c[i] = a[am(i)] op b[bm(i)] over the broadcast result of rank `result_rank`
+/// (shape: broadcast_result_shape({{&a, am}, {&b, bm}}, result_rank)).
+Tensor binary(BinaryOp op, const Tensor& a, const AxisMap& am, const Tensor& b, const AxisMap& bm,
+              int result_rank);
+
+/// r[i] = cond[cm(i)] ? a[am(i)] : b[bm(i)] over the broadcast result of rank
+/// `result_rank`. cond is Bool; a and b are promoted as in binary_result_kind
+/// (Bool only with Bool); the chosen element is copied, never recomputed.
+Tensor where(const Tensor& cond, const AxisMap& cm, const Tensor& a, const AxisMap& am, const Tensor& b,
+             const AxisMap& bm, int result_rank);
+
+// ---------------------------------------------------------------------------
+// Reductions (reduce.cpp)
+
+/// Reductions over some axes. For each result element the reduced elements are
+/// visited in row-major order of the reduced axes and folded left to right
+/// into one f64 accumulator:
+enum class ReduceOp : uint8_t {
+  Sum,        ///< acc = 0.0; acc = acc + x. Empty: +0.0
+  Mean,       ///< Sum / double(count). Empty: NaN
+  Max,        ///< acc = first; acc = binary Max(acc, x) (first NaN wins). Empty: RuntimeError
+  Min,        ///< acc = first; acc = binary Min(acc, x) (first NaN wins). Empty: RuntimeError
+  LogSumExp,  ///< m = Max; m if m is ±inf or NaN, else m + std::log(Σ std::exp(x - m)) with the
+              ///< Σ folded as in Sum. Empty: -inf
+};
+
+/// "sum", "logsumexp", …: the operation's name in messages.
+const char* op_name(ReduceOp op);
+
+/// The kind of reducing a tensor of kind `operand`, or nullopt when `op` does not
+/// take it: Real → Real; I32/I64: Sum/Max/Min keep the kind (Sum overflow is a
+/// RuntimeError), Mean/LogSumExp convert each element to f64 and give Real;
+/// Bool: none.
+std::optional<ElemKind> reduce_result_kind(ReduceOp op, ElemKind operand);
+
+/// x: shape S; axes: sorted, unique indices into S (all of them for a full
+/// reduction, none for a copy). Result: S without the reduced axes. An empty
+/// reduced axis is an error for Max/Min only when the result has elements.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes);
+
+// ---------------------------------------------------------------------------
+// Contraction (contract.cpp)
+
+/// One axis of a contraction's result: a batch axis has both ≥ 0 (the sizes
+/// must agree), an outer axis of one operand has the other's entry -1.
+struct ResultAxis {
+  int a_axis = -1;
+  int b_axis = -1;
+};
+
+/// a, b: Real. The result's axes are `result` in order; `contracted` lists the
+/// (a axis, b axis) pairs summed over. Every axis of a and of b appears exactly
+/// once across `result` and `contracted` (KernelMisuse otherwise); paired axes
+/// must agree in size (RuntimeError). Each result element is
+///   acc = 0.0; for each contracted index tuple in row-major order of the pairs
+///   as listed: acc = acc + a[…] * b[…]   (rounded product, then rounded sum)
+/// so an empty contraction gives +0.0.
+Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
+                const std::vector<std::pair<int, int>>& contracted);
+
+/// numpy.tensordot(x, w, axes=1): x [..., K] · w [K, ...] → x.shape[:-1] + w.shape[1:],
+/// contracting x's last axis with w's first (both of rank ≥ 1, Real).
+Tensor dot(const Tensor& x, const Tensor& w);
+
+// ---------------------------------------------------------------------------
+// Restructuring (restructure.cpp): exact copies of elements, no arithmetic.
+// Every operation keeps the element kind, except one_hot and cast_kind.
+
+/// x: shape S, perm a permutation of 0..rank-1 → result axis i = S[perm[i]].
+Tensor transpose(const Tensor& x, const std::vector<int>& perm);
+
+/// x: shape S → shape `shape`, the same elements in row-major order.
+/// RuntimeError unless the element counts agree.
+Tensor reshape(const Tensor& x, Shape shape);
+
+/// parts: ≥ 1 tensors of one kind and one rank, equal on every axis but `axis`
+/// (RuntimeError otherwise) → their concatenation along `axis`.
+Tensor concat(const std::vector<const Tensor*>& parts, int axis);
+
+/// x: shape S → S with S[axis] replaced by the length of Python's
+/// range(start, stop, step) after Python's slice clipping: a negative start or
+/// stop counts from the end, then each is clipped to [0, S[axis]]; step ≥ 1.
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step);
+
+/// table: shape T, ids: I32/I64 of shape I → T[:axis] + I + T[axis+1:], where
+/// r[p, i, q] = table[p, ids[i], q]. An id outside [0, T[axis]) is a
+/// RuntimeError naming the id, its index in ids and the size (the first such
+/// id in row-major order).
+Tensor gather(const Tensor& table, int axis, const Tensor& ids);
+
+/// ids: I32/I64 of shape I, n ≥ 0 → Real of shape I + [n]: 1.0 at [i, ids[i]],
+/// +0.0 elsewhere. An id outside [0, n) is a RuntimeError.
+Tensor one_hot(const Tensor& ids, int64_t n);
+
+/// x converted element by element to `kind`, same shape:
+///   real → int: truncation toward zero; NaN or a value outside the target
+///     range is a RuntimeError.
+///   int → real: exact for |v| ≤ 2^53, rounded to nearest-even beyond.
+///   I64 → I32: RuntimeError outside the i32 range.
+///   → bool: v != 0 (so NaN → true); bool → others: 0/1.
+Tensor cast_kind(const Tensor& x, ElemKind kind);
+
+/// x broadcast through `map` (as for AxisMap) to the shape `result`: every
+/// element of the result is a copy of the element of x it aligns with.
+Tensor broadcast_to(const Tensor& x, const AxisMap& map, const Shape& result);
+
+// ---------------------------------------------------------------------------
+// Shared by the kernel families; not part of the interpreter's API.
+namespace detail {
+
+/// Visits every multi-index of `shape` in row-major order, keeping the flat
+/// offset of that index in each of N strided operands (offset = base +
+/// Σ index[d] * strides[d]). The caller calls next() size-1 times after
+/// construction; one more wraps back to the start.
+template <std::size_t N>
+class StridedWalk {
+ public:
+  StridedWalk(const Shape& shape, std::array<std::vector<int64_t>, N> strides,
+              std::array<int64_t, N> base = {})
+      : shape_(shape), strides_(std::move(strides)), index_(shape.size(), 0), offset_(base) {}
+
+  const std::array<int64_t, N>& offsets() const { return offset_; }
+  int64_t offset(std::size_t k) const { return offset_[k]; }
+
+  void next() {
+    for (std::size_t d = shape_.size(); d-- > 0;) {
+      for (std::size_t k = 0; k < N; ++k) offset_[k] += strides_[k][d];
+      if (++index_[d] < shape_[d]) return;
+      // Carry: rewind axis d to 0 and advance the next outer axis.
+      for (std::size_t k = 0; k < N; ++k) offset_[k] -= strides_[k][d] * shape_[d];
+      index_[d] = 0;
+    }
+  }
+
+ private:
+  Shape shape_;
+  std::array<std::vector<int64_t>, N> strides_;
+  std::vector<int64_t> index_;
+  std::array<int64_t, N> offset_;
+};
+
+/// Binary Max on f64 (BinaryOp::Max; ReduceOp::Max folds it): the first NaN
+/// operand if either is NaN, +0.0 over -0.0, else the larger.
+inline double max_real(double a, double b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? b : a;  // equal: only ±0 differ, and +0.0 is the larger
+  return a > b ? a : b;
+}
+
+/// Binary Min on f64 (BinaryOp::Min; ReduceOp::Min folds it): the first NaN
+/// operand if either is NaN, -0.0 under +0.0, else the smaller.
+inline double min_real(double a, double b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? a : b;  // equal: only ±0 differ, and -0.0 is the smaller
+  return a < b ? a : b;
+}
+
+/// "[3, 7]": the multi-index of row-major position `flat` in `shape`, for messages.
+std::string index_string(int64_t flat, const Shape& shape);
+
+/// Throws KernelMisuse("internal: <op>: <what>").
+[[noreturn]] void misuse(const char* op, const std::string& what);
+
+/// broadcast_result_shape with `op` naming the operation in messages.
+Shape broadcast_shape(const char* op, const std::vector<std::pair<const Tensor*, AxisMap>>& operands, int rank);
+
+/// aligned_strides with `op` naming the operation in messages.
+std::vector<int64_t> aligned_strides(const char* op, const Tensor& t, const AxisMap& map, const Shape& result);
+
+/// Throws KernelMisuse("internal: <op>: <what>") unless the storage of `t`
+/// matches its kind and shape (tensor.h's invariant).
+void require_well_formed(const Tensor& t, const char* op);
+
+/// Throws KernelMisuse unless 0 <= axis < rank.
+void require_axis(int axis, int64_t rank, const char* op);
+
+}  // namespace detail
+
+}  // namespace quire::runtime

@@ -1,0 +1,90 @@
+#include "quire/runtime/random.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace quire::runtime {
+
+Key key_from_seed(uint64_t seed) { return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}; }
+
+uint64_t fnv1a64(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+Key derive_key(Key base, std::string_view path) {
+  const uint64_t h = fnv1a64(path);
+  const auto w = philox4x32_10(
+      {static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32), 0u, static_cast<uint32_t>(Stream::DeriveKey)},
+      {base.k0, base.k1});
+  return {w[0], w[1]};
+}
+
+std::pair<Key, Key> split_key(Key key) {
+  const auto w = philox4x32_10({0u, 0u, 0u, static_cast<uint32_t>(Stream::SplitKey)}, {key.k0, key.k1});
+  return {Key{w[0], w[1]}, Key{w[2], w[3]}};
+}
+
+double standard_normal_at(Key key, uint64_t index) {
+  const auto w = element_words(key, index, Stream::Normal);
+  // u1 is in (0, 1] so that ln u1 is finite: the largest |z| is
+  // sqrt(-2 ln 2^-53) ≈ 8.57, the tail a 53-bit generator can reach.
+  const double u1 = static_cast<double>(bits53(w[0], w[1]) + 1) * kTwoToMinus53;
+  const double u2 = static_cast<double>(bits53(w[2], w[3])) * kTwoToMinus53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+namespace {
+
+/// Rejects shapes whose element count would be meaningless; `what` names the
+/// drawing function in the message.
+void check_shape(const char* what, const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw std::invalid_argument(fmt::format("{}: negative dimension in shape {}", what, shape_string(shape)));
+  }
+}
+
+}  // namespace
+
+Tensor draw_uniform(Key key, const Shape& shape, double low, double high) {
+  check_shape("draw_uniform", shape);
+  if (!std::isfinite(low) || !std::isfinite(high) || low > high) {
+    throw std::invalid_argument(
+        fmt::format("draw_uniform: bounds must be finite with low <= high, got [{}, {}]", low, high));
+  }
+  Tensor t = Tensor::real(shape);
+  for (size_t i = 0; i < t.reals.size(); ++i) t.reals[i] = uniform_at(key, i, low, high);
+  return t;
+}
+
+Tensor draw_normal(Key key, const Shape& shape, double mean, double std) {
+  check_shape("draw_normal", shape);
+  if (!std::isfinite(mean) || !std::isfinite(std) || std < 0) {
+    throw std::invalid_argument(
+        fmt::format("draw_normal: mean and std must be finite with std >= 0, got mean {} std {}", mean, std));
+  }
+  Tensor t = Tensor::real(shape);
+  for (size_t i = 0; i < t.reals.size(); ++i) t.reals[i] = normal_at(key, i, mean, std);
+  return t;
+}
+
+Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
+  check_shape("draw_bernoulli", shape);
+  // Written so that NaN fails too.
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw std::invalid_argument(fmt::format("draw_bernoulli: probability p must be in [0, 1], got {}", p));
+  }
+  Tensor t = Tensor::integer(ElemKind::Bool, shape);
+  for (size_t i = 0; i < t.ints.size(); ++i) t.ints[i] = bernoulli_at(key, i, p) ? 1 : 0;
+  return t;
+}
+
+}  // namespace quire::runtime

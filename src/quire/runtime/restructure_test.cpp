@@ -1,0 +1,236 @@
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "quire/runtime/kernels.h"
+
+namespace quire::runtime {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Tensor reals(Shape shape, std::vector<double> values) {
+  Tensor t = Tensor::real(std::move(shape));
+  EXPECT_EQ(t.reals.size(), values.size());
+  t.reals = std::move(values);
+  return t;
+}
+
+Tensor ints(ElemKind kind, Shape shape, std::vector<int64_t> values) {
+  Tensor t = Tensor::integer(kind, std::move(shape));
+  EXPECT_EQ(t.ints.size(), values.size());
+  t.ints = std::move(values);
+  return t;
+}
+
+// Restructuring copies bits, so equality is bitwise (NaN payloads included).
+void expect_bits(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want[i])) << "at " << i;
+}
+
+template <class E, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+using Ints = std::vector<int64_t>;
+
+Tensor iota(ElemKind kind, Shape shape) {
+  Tensor t = Tensor::integer(kind, std::move(shape));
+  for (size_t i = 0; i < t.ints.size(); ++i) t.ints[i] = static_cast<int64_t>(i);
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(Transpose, PermutesAxes) {
+  const Tensor m = reals({2, 3}, {1, 2, 3, 4, 5, -0.0});
+  const Tensor t = transpose(m, {1, 0});
+  EXPECT_EQ(t.shape, (Shape{3, 2}));
+  expect_bits(t.reals, {1, 4, 2, 5, 3, -0.0});
+  // x [2, 3, 4] → r[k, i, j] = x[i, j, k]
+  const Tensor x = iota(ElemKind::I64, {2, 3, 4});
+  const Tensor r = transpose(x, {2, 0, 1});
+  EXPECT_EQ(r.shape, (Shape{4, 2, 3}));
+  EXPECT_EQ(r.kind, ElemKind::I64);
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) EXPECT_EQ(r.ints[(k * 2 + i) * 3 + j], (i * 3 + j) * 4 + k);
+  EXPECT_EQ(transpose(Tensor::scalar(5), {}).reals, std::vector<double>{5});
+}
+
+TEST(Transpose, APermutationIsRequired) {
+  const Tensor x = iota(ElemKind::I32, {2, 3});
+  EXPECT_THROW(transpose(x, {0}), KernelMisuse);
+  EXPECT_THROW(transpose(x, {0, 0}), KernelMisuse);
+  EXPECT_THROW(transpose(x, {0, 2}), KernelMisuse);
+}
+
+TEST(Reshape, KeepsRowMajorOrder) {
+  const Tensor x = iota(ElemKind::I32, {2, 3});
+  const Tensor y = reshape(x, {3, 1, 2});
+  EXPECT_EQ(y.shape, (Shape{3, 1, 2}));
+  EXPECT_EQ(y.ints, x.ints);
+  EXPECT_EQ(reshape(Tensor::real({1}), {}).shape, Shape{});
+  EXPECT_EQ(error_of<RuntimeError>([&] { reshape(x, {4}); }), "reshape: [2, 3] has 6 elements but [4] has 4");
+  EXPECT_THROW(reshape(x, {-2, -3}), KernelMisuse);
+}
+
+TEST(Concat, JoinsAlongAnAxis) {
+  const Tensor a = iota(ElemKind::I64, {2, 2});     // 0 1 / 2 3
+  const Tensor b = ints(ElemKind::I64, {2, 1}, {8, 9});
+  const Tensor c = ints(ElemKind::I64, {2, 0}, {});
+  const Tensor cols = concat({&a, &c, &b}, 1);
+  EXPECT_EQ(cols.shape, (Shape{2, 3}));
+  EXPECT_EQ(cols.ints, (Ints{0, 1, 8, 2, 3, 9}));
+  const Tensor r = reals({1, 2}, {-0.0, kNaN});
+  const Tensor rows = concat({&r, &r}, 0);
+  EXPECT_EQ(rows.shape, (Shape{2, 2}));
+  expect_bits(rows.reals, {-0.0, kNaN, -0.0, kNaN});
+  EXPECT_EQ(concat({&a}, 0).ints, a.ints);
+}
+
+TEST(Concat, Errors) {
+  const Tensor a = iota(ElemKind::I64, {2, 2});
+  const Tensor b = iota(ElemKind::I64, {3, 1});
+  EXPECT_EQ(error_of<RuntimeError>([&] { concat({&a, &b}, 1); }), "concat: axis 0 has size 2 in part 0 but 3 in part 1");
+  const Tensor r = Tensor::real({2, 2});
+  const Tensor v = iota(ElemKind::I64, {4});
+  EXPECT_THROW(concat({&a, &r}, 0), KernelMisuse);
+  EXPECT_THROW(concat({&a, &v}, 0), KernelMisuse);
+  EXPECT_THROW(concat({}, 0), KernelMisuse);
+  EXPECT_THROW(concat({&a}, 2), KernelMisuse);
+}
+
+TEST(Slice, FollowsPython) {
+  const Tensor x = iota(ElemKind::I32, {10});
+  auto s = [&](int64_t start, int64_t stop, int64_t step) { return slice(x, 0, start, stop, step).ints; };
+  EXPECT_EQ(s(2, 8, 3), (Ints{2, 5}));     // x[2:8:3]
+  EXPECT_EQ(s(2, 9, 3), (Ints{2, 5, 8}));  // x[2:9:3]
+  EXPECT_EQ(s(-3, 10, 1), (Ints{7, 8, 9}));
+  EXPECT_EQ(s(0, -8, 1), (Ints{0, 1}));
+  EXPECT_EQ(s(-100, 2, 1), (Ints{0, 1}));
+  EXPECT_EQ(s(8, 100, 1), (Ints{8, 9}));
+  EXPECT_EQ(s(5, 3, 1), Ints{});
+  EXPECT_EQ(s(12, 20, 1), Ints{});
+  EXPECT_EQ(s(3, 10, std::numeric_limits<int64_t>::max()), Ints{3});
+  EXPECT_EQ(s(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 4), (Ints{0, 4, 8}));
+  EXPECT_EQ(slice(x, 0, 5, 3, 1).shape, (Shape{0}));
+}
+
+TEST(Slice, AnInnerAxis) {
+  // x [2, 4] → x[:, 1::2]
+  const Tensor x = reals({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const Tensor y = slice(x, 1, 1, 4, 2);
+  EXPECT_EQ(y.shape, (Shape{2, 2}));
+  expect_bits(y.reals, {1, 3, 5, 7});
+  EXPECT_THROW(slice(x, 1, 0, 4, 0), KernelMisuse);
+  EXPECT_THROW(slice(x, 1, 0, 4, -1), KernelMisuse);
+  EXPECT_THROW(slice(x, 2, 0, 4, 1), KernelMisuse);
+}
+
+TEST(Gather, PicksRowsOfATable) {
+  // table [4, 2], ids [2, 2] on axis 0 → [2, 2, 2]
+  const Tensor table = reals({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  const Tensor ids = ints(ElemKind::I64, {2, 2}, {3, 0, 1, 1});
+  const Tensor r = gather(table, 0, ids);
+  EXPECT_EQ(r.shape, (Shape{2, 2, 2}));
+  expect_bits(r.reals, {30, 31, 0, 1, 10, 11, 10, 11});
+  // On an inner axis: table [2, 3, 2], ids [2] on axis 1 → [2, 2, 2]
+  const Tensor t3 = iota(ElemKind::I32, {2, 3, 2});
+  const Tensor r3 = gather(t3, 1, ints(ElemKind::I32, {2}, {2, 0}));
+  EXPECT_EQ(r3.shape, (Shape{2, 2, 2}));
+  EXPECT_EQ(r3.kind, ElemKind::I32);
+  EXPECT_EQ(r3.ints, (Ints{4, 5, 0, 1, 10, 11, 6, 7}));
+  // A scalar id drops the axis.
+  const Tensor row = gather(table, 0, ints(ElemKind::I32, {}, {2}));
+  EXPECT_EQ(row.shape, (Shape{2}));
+  expect_bits(row.reals, {20, 21});
+}
+
+TEST(Gather, Errors) {
+  const Tensor table = Tensor::real({4, 2});
+  EXPECT_EQ(error_of<RuntimeError>([&] { gather(table, 0, ints(ElemKind::I64, {2, 2}, {0, 1, 4, 0})); }),
+            "gather: id 4 at [1, 0] is outside the table's axis 0 of size 4");
+  EXPECT_EQ(error_of<RuntimeError>([&] { gather(table, 1, ints(ElemKind::I32, {3}, {0, -1, 9})); }),
+            "gather: id -1 at [1] is outside the table's axis 1 of size 2");
+  EXPECT_THROW(gather(table, 0, Tensor::real({2})), KernelMisuse);
+  EXPECT_THROW(gather(table, 2, ints(ElemKind::I32, {1}, {0})), KernelMisuse);
+}
+
+TEST(OneHot, MarksEachId) {
+  const Tensor r = one_hot(ints(ElemKind::I32, {2, 2}, {2, 0, 1, 2}), 3);
+  EXPECT_EQ(r.shape, (Shape{2, 2, 3}));
+  EXPECT_EQ(r.kind, ElemKind::Real);
+  expect_bits(r.reals, {0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1});
+  EXPECT_EQ(error_of<RuntimeError>([] { one_hot(ints(ElemKind::I64, {3}, {0, 3, 1}), 3); }),
+            "one_hot: id 3 at [1] is outside the new axis 1 of size 3");
+  EXPECT_THROW(one_hot(ints(ElemKind::I64, {1}, {0}), -1), KernelMisuse);
+  EXPECT_THROW(one_hot(Tensor::real({1}), 2), KernelMisuse);
+}
+
+TEST(CastKind, RealToIntegerTruncates) {
+  const Tensor x = reals({6}, {2.7, -2.7, -0.0, 0.5, 2147483647.9, -2147483648.0});
+  const Tensor i = cast_kind(x, ElemKind::I32);
+  EXPECT_EQ(i.kind, ElemKind::I32);
+  EXPECT_EQ(i.ints, (Ints{2, -2, 0, 0, 2147483647, -2147483648}));
+  EXPECT_EQ(cast_kind(reals({2}, {-0x1p63, 0x1.fffffffffffffp62}), ElemKind::I64).ints,
+            (Ints{std::numeric_limits<int64_t>::min(), 0x7ffffffffffffc00}));
+}
+
+TEST(CastKind, UnrepresentableValuesAreRuntimeErrors) {
+  EXPECT_EQ(error_of<RuntimeError>([] { cast_kind(reals({2}, {1, kNaN}), ElemKind::I32); }),
+            "cast: nan at [1] is outside the range of i32");
+  EXPECT_EQ(error_of<RuntimeError>([] { cast_kind(reals({1}, {2147483648.0}), ElemKind::I32); }),
+            "cast: 2147483648 at [0] is outside the range of i32");
+  EXPECT_THROW(cast_kind(reals({1}, {-2147483649.0}), ElemKind::I32), RuntimeError);
+  EXPECT_THROW(cast_kind(reals({1}, {0x1p63}), ElemKind::I64), RuntimeError);
+  EXPECT_THROW(cast_kind(reals({1}, {-kInf}), ElemKind::I64), RuntimeError);
+  EXPECT_EQ(error_of<RuntimeError>([] { cast_kind(ints(ElemKind::I64, {1}, {int64_t{1} << 31}), ElemKind::I32); }),
+            "cast: 2147483648 at [0] is outside the range of i32");
+}
+
+TEST(CastKind, IntegersToRealsAndBools) {
+  const int64_t two53 = int64_t{1} << 53;
+  const Tensor r = cast_kind(ints(ElemKind::I64, {3}, {-7, two53, two53 + 1}), ElemKind::Real);
+  expect_bits(r.reals, {-7.0, 0x1p53, 0x1p53});  // beyond 2^53: rounded to nearest even
+  EXPECT_EQ(cast_kind(ints(ElemKind::I32, {2}, {-5, 5}), ElemKind::I64).ints, (Ints{-5, 5}));
+  EXPECT_EQ(cast_kind(reals({4}, {0.0, -0.0, kNaN, 0.25}), ElemKind::Bool).ints, (Ints{0, 0, 1, 1}));
+  EXPECT_EQ(cast_kind(ints(ElemKind::I64, {3}, {0, -3, 1}), ElemKind::Bool).ints, (Ints{0, 1, 1}));
+  const Tensor b = ints(ElemKind::Bool, {2}, {1, 0});
+  expect_bits(cast_kind(b, ElemKind::Real).reals, {1.0, 0.0});
+  EXPECT_EQ(cast_kind(b, ElemKind::I32).ints, (Ints{1, 0}));
+  expect_bits(cast_kind(reals({1}, {kNaN}), ElemKind::Real).reals, {kNaN});
+}
+
+TEST(BroadcastTo, CopiesAlongNewAndSizeOneAxes) {
+  // [3] → [2, 3]
+  const Tensor v = reals({3}, {1, 2, -0.0});
+  const Tensor r = broadcast_to(v, {-1, 0}, {2, 3});
+  expect_bits(r.reals, {1, 2, -0.0, 1, 2, -0.0});
+  // [2, 1] → [2, 3]
+  const Tensor c = ints(ElemKind::I32, {2, 1}, {5, 6});
+  EXPECT_EQ(broadcast_to(c, {0, 1}, {2, 3}).ints, (Ints{5, 5, 5, 6, 6, 6}));
+  // A transposed map: [2, 3] → r[j, i] = m[i, j]
+  const Tensor m = iota(ElemKind::I64, {2, 3});
+  const Tensor t = broadcast_to(m, {1, 0}, {3, 2});
+  EXPECT_EQ(t.ints, (Ints{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(error_of<RuntimeError>([&] { broadcast_to(v, {0}, {4}); }),
+            "broadcast_to: axis 0 of the operand has size 3 but result axis 0 has size 4");
+  EXPECT_THROW(broadcast_to(v, {0, 0}, {3, 3}), KernelMisuse);
+}
+
+}  // namespace
+}  // namespace quire::runtime

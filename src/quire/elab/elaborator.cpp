@@ -73,6 +73,8 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
     prog_->file_order.push_back(f);
   };
   if (!prog_->files.empty()) place(0);
+  // Syntax errors stop elaboration: what follows would report their echoes.
+  if (diags_.has_errors()) return std::move(prog_);
   for (int f : prog_->file_order) declare_file(f);
   for (size_t m = 0; m < prog_->modules.size(); ++m) resolve_module_members(static_cast<int>(m));
   check_module_cycles();
@@ -107,15 +109,14 @@ int Elaborator::load_file(const std::string& path, const std::string& shown, std
   for (size_t i = 0; i < prog_->files.size(); ++i)
     if (prog_->files[i].resolved == resolved) {
       // Already loaded: a cycle if it is on the current chain.
-      for (const std::string& c : chain)
-        if (c == resolved) {
+      for (size_t c = 0; c < chain.size(); ++c)
+        if (chain[c] == resolved) {
+          // Report where the cycle starts: the import in the first file of the
+          // cycle, which is the file its user is looking at.
           std::string names;
-          bool on = false;
-          for (const std::string& link : chain) {
-            if (link == resolved) on = true;
-            if (on) names += link + " → ";
-          }
-          error("E0302", from, fmt::format("import cycle: {}{}", names, resolved),
+          for (size_t k = c; k < chain.size(); ++k) names += prog_->files[chain_files_[k]].path + " → ";
+          SourceRange at = c < import_stack_.size() ? import_stack_[c] : from;
+          error("E0302", at, fmt::format("import cycle: {}{}", names, prog_->files[i].path),
                 "a file may not import itself, directly or through others");
           return -1;
         }
@@ -140,8 +141,13 @@ int Elaborator::load_file(const std::string& path, const std::string& shown, std
   info.resolved = resolved;
   info.id = id;
   prog_->files.push_back(info);
+  size_t errors_before = diags_.error_count();
   asts_.push_back(std::make_unique<ast::File>(syntax::parse_file(prog_->sources, id, diags_)));
+  // A file with syntax errors is not followed further: its imports may be the
+  // parser's recovery, and every later error would be a consequence.
+  if (diags_.error_count() > errors_before) return index;
   chain.push_back(resolved);
+  chain_files_.push_back(index);
   fs::path dir = fs::path(path).parent_path();
   fs::path shown_dir = fs::path(shown).parent_path();
   // Copy: asts_ may grow (and move its unique_ptrs, not the Files) while we recurse.
@@ -149,7 +155,9 @@ int Elaborator::load_file(const std::string& path, const std::string& shown, std
   for (const ast::ImportDecl& imp : file->imports) {
     std::string child = (dir / imp.path).generic_string();
     std::string child_shown = normalize((shown_dir / imp.path).generic_string());
+    import_stack_.push_back(imp.range);
     int target = load_file(child, child_shown, chain, imp.range, id);
+    import_stack_.pop_back();
     if (target >= 0) {
       for (const auto& [alias, idx] : prog_->files[index].imports)
         if (alias == imp.alias.text) error("E0304", imp.alias.range, fmt::format("`{}` is imported twice", alias));
@@ -157,6 +165,7 @@ int Elaborator::load_file(const std::string& path, const std::string& shown, std
     }
   }
   chain.pop_back();
+  chain_files_.pop_back();
   return index;
 }
 

@@ -77,6 +77,8 @@ class Elaborator {
   std::vector<const ast::ModuleDecl*> module_decls_;  // per module index
   std::vector<const ast::FnDecl*> fn_decls_;          // per function index
   std::vector<int> fn_files_;
+  std::vector<int> chain_files_;            // the files being loaded, outermost first
+  std::vector<SourceRange> import_stack_;   // import_stack_[k]: chain_files_[k]'s import being followed
 };
 
 /// Lowers one function's body to Core (lower_body.cpp).

@@ -72,7 +72,7 @@ class Parser {
   bool expect(TokenKind kind, std::string_view context = "");
   /// Consumes the closer of `opener`, or reports "expected `)` to close the `(` opened at L:C".
   bool expect_closing(TokenKind closer, const Token& opener);
-  /// Consumes an identifier, or reports E0201 and returns an empty Ident at the current token.
+  /// Consumes an identifier (canonical text), or reports E0201 and returns an empty Ident at the current token.
   ast::Ident expect_ident(std::string_view what);
   /// Consumes the contextual word, or reports E0201.
   bool expect_word(std::string_view word, std::string_view context);
@@ -98,6 +98,13 @@ class Parser {
   void finish_line(std::string_view what);
 
   // ---------------------------------------------------------------- items (parser.cpp)
+  //
+  // One function per production of docs/grammar.md, named after it. Each
+  // starts at the production's first token, returns what it read (placeholders
+  // where it could not, never null where ast.h requires a node) and leaves the
+  // cursor after the last token it consumed.
+
+  /// An item at the current line, appended to `file` (with its place in `order`).
 
   void parse_item(ast::File& file);
   ast::ImportDecl parse_import();
@@ -125,6 +132,7 @@ class Parser {
 
   // ---------------------------------------------------------------- expressions (parser_expr.cpp)
 
+  /// `expr`, one nesting level.
   ast::ExprPtr parse_expr();
   ast::ExprPtr parse_compare();
   ast::ExprPtr parse_cast();
@@ -142,7 +150,9 @@ class Parser {
   ast::Let parse_let();
   std::vector<ast::Arg> parse_args(const Token& open);
   ast::Arg parse_arg();
+  /// An empty Name at the current token: what an unreadable expression leaves.
   ast::ExprPtr placeholder_expr();
+  /// lhs op rhs, ranging from lhs to the last token consumed.
   ast::ExprPtr binary(ast::BinaryOp op, ast::ExprPtr lhs, ast::ExprPtr rhs);
 
   // ---------------------------------------------------------------- types, patterns, modules (parser_expr.cpp)
@@ -152,6 +162,7 @@ class Parser {
   ast::AxisExpr parse_axis();
   /// `nat`, `int`, `f64` or `bool` (for `const`), or a placeholder after E0201.
   ast::TypePtr parse_scalar_type();
+  /// A Tensor type without elem at the current token: what an unreadable type leaves.
   ast::TypePtr placeholder_type();
   ast::PatternPtr parse_pattern();
   ast::ModuleRef parse_modref();

@@ -69,6 +69,7 @@ namespace quire::syntax {
   X(KwTrue, "TRUE", "true")          \
   X(KwFalse, "FALSE", "false")
 
+/// The kinds of token, in the order of QUIRE_TOKEN_KINDS (keywords last, KwImport…KwFalse).
 enum class TokenKind : uint8_t {
 #define QUIRE_TOKEN_ENUM(kind, name, spelling) kind,
   QUIRE_TOKEN_KINDS(QUIRE_TOKEN_ENUM)

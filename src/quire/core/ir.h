@@ -74,6 +74,8 @@ struct FnArg {
   std::string name;
   elab::Type type;
   SourceRange loc;
+  bool has_default = false;  ///< a constant default value, filled in at each call that omits it
+  double default_value = 0;
 };
 
 struct Function {

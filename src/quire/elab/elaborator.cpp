@@ -434,6 +434,17 @@ void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
     arg.name = a.name.text;
     arg.type = t ? *t : Type::real_scalar();
     arg.loc = a.name.range;
+    if (a.default_value) {
+      bool is_int = false;
+      DiagnosticSink quiet;  // the body pass reports a bad default where it is written
+      std::swap(quiet, diags_);
+      auto v = eval_const(*a.default_value, fi, is_int);
+      std::swap(quiet, diags_);
+      if (v) {
+        arg.has_default = true;
+        arg.default_value = *v;
+      }
+    }
     fn.args.push_back(arg);
   }
   if (f.result) {

@@ -23,7 +23,8 @@ std::string fn_signature(const Program& prog, const core::Function& fn, bool sho
   std::vector<std::string> args;
   for (const core::FnArg& a : fn.args) {
     if (a.name == "θ" && fn.module >= 0) continue;  // implicit in a module's function
-    args.push_back(fmt::format("{} : {}", a.name, tp(a.type)));
+    std::string dflt = a.has_default ? fmt::format(" = {}", a.default_value) : "";
+    args.push_back(fmt::format("{} : {}{}", a.name, tp(a.type), dflt));
   }
   std::string name = fn.name;
   if (short_name && fn.module >= 0) name = name.substr(name.find('.') + 1);

@@ -45,6 +45,8 @@ Handler setup_dump(CLI::App& sub) {
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub.add_option("--entry", o->entry, "core: only the functions this one reaches");
   return [o]() {
+    if (!o->entry.empty() && o->stage != "core")
+      throw UsageError(fmt::format("--entry selects functions of --stage core, not of --stage {}", o->stage));
     if (o->stage == "tokens" || o->stage == "ast") {
       if (o->format == "json") throw UsageError(fmt::format("--stage {} prints text only", o->stage));
       return dump_syntax(o->file, o->stage);

@@ -61,13 +61,14 @@ Handler setup_run(CLI::App& sub) {
   struct Options {
     std::string file, entry, params, params_out, inputs, out;
     std::vector<std::string> dims;
-    uint64_t seed = 0;
+    int64_t seed = 0;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
   sub.add_option("--entry", o->entry, "the function to evaluate (e.g. loss, Tower.apply)")->required();
   sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
-  sub.add_option("--seed", o->seed, "seed of the parameters' and the inputs' draws (default 0)");
+  sub.add_option("--seed", o->seed, "seed of the parameters' and the inputs' draws (default 0)")
+      ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--params-out", o->params_out, "write the parameters used to a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (x, batch.0)");
@@ -82,11 +83,14 @@ Handler setup_run(CLI::App& sub) {
     auto dims = parse_dims(o->dims, *prog);
     int entry = find_entry(*prog, o->entry);
     const core::Function& fn = prog->functions[entry];
+    if (ends_with(o->out, ".npy") && fn.result.kind != elab::TypeKind::Tensor)
+      throw UsageError(fmt::format("--out {}: `{}` returns {}; write it as .npz", o->out, fn.name,
+                                   prog->printer()(fn.result)));
     interp::ParamMap params;
     const interp::ParamMap* params_ptr = nullptr;
     if (!fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params) {
       const elab::ParamsType& model = fn.args[0].type.params;
-      params = o->params.empty() ? interp::init_params(*prog, model, o->seed, dims)
+      params = o->params.empty() ? interp::init_params(*prog, model, static_cast<uint64_t>(o->seed), dims)
                                  : interp::load_params(o->params, *prog, model, dims);
       params_ptr = &params;
       if (!o->params_out.empty()) interp::save_params(o->params_out, *prog, model, params);
@@ -96,7 +100,7 @@ Handler setup_run(CLI::App& sub) {
     std::optional<std::string> inputs;
     if (!o->inputs.empty()) inputs = o->inputs;
     interp::Interpreter interp(*prog, dims);
-    auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, o->seed, inputs);
+    auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
     interp::Value result = interp.call(entry, args);
     std::vector<std::pair<std::string, runtime::Tensor>> leaves;
     interp::flatten_value(result, "result", leaves);

@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <map>
+#include <new>
 
 #include "commands.h"
 #include "common.h"
@@ -47,6 +48,12 @@ int main(int argc, char** argv) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const quire::runtime::RuntimeError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "quire: error: out of memory (are the dimensions what you meant?)\n";
+  } catch (const std::exception& e) {
+    // Anything else is a broken invariant of quire itself, not the user's mistake.
+    std::cerr << "quire: internal error: " << e.what() << "\n";
+    return 2;
   }
   return 1;
 }

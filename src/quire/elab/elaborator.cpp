@@ -78,6 +78,8 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
   for (int f : prog_->file_order) declare_file(f);
   for (size_t m = 0; m < prog_->modules.size(); ++m) resolve_module_members(static_cast<int>(m));
   check_module_cycles();
+  for (const ModuleInfo& m : prog_->modules)
+    for (const UseInfo& u : m.uses) check_instance_sizes(u.type, u.loc);
   // Signatures of every function before any body, so that calls see them.
   for (int f : prog_->file_order) {
     const ast::File& file = *asts_[f];
@@ -359,8 +361,11 @@ void Elaborator::resolve_module_members(int mi) {
                   fmt::format("`{}` takes at most {} argument(s)", callee->name, it->second.second));
           if (info.init.kind == "normal" && info.init.args.empty()) info.init.args = {1.0};
           if (info.init.kind == "uniform" && info.init.args.size() < 2) {
-            if (info.init.args.empty()) info.init.args = {0.0, 1.0};
-            else error("E0405", e.range, "uniform(a, b) needs both bounds");
+            if (e.args.empty()) info.init.args = {0.0, 1.0};
+            else if (e.args.size() < 2) error("E0405", e.range, "uniform(a, b) needs both bounds");
+          } else if (info.init.kind == "uniform" && info.init.args.size() == 2 &&
+                     !(info.init.args[0] <= info.init.args[1])) {
+            error("E0401", e.range, "uniform(a, b) needs a ≤ b");
           }
           if (info.init.kind == "normal" && info.init.args[0] < 0)
             error("E0401", e.range, "normal(std) needs std ≥ 0");
@@ -407,6 +412,22 @@ void Elaborator::check_module_cycles() {
   };
   for (size_t m = 0; m < n; ++m)
     if (state[m] == 0) visit(static_cast<int>(m));
+}
+
+void Elaborator::check_instance_sizes(const ParamsType& p, SourceRange at) {
+  // Sizes with symbols are checked where the symbols are bound; this catches
+  // the instances that fix every dimension.
+  for (const auto& [path, type] : prog_->flatten(p))
+    for (const Axis& a : type.axes) {
+      if (!a.size.symbols().empty()) continue;
+      auto c = a.size.constant_value();
+      if (c && *c > 0) continue;
+      error("E0404", at,
+            fmt::format("`{}` gives parameter `{}` the size {}, which is not a positive whole number",
+                        prog_->printer().params(p), path, a.size.str()),
+            "choose dimensions that divide exactly and leave every axis at least 1");
+      return;
+    }
 }
 
 void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
@@ -509,6 +530,7 @@ std::optional<Type> Elaborator::resolve_type(const ast::TypeExpr& t, int fi, int
                                             prog_->modules[m].dims.size()));
         return std::nullopt;
       }
+      check_instance_sizes(p, t.range);
       return Type::make_params(p);
     }
     case ast::TypeKind::Tensor: {
@@ -955,6 +977,8 @@ void Elaborator::compute_effects_and_regularity() {
         core::Regularity op_reg = core::op_info(in.op).regularity;
         if (in.op == core::Op::Where && k > 0) op_reg = core::Regularity::Smooth;  // jumps only in the condition
         if (in.op == core::Op::Gather && k == 0) op_reg = core::Regularity::Smooth;
+        if (in.op == core::Op::Cast && in.type.is_tensor() && in.type.tensor.elem != Elem::Real)
+          op_reg = core::Regularity::Discontinuous;  // to an integer or a boolean: a step
         if (callee) {
           // Through a call: the callee's regularity in the matching argument.
           op_reg = k < callee->arg_regularity.size() ? callee->arg_regularity[k] : core::Regularity::Smooth;

@@ -64,6 +64,9 @@ class Elaborator {
   void declare_module(int file, const ast::ModuleDecl& m);
   void resolve_module_members(int module);
   void check_module_cycles();
+  /// Reports an instance whose parameters would have a size that is not a
+  /// positive whole number (`Heads{7, 2}` with `param w : ℝ[D / H]`).
+  void check_instance_sizes(const ParamsType& p, SourceRange at);
   void declare_function(int file, int module, const ast::FnDecl& f);
   void elaborate_optimizer(int file, const ast::OptimizerDecl& o);
   void elaborate_training(int file, const ast::TrainingDecl& t);

@@ -114,7 +114,15 @@ class BodyLowering {
       case OK::Literal: {
         Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
         in.number = op.number;
-        return emit(std::move(in));
+        Operand c = emit(std::move(in));
+        if (!op.is_bool) return c;
+        // `true` is a bool[]: the kernels mix booleans with no number.
+        TensorType b;
+        b.elem = Elem::Bool;
+        Instr cast = make(Op::Cast, Type::make_tensor(b), {c.id}, loc);
+        cast.text = "bool";
+        cast.align = {{{}, false}};
+        return emit(std::move(cast));
       }
       case OK::Value:
         if (op.type.kind == TypeKind::Tensor) return op;
@@ -652,6 +660,15 @@ class BodyLowering {
               "convert with `as ℝ`");
       return Operand::error();
     }
+    // Booleans compare only with booleans, and only for (in)equality.
+    if (comparison && (ea == Elem::Bool || eb == Elem::Bool) &&
+        (ea != eb || (op != Op::Eq && op != Op::Ne))) {
+      error("E0406", e.range,
+            ea != eb ? fmt::format("`{}` compares a boolean with a number", ast::binary_op_spelling(e.binary))
+                     : fmt::format("`{}` does not order booleans", ast::binary_op_spelling(e.binary)),
+            "booleans take == and ≠ with booleans; convert with `as ℝ` to compare numbers");
+      return Operand::error();
+    }
     Elem result = comparison ? Elem::Bool : arithmetic_elem(ea, eb);
     if (op == Op::Div || op == Op::Pow) result = Elem::Real;
     return elementwise(op, {*x, *y}, e.range, result);
@@ -1145,6 +1162,10 @@ class BodyLowering {
       auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
       auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
       if (!x || !y) return Operand::error();
+      if (x->type.tensor.elem == Elem::Bool || y->type.tensor.elem == Elem::Bool) {
+        error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", name), "convert with `as ℝ`");
+        return Operand::error();
+      }
       return elementwise(name == "max" ? Op::Max : Op::Min, {*x, *y}, e.range,
                          arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
     }
@@ -1191,7 +1212,14 @@ class BodyLowering {
               "compare, e.g. `where(x > 0, x, 0)`");
         return Operand::error();
       }
-      return elementwise(Op::Where, {*c, *x, *y}, e.range, arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
+      Elem ex = x->type.tensor.elem, ey = y->type.tensor.elem;
+      if ((ex == Elem::Bool) != (ey == Elem::Bool)) {
+        error("E0406", e.range, fmt::format("`where` chooses between {} and {}: a boolean and a number", show(x->type),
+                                            show(y->type)),
+              "convert with `as ℝ`");
+        return Operand::error();
+      }
+      return elementwise(Op::Where, {*c, *x, *y}, e.range, ex == Elem::Bool ? Elem::Bool : arithmetic_elem(ex, ey));
     }
     if (name == "real") {
       if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
@@ -1401,6 +1429,10 @@ class BodyLowering {
     if (!x || !y) return Operand::error();
     const TensorType& a = x->type.tensor;
     const TensorType& c = y->type.tensor;
+    if (a.elem != Elem::Real || c.elem != Elem::Real) {
+      error("E0406", e.range, "`contract` multiplies real tensors", "convert with `as ℝ`");
+      return Operand::error();
+    }
     if (c.rest) {
       error("E0401", b.positional[1]->range, "contract's second operand needs known axes (no `...`)");
       return Operand::error();

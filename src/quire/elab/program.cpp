@@ -9,9 +9,15 @@ TypePrinter Program::printer() const {
 }
 
 int Program::find_function(const std::string& name) const {
+  // The main file's functions first: two imported files may both define `loss`.
+  FileId main_id = files.empty() ? 0 : files[main_file].id;
+  int found = -1;
   for (size_t i = 0; i < functions.size(); ++i)
-    if (functions[i].name == name) return static_cast<int>(i);
-  return -1;
+    if (functions[i].name == name) {
+      if (functions[i].file == main_id) return static_cast<int>(i);
+      if (found < 0) found = static_cast<int>(i);
+    }
+  return found;
 }
 
 namespace {

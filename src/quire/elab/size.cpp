@@ -26,6 +26,7 @@ std::optional<int64_t> Size::constant_value() const {
 
 Size Size::add(const Size& a, const Size& b, bool& ok) {
   Size r = a;
+  r.take_quotients(b);
   for (const auto& [m, c] : b.terms_) {
     int64_t& slot = r.terms_[m];
     if (__builtin_add_overflow(slot, c, &slot)) ok = false;
@@ -36,6 +37,7 @@ Size Size::add(const Size& a, const Size& b, bool& ok) {
 
 Size Size::sub(const Size& a, const Size& b, bool& ok) {
   Size neg;
+  neg.take_quotients(b);
   for (const auto& [m, c] : b.terms_) {
     if (c == INT64_MIN) ok = false;
     else neg.terms_[m] = -c;
@@ -45,6 +47,8 @@ Size Size::sub(const Size& a, const Size& b, bool& ok) {
 
 Size Size::mul(const Size& a, const Size& b, bool& ok) {
   Size r;
+  r.take_quotients(a);
+  r.take_quotients(b);
   for (const auto& [ma, ca] : a.terms_)
     for (const auto& [mb, cb] : b.terms_) {
       Monomial m = ma;
@@ -61,34 +65,50 @@ Size Size::mul(const Size& a, const Size& b, bool& ok) {
 
 Size Size::div(const Size& a, const Size& b, bool& ok) {
   auto bc = b.constant_value();
-  if (bc && *bc != 0) {
+  if (bc && *bc == 0) {
+    ok = false;
+    return Size();
+  }
+  if (bc) {
     bool exact = true;
-    for (const auto& [m, c] : a.terms_)
+    for (const auto& [m, c] : a.terms_) {
+      if (*bc == -1 && c == INT64_MIN) {  // the one quotient int64 cannot hold
+        ok = false;
+        return Size();
+      }
       if (c % *bc != 0) exact = false;
+    }
     if (exact) {
       Size r;
+      r.take_quotients(a);
       for (const auto& [m, c] : a.terms_) r.terms_[m] = c / *bc;
       return r;
     }
   }
-  auto ac = a.constant_value();
-  if (ac && bc) {
-    if (*bc == 0) ok = false;
-    return constant(*bc == 0 ? 0 : *ac / *bc);
-  }
-  // Opaque: equal only to the same quotient.
+  if (a.terms_.empty()) return Size();  // 0 / D
+  // Opaque (7 / 2 included): equal only to the same quotient.
   Size r;
-  r.terms_[{fmt::format("({})/({})", a.str(), b.str())}] = 1;
+  std::string atom = fmt::format("({})/({})", a.str(), b.str());
+  r.terms_[{atom}] = 1;
+  r.quotients_[atom] = {std::make_shared<const Size>(a), std::make_shared<const Size>(b)};
   return r;
 }
 
 std::vector<std::string> Size::symbols() const {
   std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
   for (const auto& [m, c] : terms_)
-    for (const std::string& atom : m)
-      if (atom.empty() || atom[0] != '(') {
-        if (std::find(out.begin(), out.end(), atom) == out.end()) out.push_back(atom);
+    for (const std::string& atom : m) {
+      auto q = quotients_.find(atom);
+      if (q == quotients_.end()) {
+        add(atom);
+        continue;
       }
+      for (const std::string& s : q->second.first->symbols()) add(s);
+      for (const std::string& s : q->second.second->symbols()) add(s);
+    }
   return out;
 }
 
@@ -97,9 +117,16 @@ Size Size::substitute(const std::map<std::string, Size>& binding, bool& ok) cons
   for (const auto& [m, c] : terms_) {
     Size term = constant(c);
     for (const std::string& atom : m) {
+      Size factor;
       auto it = binding.find(atom);
-      Size factor = it != binding.end() ? it->second : Size();
-      if (it == binding.end()) factor.terms_[{atom}] = 1;
+      auto q = quotients_.find(atom);
+      if (it != binding.end()) {
+        factor = it->second;
+      } else if (q != quotients_.end()) {
+        factor = div(q->second.first->substitute(binding, ok), q->second.second->substitute(binding, ok), ok);
+      } else {
+        factor.terms_[{atom}] = 1;
+      }
       term = mul(term, factor, ok);
     }
     r = add(r, term, ok);
@@ -112,9 +139,20 @@ std::optional<int64_t> Size::evaluate(const std::map<std::string, int64_t>& bind
   for (const auto& [m, c] : terms_) {
     int64_t term = c;
     for (const std::string& atom : m) {
+      int64_t value = 0;
       auto it = binding.find(atom);
-      if (it == binding.end()) return std::nullopt;
-      if (__builtin_mul_overflow(term, it->second, &term)) return std::nullopt;
+      auto q = quotients_.find(atom);
+      if (it != binding.end()) {
+        value = it->second;
+      } else if (q != quotients_.end()) {
+        auto num = q->second.first->evaluate(binding);
+        auto den = q->second.second->evaluate(binding);
+        if (!num || !den || *den == 0 || (*den == -1 && *num == INT64_MIN) || *num % *den != 0) return std::nullopt;
+        value = *num / *den;
+      } else {
+        return std::nullopt;
+      }
+      if (__builtin_mul_overflow(term, value, &term)) return std::nullopt;
     }
     if (__builtin_add_overflow(total, term, &total)) return std::nullopt;
   }
@@ -131,16 +169,19 @@ std::string Size::str() const {
   if (auto it = terms_.find({}); it != terms_.end()) ordered.push_back(*it);
   bool first = true;
   for (const auto& [m, c] : ordered) {
-    int64_t mag = c < 0 ? -c : c;
+    uint64_t mag = c < 0 ? 0 - static_cast<uint64_t>(c) : static_cast<uint64_t>(c);  // |INT64_MIN| included
     if (first) out += c < 0 ? "-" : "";
     else out += c < 0 ? " - " : " + ";
     first = false;
     std::string atoms;
     for (size_t i = 0; i < m.size(); ++i) {
       std::string a = m[i];
-      if (!a.empty() && a[0] == '(') {  // "(D)/(H)" prints as "D / H"
+      if (!a.empty() && a[0] == '(') {  // "(D)/(H)" prints as "D / H", "(D + 1)/(2)" as "(D + 1) / 2"
         size_t mid = a.find(")/(");
-        a = a.substr(1, mid - 1) + " / " + a.substr(mid + 3, a.size() - mid - 4);
+        std::string num = a.substr(1, mid - 1), den = a.substr(mid + 3, a.size() - mid - 4);
+        if (num.find(' ') != std::string::npos) num = "(" + num + ")";
+        if (den.find(' ') != std::string::npos || den.find("·") != std::string::npos) den = "(" + den + ")";
+        a = num + " / " + den;
       }
       atoms += (i ? "·" : "") + a;
     }

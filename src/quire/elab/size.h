@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,11 +31,13 @@ class Size {
   static Size mul(const Size& a, const Size& b, bool& ok);
   static Size div(const Size& a, const Size& b, bool& ok);
 
-  /// Replaces symbols by sizes (a call's dimension arguments, --dim values).
+  /// Replaces symbols by sizes (a call's dimension arguments, --dim values),
+  /// inside opaque quotients too: `D / H` at D = 8, H = 2 is 4.
   Size substitute(const std::map<std::string, Size>& binding, bool& ok) const;
-  /// The value under a binding of every symbol to a number; nullopt if a symbol is unbound.
+  /// The value under a binding of every symbol to a number; nullopt if a symbol
+  /// is unbound or a quotient does not divide exactly.
   std::optional<int64_t> evaluate(const std::map<std::string, int64_t>& binding) const;
-  /// Every symbol this size mentions.
+  /// Every symbol this size mentions, those inside quotients included.
   std::vector<std::string> symbols() const;
 
   /// "4", "B", "2·D + 1", "D / H"
@@ -47,6 +50,12 @@ class Size {
   using Monomial = std::vector<std::string>;
   std::map<Monomial, int64_t> terms_;
   // Opaque quotients are spelled "(num)/(den)" as atoms; this keeps them comparable.
+  // Their parts are kept beside them (by atom) so that substitution and
+  // evaluation can divide again once the symbols are known. The spelling
+  // determines the parts, so equality compares terms_ alone.
+  using Parts = std::pair<std::shared_ptr<const Size>, std::shared_ptr<const Size>>;
+  std::map<std::string, Parts> quotients_;
+  void take_quotients(const Size& other) { quotients_.insert(other.quotients_.begin(), other.quotients_.end()); }
 };
 
 }  // namespace quire::elab

@@ -161,13 +161,14 @@ std::optional<Alignment> align(const std::vector<const TensorType*>& operands, s
       if (oa.map[j] < 0) continue;
       const Axis& src = operands[i]->axes[oa.map[j]];
       Axis& dst = out.result.axes[j];
+      const Axis so_far = dst;  // as the earlier operands left it (a stretched 1 already widened)
       if (dst.name.empty()) dst.name = src.name;
       if (src.size == dst.size || is_one(src.size)) continue;
       if (is_one(dst.size)) {
         dst.size = src.size;
         continue;
       }
-      error = fmt::format("{} does not match {}", describe_axis(src, oa.map[j]), describe_axis(frame.axes[j], j));
+      error = fmt::format("{} does not match {}", describe_axis(src, oa.map[j]), describe_axis(so_far, j));
       return std::nullopt;
     }
   }

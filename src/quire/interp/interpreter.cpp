@@ -346,8 +346,17 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       for (size_t k = 0; k < in.args.size(); ++k) parts.push_back(&tensor_arg(k));
       return Value::of(runtime::concat(parts, rest_of(0) + in.axes[0]));
     }
-    case Op::Slice:
-      return Value::of(runtime::slice(tensor_arg(0), rest_of(0) + in.axes[0], in.integer, in.integer2, in.integer3));
+    case Op::Slice: {
+      // The static type fixes the slice's length; a symbolic axis shorter
+      // than `stop` would silently clip it, so that is an error here.
+      int axis = rest_of(0) + in.axes[0];
+      int64_t size = tensor_arg(0).shape.at(axis);
+      if (in.integer2 > size)
+        throw runtime::RuntimeError(fmt::format("slice [{}, {}) of axis `{}` is out of range: the axis has size {}",
+                                                in.integer, in.integer2,
+                                                fn.type_of(in.args[0]).tensor.axes.at(in.axes[0]).name, size));
+      return Value::of(runtime::slice(tensor_arg(0), axis, in.integer, in.integer2, in.integer3));
+    }
     case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
     case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
     case Op::KeySplit: {

@@ -45,7 +45,7 @@ std::string Function::value_name(int id) const {
   if (id >= 1 && id <= static_cast<int>(args.size())) return args[id - 1].name;
   size_t k = static_cast<size_t>(id) - args.size() - 1;
   if (k < body.size() && !body[k].name.empty()) return body[k].name;
-  return fmt::format("%{}", id);  // (string concatenation trips GCC 12's -Wrestrict false positive at -O3)
+  return fmt::format("%{}", id);
 }
 
 }  // namespace quire::core

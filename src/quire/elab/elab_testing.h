@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -77,7 +78,7 @@ inline std::unique_ptr<Elaborated> elaborate_files(const std::map<std::string, s
                                                    const std::string& main = "main.qr") {
   auto e = std::make_unique<Elaborated>();
   FileReader reader = [files](const std::string& path, std::string& error) -> std::optional<std::string> {
-    auto it = files.find(path);
+    auto it = files.find(std::filesystem::path(path).lexically_normal().generic_string());
     if (it == files.end()) {
       error = "no such file";
       return std::nullopt;

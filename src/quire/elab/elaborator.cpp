@@ -78,6 +78,8 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
   for (int f : prog_->file_order) declare_file(f);
   for (size_t m = 0; m < prog_->modules.size(); ++m) resolve_module_members(static_cast<int>(m));
   check_module_cycles();
+  check_tree_sizes();
+  trees_final_ = true;
   for (const ModuleInfo& m : prog_->modules)
     for (const UseInfo& u : m.uses) check_instance_sizes(u.type, u.loc);
   // Signatures of every function before any body, so that calls see them.
@@ -414,20 +416,85 @@ void Elaborator::check_module_cycles() {
     if (state[m] == 0) visit(static_cast<int>(m));
 }
 
+void Elaborator::check_tree_sizes() {
+  // Leaves per module, callees first (the use graph is acyclic now); a module
+  // over the limit is reported once and cut like a cycle.
+  size_t n = prog_->modules.size();
+  std::vector<int64_t> leaves(n, -1);
+  bool reported = false;  // once: every module above the first one would repeat it
+  std::function<int64_t(int)> count = [&](int m) -> int64_t {
+    if (leaves[m] >= 0) return leaves[m];
+    leaves[m] = 0;  // a cut cycle cannot recur here; this only guards
+    int64_t total = static_cast<int64_t>(prog_->modules[m].params.size());
+    for (UseInfo& use : prog_->modules[m].uses) {
+      if (use.type.module < 0) continue;
+      total += count(use.type.module);
+      if (total > kMaxParameterTensors) {
+        if (!reported)
+          error("E0501", use.loc,
+                fmt::format("module `{}` would hold more than {} parameter tensors", prog_->modules[m].name,
+                            kMaxParameterTensors),
+                "a tree of shared sub-modules doubles at every level");
+        reported = true;
+        use.type.module = -1;  // cut, as a cycle is
+        total = kMaxParameterTensors;
+        break;
+      }
+    }
+    return leaves[m] = total;
+  };
+  for (size_t m = 0; m < n; ++m) count(static_cast<int>(m));
+}
+
 void Elaborator::check_instance_sizes(const ParamsType& p, SourceRange at) {
   // Sizes with symbols are checked where the symbols are bound; this catches
-  // the instances that fix every dimension.
-  for (const auto& [path, type] : prog_->flatten(p))
-    for (const Axis& a : type.axes) {
-      if (!a.size.symbols().empty()) continue;
-      auto c = a.size.constant_value();
-      if (c && *c > 0) continue;
-      error("E0404", at,
-            fmt::format("`{}` gives parameter `{}` the size {}, which is not a positive whole number",
-                        prog_->printer().params(p), path, a.size.str()),
-            "choose dimensions that divide exactly and leave every axis at least 1");
-      return;
+  // the instances that fix every dimension. Before the module cycles are cut
+  // (a param's type is resolved with the members) a tree may be infinite.
+  if (!trees_final_) return;
+  // The walk of flatten(), visiting each distinct instance once: a tree may
+  // hold exponentially many paths through a few modules.
+  TypePrinter tp = prog_->printer();
+  std::set<std::string> seen;
+  std::function<bool(const ParamsType&, const std::string&, int)> walk = [&](const ParamsType& q,
+                                                                             const std::string& prefix, int depth) {
+    if (q.module < 0 || depth > kMaxModuleDepth) return true;
+    if (!seen.insert(fmt::format("{}:{}", q.module, tp.params(q))).second) return true;
+    const ModuleInfo& m = prog_->modules[q.module];
+    std::map<std::string, Size> binding;
+    for (size_t i = 0; i < m.dims.size() && i < q.dims.size(); ++i) binding[m.dims[i]] = q.dims[i];
+    bool ok = true;
+    for (const ParamInfo& param : m.params) {
+      TensorType type;
+      for (const Size& s : q.stack) type.axes.push_back({"", s});  // stacked copies: leading axes, outermost first
+      for (const Axis& a : param.type.axes) type.axes.push_back({a.name, a.size.substitute(binding, ok)});
+      if (exceeds_element_limit(type)) {
+        error("E0404", at,
+              fmt::format("`{}` gives parameter `{}` the type {}, more than 2^40 elements", tp.params(p),
+                          prefix + param.name, tp.tensor(type)));
+        return false;
+      }
+      for (const Axis& a : type.axes) {
+        if (!a.size.symbols().empty()) continue;
+        auto c = a.size.constant_value();
+        if (c && *c > 0) continue;
+        error("E0404", at,
+              fmt::format("`{}` gives parameter `{}` the size {}, which is not a positive whole number", tp.params(p),
+                          prefix + param.name, a.size.str()),
+              "choose dimensions that divide exactly and leave every axis at least 1");
+        return false;
+      }
     }
+    for (const UseInfo& use : m.uses) {
+      ParamsType inner = use.type;
+      for (Size& s : inner.dims) s = s.substitute(binding, ok);
+      std::vector<Size> stack = q.stack;
+      for (const Size& s : inner.stack) stack.push_back(s.substitute(binding, ok));
+      inner.stack = std::move(stack);
+      if (!walk(inner, prefix + use.name + ".", depth + 1)) return false;
+    }
+    return true;
+  };
+  walk(p, "", 0);
 }
 
 void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
@@ -486,6 +553,16 @@ void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
   }
 }
 
+bool exceeds_element_limit(const TensorType& t) {
+  int64_t count = 1;
+  for (const Axis& a : t.axes) {
+    auto c = a.size.constant_value();
+    if (!c || *c <= 0) continue;
+    if (__builtin_mul_overflow(count, *c, &count) || count > kMaxElements) return true;
+  }
+  return false;
+}
+
 std::optional<Type> Elaborator::resolve_type(const ast::TypeExpr& t, int fi, int mi) {
   switch (t.kind) {
     case ast::TypeKind::Scalar: {
@@ -506,6 +583,12 @@ std::optional<Type> Elaborator::resolve_type(const ast::TypeExpr& t, int fi, int
       return Type::make_tuple(std::move(elems));
     }
     case ast::TypeKind::Params: {
+      if (t.module_ref) {  // params stack{L}(Block)
+        auto p = resolve_modref(*t.module_ref, fi, mi);
+        if (!p) return std::nullopt;
+        check_instance_sizes(*p, t.range);
+        return Type::make_params(*p);
+      }
       ast::ModuleRef ref;
       ref.range = t.range;
       ref.name = t.module;
@@ -572,6 +655,11 @@ std::optional<Type> Elaborator::resolve_type(const ast::TypeExpr& t, int fi, int
         tt.axes.push_back(axis);
       }
       if (!ok) return std::nullopt;
+      if (exceeds_element_limit(tt)) {
+        error("E0404", t.range, fmt::format("{} has more than 2^40 elements", prog_->printer().tensor(tt)),
+              "no tensor of quire's reference interpreter is that large");
+        return std::nullopt;
+      }
       return Type::make_tensor(tt);
     }
   }
@@ -586,7 +674,7 @@ std::optional<Size> Elaborator::eval_size(const ast::Expr& e, int fi, int mi) {
         error("E0404", e.range, fmt::format("a size is a natural number, not {}", e.name));
         return std::nullopt;
       }
-      return Size::constant(static_cast<int64_t>(e.number));
+      return Size::constant(e.integer);  // exact: the double may have rounded
     case ast::ExprKind::Name: {
       if (mi >= 0)
         for (const std::string& d : prog_->modules[mi].dims)
@@ -697,7 +785,10 @@ std::optional<double> Elaborator::eval_const(const ast::Expr& e, int fi, bool& i
           r = *a / *b;
           if (is_integer) r = std::trunc(r);
           break;
-        case ast::BinaryOp::Pow: r = std::pow(*a, *b); break;
+        case ast::BinaryOp::Pow:
+          r = std::pow(*a, *b);
+          if (r != std::trunc(r)) is_integer = false;  // 2 ^ -1
+          break;
         default: error("E0701", e.range, "this operation is not allowed in a constant"); return std::nullopt;
       }
       if (!std::isfinite(r) || (is_integer && std::fabs(r) > 9007199254740992.0)) {

@@ -34,5 +34,8 @@ std::unique_ptr<Program> elaborate(const std::string& path, DiagnosticSink& diag
 inline constexpr int kMaxImportDepth = 64;
 inline constexpr int kMaxModuleDepth = 64;
 inline constexpr int64_t kMaxElements = int64_t{1} << 40;
+/// Parameter tensors of one module's tree (flattening a tree of shared
+/// sub-modules can otherwise take exponential time).
+inline constexpr int64_t kMaxParameterTensors = int64_t{1} << 20;
 
 }  // namespace quire::elab

@@ -64,6 +64,8 @@ class Elaborator {
   void declare_module(int file, const ast::ModuleDecl& m);
   void resolve_module_members(int module);
   void check_module_cycles();
+  /// Reports a module whose flattened tree would exceed kMaxParameterTensors.
+  void check_tree_sizes();
   /// Reports an instance whose parameters would have a size that is not a
   /// positive whole number (`Heads{7, 2}` with `param w : ℝ[D / H]`).
   void check_instance_sizes(const ParamsType& p, SourceRange at);
@@ -80,9 +82,13 @@ class Elaborator {
   std::vector<const ast::ModuleDecl*> module_decls_;  // per module index
   std::vector<const ast::FnDecl*> fn_decls_;          // per function index
   std::vector<int> fn_files_;
+  bool trees_final_ = false;                // members resolved and module cycles cut: flatten() is finite
   std::vector<int> chain_files_;            // the files being loaded, outermost first
   std::vector<SourceRange> import_stack_;   // import_stack_[k]: chain_files_[k]'s import being followed
 };
+
+/// Whether the constant axes of `t` alone hold more than kMaxElements elements.
+bool exceeds_element_limit(const TensorType& t);
 
 /// Lowers one function's body to Core (lower_body.cpp).
 void lower_function_body(Elaborator& el, int function);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "quire/elab/elaborator_impl.h"
 
@@ -20,7 +21,42 @@ using core::Instr;
 using core::Op;
 using OK = Operand::Kind;
 
-constexpr int kMaxDepth = 200;
+// Above the parser's 200 levels (E0202 there), with room for the body's own
+// block: whatever parses is lowered; this only guards the recursion.
+constexpr int kMaxDepth = 256;
+
+// Lowering recurses once per level of nesting through lower_inner, then
+// lower_call or lower_binary, then a builtin's own function. Kept out of line,
+// each function's frame holds only its own locals: inlined together (and with
+// AddressSanitizer's redzones) one level took 80 KB of stack, so the parser's
+// 200 levels overflowed an 8 MB stack.
+#define NOINLINE [[gnu::noinline]]
+
+const std::map<std::string, Op>& unary_builtins() {
+  static const std::map<std::string, Op> table = {{"abs", Op::Abs},
+                                                  {"exp", Op::Exp},
+                                                  {"log", Op::Log},
+                                                  {"sqrt", Op::Sqrt},
+                                                  {"rsqrt", Op::Rsqrt},
+                                                  {"tanh", Op::Tanh},
+                                                  {"erf", Op::Erf},
+                                                  {"sigmoid", Op::Sigmoid},
+                                                  {"relu", Op::Relu},
+                                                  {"gelu", Op::Gelu},
+                                                  {"gelu_tanh", Op::GeluTanh},
+                                                  {"silu", Op::Silu},
+                                                  {"not", Op::Not}};
+  return table;
+}
+
+const std::map<std::string, Op>& reduction_builtins() {
+  static const std::map<std::string, Op> table = {{"sum", Op::Sum},
+                                                  {"mean", Op::Mean},
+                                                  {"logsumexp", Op::LogSumExp},
+                                                  {"max", Op::ReduceMax},
+                                                  {"min", Op::ReduceMin}};
+  return table;
+}
 
 std::string axes_list(const TensorType& t) {
   std::vector<std::string> names;
@@ -107,26 +143,37 @@ class BodyLowering {
     return in;
   }
 
-  /// A tensor value for an operand: literals become `const`, host scalars `real`.
+  /// A real scalar ℝ[] for a literal or a host scalar (`real(…)`), or nullopt.
+  std::optional<Operand> real_scalar(const Operand& op, SourceRange loc) {
+    if (op.kind == OK::Literal) {
+      Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
+      in.number = op.number;
+      return emit(std::move(in));
+    }
+    if (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)
+      return emit(make(Op::Real, Type::real_scalar(), {op.id}, loc));
+    return std::nullopt;
+  }
+
+  /// A tensor value for an operand: literals become `const`, host scalars
+  /// `real`; booleans (`true`, a host `bool`) then `bool[]`, since the
+  /// kernels mix booleans with no number.
   std::optional<Operand> tensor(const Operand& op, SourceRange loc, const char* what = "this operand") {
+    bool boolean = (op.kind == OK::Literal && op.is_bool) ||
+                   (op.kind == OK::Value && op.type.kind == TypeKind::Scalar && op.type.scalar == ScalarKind::Bool);
+    if (auto r = real_scalar(op, loc)) {
+      if (!boolean) return r;
+      TensorType b;
+      b.elem = Elem::Bool;
+      Instr cast = make(Op::Cast, Type::make_tensor(b), {r->id}, loc);
+      cast.text = "bool";
+      cast.align = {{{}, false}};
+      return emit(std::move(cast));
+    }
     switch (op.kind) {
       case OK::Error: return std::nullopt;
-      case OK::Literal: {
-        Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
-        in.number = op.number;
-        Operand c = emit(std::move(in));
-        if (!op.is_bool) return c;
-        // `true` is a bool[]: the kernels mix booleans with no number.
-        TensorType b;
-        b.elem = Elem::Bool;
-        Instr cast = make(Op::Cast, Type::make_tensor(b), {c.id}, loc);
-        cast.text = "bool";
-        cast.align = {{{}, false}};
-        return emit(std::move(cast));
-      }
       case OK::Value:
         if (op.type.kind == TypeKind::Tensor) return op;
-        if (op.type.kind == TypeKind::Scalar) return emit(make(Op::Real, Type::real_scalar(), {op.id}, loc));
         error("E0401", loc, fmt::format("{} is {}, not a tensor", what, show(op.type)));
         return std::nullopt;
       default:
@@ -266,9 +313,11 @@ class BodyLowering {
     return op;
   }
 
-  /// θ.name: a parameter (a tensor) or a sub-module's tree. Cached per tree and name.
+  /// θ.name: a parameter (a tensor) or a sub-module's tree. Cached per tree,
+  /// name and numerics form: a read inside `numerics(high)` is its own site, so
+  /// the precision policy can type each read by the form it is in.
   Operand field(const Operand& tree, const std::string& name, SourceRange loc) {
-    auto key = std::make_pair(tree.id, name);
+    auto key = std::make_tuple(tree.id, name, numerics_);
     if (auto it = fields_.find(key); it != fields_.end()) return it->second;
     const ParamsType& p = tree.type.params;
     if (!p.stack.empty()) {
@@ -339,94 +388,103 @@ class BodyLowering {
         return Operand::error();
       case ast::ExprKind::Name: return lookup(e.name, e.range);
       case ast::ExprKind::Member: return lower_member(e);
-      case ast::ExprKind::TupleIndex: {
-        if (e.children.empty()) return Operand::error();
-        Operand base = lower(*e.children[0]);
-        if (!base.ok()) return base;
-        if (base.kind != OK::Value || base.type.kind != TypeKind::Tuple) {
-          error("E0401", e.range, fmt::format("`.{}` reads a tuple's element, but this is {}", e.index,
-                                              base.kind == OK::Value ? show(base.type) : std::string("not a value")));
-          return Operand::error();
-        }
-        if (e.index < 0 || e.index >= static_cast<int>(base.type.elements.size())) {
-          error("E0401", e.range, fmt::format("the tuple has {} elements; `.{}` is outside", base.type.elements.size(), e.index));
-          return Operand::error();
-        }
-        Instr in = make(Op::TupleGet, base.type.elements[e.index], {base.id}, e.range);
-        in.integer = e.index;
-        return emit(std::move(in));
-      }
+      case ast::ExprKind::TupleIndex: return lower_tuple_index(e);
       case ast::ExprKind::Call: return lower_call(e);
       case ast::ExprKind::Binary: return lower_binary(e);
-      case ast::ExprKind::Unary: {
-        if (e.children.empty()) return Operand::error();
-        Operand x = lower(*e.children[0]);
-        if (x.kind == OK::Literal) {
-          x.number = -x.number;
-          x.loc = e.range;
-          return x;
-        }
-        auto t = tensor(x, e.children[0]->range);
-        if (!t) return Operand::error();
-        if (t->type.tensor.elem == Elem::Bool) {
-          error("E0406", e.range, "cannot negate a boolean tensor", "use not(x)");
-          return Operand::error();
-        }
-        return elementwise(Op::Neg, {*t}, e.range, t->type.tensor.elem);
-      }
+      case ast::ExprKind::Unary: return lower_negation(e);
       case ast::ExprKind::Cast: return lower_cast(e);
-      case ast::ExprKind::Tuple: {
-        std::vector<int> ids;
-        std::vector<Type> types;
-        for (const ast::ExprPtr& c : e.children) {
-          Operand op = lower(*c);
-          if (op.kind == OK::Literal) {
-            auto t = tensor(op, c->range);
-            if (!t) return Operand::error();
-            op = *t;
-          }
-          if (!op.ok()) return op;
-          if (op.kind != OK::Value) {
-            error("E0401", c->range, "a tuple holds values");
-            return Operand::error();
-          }
-          ids.push_back(op.id);
-          types.push_back(op.type);
-        }
-        return emit(make(Op::MakeTuple, Type::make_tuple(types), ids, e.range));
-      }
+      case ast::ExprKind::Tuple: return lower_tuple(e);
       case ast::ExprKind::Block: return lower_block(e);
       case ast::ExprKind::Numerics:
-      case ast::ExprKind::Precision: {
-        core::Numerics saved = numerics_;
-        if (e.kind == ast::ExprKind::Numerics) {
-          if (e.name != "high") {
-            error("E0401", e.range, fmt::format("unknown numerics `{}`", e.name), "write numerics(high) { … }");
-            return Operand::error();
-          }
-          numerics_ = core::Numerics::High;
-        } else {
-          if (e.name == "bf16") numerics_ = core::Numerics::RegionBf16;
-          else if (e.name == "f16") numerics_ = core::Numerics::RegionF16;
-          else {
-            error("E0401", e.range, fmt::format("unknown precision `{}`", e.name), "precision(bf16) or precision(f16)");
-            return Operand::error();
-          }
-        }
-        Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
-        // A literal result still belongs to the form: materialize it inside.
-        if (r.kind == OK::Literal) {
-          auto t = tensor(r, e.range);
-          r = t ? *t : Operand::error();
-        }
-        numerics_ = saved;
-        return r;
-      }
+      case ast::ExprKind::Precision: return lower_numerics(e);
     }
     return Operand::error();
   }
 
-  Operand lower_block(const ast::Expr& e) {
+  NOINLINE Operand lower_tuple_index(const ast::Expr& e) {
+    if (e.children.empty()) return Operand::error();
+    Operand base = lower(*e.children[0]);
+    if (!base.ok()) return base;
+    if (base.kind != OK::Value || base.type.kind != TypeKind::Tuple) {
+      error("E0401", e.range, fmt::format("`.{}` reads a tuple's element, but this is {}", e.index,
+                                          base.kind == OK::Value ? show(base.type) : std::string("not a value")));
+      return Operand::error();
+    }
+    if (e.index < 0 || e.index >= static_cast<int>(base.type.elements.size())) {
+      error("E0401", e.range, fmt::format("the tuple has {} elements; `.{}` is outside", base.type.elements.size(), e.index));
+      return Operand::error();
+    }
+    Instr in = make(Op::TupleGet, base.type.elements[e.index], {base.id}, e.range);
+    in.integer = e.index;
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand lower_negation(const ast::Expr& e) {
+    if (e.children.empty()) return Operand::error();
+    Operand x = lower(*e.children[0]);
+    if (x.kind == OK::Literal && !x.is_bool) {
+      x.number = -x.number;
+      x.loc = e.range;
+      return x;
+    }
+    auto t = tensor(x, e.children[0]->range);
+    if (!t) return Operand::error();
+    if (t->type.tensor.elem == Elem::Bool) {
+      error("E0406", e.range, "cannot negate a boolean tensor", "use not(x)");
+      return Operand::error();
+    }
+    return elementwise(Op::Neg, {*t}, e.range, t->type.tensor.elem);
+  }
+
+  NOINLINE Operand lower_tuple(const ast::Expr& e) {
+    std::vector<int> ids;
+    std::vector<Type> types;
+    for (const ast::ExprPtr& c : e.children) {
+      Operand op = lower(*c);
+      if (op.kind == OK::Literal) {
+        auto t = tensor(op, c->range);
+        if (!t) return Operand::error();
+        op = *t;
+      }
+      if (!op.ok()) return op;
+      if (op.kind != OK::Value) {
+        error("E0401", c->range, "a tuple holds values");
+        return Operand::error();
+      }
+      ids.push_back(op.id);
+      types.push_back(op.type);
+    }
+    return emit(make(Op::MakeTuple, Type::make_tuple(types), ids, e.range));
+  }
+
+  NOINLINE Operand lower_numerics(const ast::Expr& e) {
+    core::Numerics saved = numerics_;
+    if (e.kind == ast::ExprKind::Numerics) {
+      if (e.name != "high") {
+        error("E0401", e.range, fmt::format("unknown numerics `{}`", e.name), "write numerics(high) { … }");
+        return Operand::error();
+      }
+      numerics_ = core::Numerics::High;
+    } else {
+      if (e.name == "bf16") numerics_ = core::Numerics::RegionBf16;
+      else if (e.name == "f16") numerics_ = core::Numerics::RegionF16;
+      else {
+        error("E0401", e.range, fmt::format("unknown precision `{}`", e.name), "precision(bf16) or precision(f16)");
+        return Operand::error();
+      }
+    }
+    Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
+    // A literal result still belongs to the form: materialize it inside.
+    if (r.kind == OK::Literal) {
+      auto t = tensor(r, e.range);
+      r = t ? *t : Operand::error();
+    }
+    numerics_ = saved;
+    return r;
+  }
+
+
+  NOINLINE Operand lower_block(const ast::Expr& e) {
     scopes_.emplace_back();
     for (const ast::Let& let : e.lets) {
       if (!let.value || !let.pattern) continue;
@@ -490,7 +548,7 @@ class BodyLowering {
     }
   }
 
-  Operand lower_member(const ast::Expr& e) {
+  NOINLINE Operand lower_member(const ast::Expr& e) {
     if (e.children.empty()) return Operand::error();
     Operand base = lower(*e.children[0]);
     if (!base.ok()) return base;
@@ -541,7 +599,7 @@ class BodyLowering {
     }
   }
 
-  Operand lower_cast(const ast::Expr& e) {
+  NOINLINE Operand lower_cast(const ast::Expr& e) {
     if (e.children.empty()) return Operand::error();
     Operand x = lower(*e.children[0]);
     auto t = tensor(x, e.children[0]->range);
@@ -595,13 +653,31 @@ class BodyLowering {
     return Elem::I32;
   }
 
-  Operand lower_binary(const ast::Expr& e) {
-    if (e.children.size() != 2) return Operand::error();
-    Operand a = lower(*e.children[0]);
-    Operand b = lower(*e.children[1]);
+  NOINLINE Operand lower_binary(const ast::Expr& e) {
+    // A chain `x1 + x2 + … + xn` is left-nested in the tree but flat in the
+    // source (the parser does not count it as nesting): walk its left spine
+    // in a loop, so that only real nesting deepens the recursion. Values are
+    // emitted in the order the recursion would emit them.
+    std::vector<const ast::Expr*> spine = {&e};
+    while (spine.back()->children.size() == 2 && spine.back()->children[0]->kind == ast::ExprKind::Binary)
+      spine.push_back(spine.back()->children[0].get());
+    if (spine.back()->children.size() != 2) return Operand::error();
+    Operand acc = lower(*spine.back()->children[0]);
+    for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
+      if ((*it)->children.size() != 2) return Operand::error();
+      Operand b = lower(*(*it)->children[1]);
+      acc = combine_binary(**it, acc, b);
+    }
+    return acc;
+  }
+
+  /// `e`'s operation on its lowered operands.
+  NOINLINE Operand combine_binary(const ast::Expr& e, const Operand& a, const Operand& b) {
     if (!a.ok() || !b.ok()) return Operand::error();
-    // Two literals fold at compile time (they are constants).
-    if (a.kind == OK::Literal && b.kind == OK::Literal && e.binary != ast::BinaryOp::Dot) {
+    // Two literals fold at compile time (they are constants); booleans go on
+    // to the tensor path, whose checks they meet.
+    if (a.kind == OK::Literal && b.kind == OK::Literal && e.binary != ast::BinaryOp::Dot && !a.is_bool &&
+        !b.is_bool) {
       double r = 0;
       bool cmp = false;
       switch (e.binary) {
@@ -616,12 +692,13 @@ class BodyLowering {
         Operand op;
         op.kind = OK::Literal;
         op.number = r;
-        op.is_integer = a.is_integer && b.is_integer && e.binary != ast::BinaryOp::Div && std::isfinite(r);
+        op.is_integer = a.is_integer && b.is_integer && e.binary != ast::BinaryOp::Div && std::isfinite(r) &&
+                        r == std::trunc(r);  // 2 ^ -1 is not
         op.loc = e.range;
         return op;
       }
     }
-    if (e.binary == ast::BinaryOp::Pow && b.kind == OK::Literal) {
+    if (e.binary == ast::BinaryOp::Pow && b.kind == OK::Literal && !b.is_bool) {
       auto x = tensor(a, e.children[0]->range);
       if (!x) return Operand::error();
       if (x->type.tensor.elem == Elem::Bool) {
@@ -725,6 +802,13 @@ class BodyLowering {
         }
         if (expected.scalar == ScalarKind::Nat && op.number < 0) {
           error("E0401", loc, fmt::format("{} is nat, but {} is negative", what, op.number));
+          return std::nullopt;
+        }
+        // Integers travel as doubles until here: only those a double holds exactly.
+        if ((expected.scalar == ScalarKind::Nat || expected.scalar == ScalarKind::Int) &&
+            std::fabs(op.number) > 9007199254740992.0) {
+          error("E0401", loc, fmt::format("{} is {}, but {} is outside ±2^53, the integers held exactly", what,
+                                          scalar_name(expected.scalar), op.number));
           return std::nullopt;
         }
         Instr in = make(expected.scalar == ScalarKind::F64 ? Op::HostConst
@@ -864,7 +948,7 @@ class BodyLowering {
 
   // ------------------------------------------------------------ calls
 
-  Operand lower_call(const ast::Expr& e) {
+  NOINLINE Operand lower_call(const ast::Expr& e) {
     if (e.children.empty()) return Operand::error();
     const ast::Expr& callee = *e.children[0];
     if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name)) {
@@ -894,7 +978,7 @@ class BodyLowering {
     return call_function(f, e);
   }
 
-  Operand call_function(const Operand& f, const ast::Expr& e) {
+  NOINLINE Operand call_function(const Operand& f, const ast::Expr& e) {
     const core::Function& target = prog_.functions[f.index];
     const ast::FnDecl& tdecl = *el_.fn_decl(f.index);
     std::vector<int> args;
@@ -972,7 +1056,7 @@ class BodyLowering {
     if (target.module >= 0 && f.number == 2) {
       // The field of a stacked use is read whole; the fold slices it.
       const UseInfo& use = prog_.modules[mi_].uses[f.id];
-      auto key = std::make_pair(1, use.name);
+      auto key = std::make_tuple(1, use.name, numerics_);
       if (auto it = fields_.find(key); it != fields_.end()) {
         args[0] = it->second.id;
       } else {
@@ -1034,6 +1118,7 @@ class BodyLowering {
       args.push_back(v.id);
     }
     Type result = instantiate(target.result, binding, rb);
+    if (!unique_result_names(result, target.name, e.range)) return Operand::error();
     if (!stack.empty()) {
       // stack{L}(M).f(x): L calls of M.f, each on its copy of the parameters.
       if (stack.size() > 1) {
@@ -1128,297 +1213,324 @@ class BodyLowering {
     return fallback;
   }
 
-  std::optional<Operand> lower_builtin(const std::string& name, const ast::Expr& e) {
-    static const std::map<std::string, Op> unary = {
-        {"abs", Op::Abs},     {"exp", Op::Exp},   {"log", Op::Log},         {"sqrt", Op::Sqrt},
-        {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"erf", Op::Erf},         {"sigmoid", Op::Sigmoid},
-        {"relu", Op::Relu},   {"gelu", Op::Gelu}, {"gelu_tanh", Op::GeluTanh}, {"silu", Op::Silu},
-        {"not", Op::Not}};
-    static const std::map<std::string, Op> reductions = {{"sum", Op::Sum},
-                                                         {"mean", Op::Mean},
-                                                         {"logsumexp", Op::LogSumExp},
-                                                         {"max", Op::ReduceMax},
-                                                         {"min", Op::ReduceMin}};
+  NOINLINE std::optional<Operand> lower_builtin(const std::string& name, const ast::Expr& e) {
+    const std::map<std::string, Op>& unary = unary_builtins();
+    const std::map<std::string, Op>& reductions = reduction_builtins();
     BuiltinArgs b = split_args(e);
-    if (auto it = unary.find(name); it != unary.end()) {
-      if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      if (!x) return Operand::error();
-      Elem elem = x->type.tensor.elem;
-      if ((it->second == Op::Not) != (elem == Elem::Bool)) {
-        error("E0406", e.range, it->second == Op::Not ? "`not` takes a boolean tensor"
-                                                      : fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)),
-              it->second == Op::Not ? "" : "convert with `as ℝ`");
-        return Operand::error();
-      }
-      if (elem != Elem::Real && elem != Elem::Bool && it->second != Op::Abs) {
-        error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)), "convert with `as ℝ`");
-        return Operand::error();
-      }
-      return elementwise(it->second, {*x}, e.range, elem);
-    }
-    if ((name == "max" || name == "min") && b.positional.size() == 2 && b.axes.empty()) {
-      if (!expect_args(name, e, b, 2, 2, false, false, {})) return Operand::error();
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-      if (!x || !y) return Operand::error();
-      if (x->type.tensor.elem == Elem::Bool || y->type.tensor.elem == Elem::Bool) {
-        error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", name), "convert with `as ℝ`");
-        return Operand::error();
-      }
-      return elementwise(name == "max" ? Op::Max : Op::Min, {*x, *y}, e.range,
-                         arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
-    }
-    if (auto it = reductions.find(name); it != reductions.end()) {
-      if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      if (!x) return Operand::error();
-      const TensorType& t = x->type.tensor;
-      if (t.elem == Elem::Bool || (t.elem != Elem::Real && (it->second == Op::Mean || it->second == Op::LogSumExp))) {
-        error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)));
-        return Operand::error();
-      }
-      Instr in = make(it->second, Type::real_scalar(), {x->id}, e.range);
-      in.type.tensor.elem = t.elem;
-      if (b.axes.empty()) {
-        in.all_axes = true;
-        return emit(std::move(in));
-      }
-      std::set<int> chosen;
-      for (const ast::Arg* a : b.axes) {
-        int i = axis_index(t, *a->name, name.c_str());
-        if (i < 0) return Operand::error();
-        if (!chosen.insert(i).second) {
-          error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
-          return Operand::error();
-        }
-      }
-      in.axes.assign(chosen.begin(), chosen.end());
-      TensorType out = t;
-      out.axes.clear();
-      for (size_t i = 0; i < t.axes.size(); ++i)
-        if (!chosen.count(static_cast<int>(i))) out.axes.push_back(t.axes[i]);
-      in.type = Type::make_tensor(out);
-      return emit(std::move(in));
-    }
-    if (name == "where") {
-      if (!expect_args(name, e, b, 3, 3, false, false, {})) return Operand::error();
-      auto c = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      auto x = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-      auto y = tensor(lower(*b.positional[2]->value), b.positional[2]->range);
-      if (!c || !x || !y) return Operand::error();
-      if (c->type.tensor.elem != Elem::Bool) {
-        error("E0406", b.positional[0]->range, fmt::format("`where` needs a boolean condition, given {}", show(c->type)),
-              "compare, e.g. `where(x > 0, x, 0)`");
-        return Operand::error();
-      }
-      Elem ex = x->type.tensor.elem, ey = y->type.tensor.elem;
-      if ((ex == Elem::Bool) != (ey == Elem::Bool)) {
-        error("E0406", e.range, fmt::format("`where` chooses between {} and {}: a boolean and a number", show(x->type),
-                                            show(y->type)),
-              "convert with `as ℝ`");
-        return Operand::error();
-      }
-      return elementwise(Op::Where, {*c, *x, *y}, e.range, ex == Elem::Bool ? Elem::Bool : arithmetic_elem(ex, ey));
-    }
-    if (name == "real") {
-      if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
-      Operand v = lower(*b.positional[0]->value);
-      if (v.kind == OK::Value && v.type.kind == TypeKind::Tensor) {
-        error("E0401", e.range, "`real` turns a host scalar into ℝ[]; this is already a tensor", "use `x as ℝ` to convert");
-        return Operand::error();
-      }
-      auto t = tensor(v, e.range);
-      if (!t) return Operand::error();
-      return *t;
-    }
-    if (name == "matmul" || name == "dot") {
-      if (!expect_args(name, e, b, 2, 2, false, false, {"out"})) return Operand::error();
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      auto w = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-      if (!x || !w) return Operand::error();
-      Operand r = dot(*x, *w, e.range);
-      for (const ast::Arg* k : b.keywords) {
-        if (!k->value || k->value->kind != ast::ExprKind::Name || (k->value->name != "f32" && k->value->name != "f64")) {
-          error("E0401", k->range, "`out =` takes f32 (the accumulator's type)");
-          return Operand::error();
-        }
-        if (r.ok()) fn_.body.back().text = "out=" + k->value->name;
-      }
-      return r;
-    }
+    if (auto it = unary.find(name); it != unary.end()) return builtin_unary(name, it->second, e, b);
+    if ((name == "max" || name == "min") && b.positional.size() == 2 && b.axes.empty())
+      return builtin_min_max(name, e, b);
+    if (auto it = reductions.find(name); it != reductions.end()) return builtin_reduction(name, it->second, e, b);
+    if (name == "where") return builtin_where(name, e, b);
+    if (name == "real") return builtin_real(name, e, b);
+    if (name == "matmul" || name == "dot") return builtin_matmul(name, e, b);
     if (name == "contract") return lower_contract(e, b);
-    if (name == "transpose") {
-      if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      if (!x) return Operand::error();
-      if (b.axes.size() != 2) {
-        error("E0405", e.range, "`transpose(x, axis a, axis b)` swaps two named axes");
-        return Operand::error();
-      }
-      int i = axis_index(x->type.tensor, *b.axes[0]->name, "transpose");
-      int j = axis_index(x->type.tensor, *b.axes[1]->name, "transpose");
-      if (i < 0 || j < 0) return Operand::error();
-      TensorType out = x->type.tensor;
-      std::swap(out.axes[i], out.axes[j]);
-      Instr in = make(Op::Transpose, Type::make_tensor(out), {x->id}, e.range);
-      in.axes = identity_map(out.axes.size());
-      std::swap(in.axes[i], in.axes[j]);
-      return emit(std::move(in));
-    }
-    if (name == "split") {
-      if (b.axes.empty() && b.positional.size() == 1 && b.sizes.empty()) {
-        Operand k = lower(*b.positional[0]->value);
-        if (!k.ok()) return Operand::error();
-        if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
-          error("E0401", e.range, "`split(k)` splits a key; to split an axis write `split(axis a, x, p: P, q: Q)`");
-          return Operand::error();
-        }
-        return emit(make(Op::KeySplit, Type::make_tuple({Type::make_key(), Type::make_key()}), {k.id}, e.range));
-      }
-      return lower_split(e, b);
-    }
+    if (name == "transpose") return builtin_transpose(name, e, b);
+    if (name == "split") return builtin_split(e, b);
     if (name == "merge") return lower_merge(e, b);
-    if (name == "concat") {
-      if (!expect_args(name, e, b, 2, 1024, true, false, {})) return Operand::error();
-      if (b.axes.size() != 1) {
-        error("E0405", e.range, "`concat(axis a, x, y, …)` joins along one named axis");
-        return Operand::error();
-      }
-      std::vector<Operand> xs;
-      for (const ast::Arg* p : b.positional) {
-        auto x = tensor(lower(*p->value), p->range);
-        if (!x) return Operand::error();
-        xs.push_back(*x);
-      }
-      int i = axis_index(xs[0].type.tensor, *b.axes[0]->name, "concat");
-      if (i < 0) return Operand::error();
-      TensorType out = xs[0].type.tensor;
-      bool ok = true;
-      std::vector<int> ids = {xs[0].id};
-      for (size_t k = 1; k < xs.size(); ++k) {
-        TensorType other = xs[k].type.tensor;
-        int j = other.find(b.axes[0]->name->text);
-        bool same = j == i && other.rest == out.rest && other.elem == out.elem && other.axes.size() == out.axes.size();
-        for (size_t a = 0; same && a < out.axes.size(); ++a)
-          if (static_cast<int>(a) != i && !(other.axes[a] == out.axes[a])) same = false;
-        if (!same) {
-          error("E0402", b.positional[k]->range,
-                fmt::format("concat: {} does not match {} except along `{}`", show(other), show(xs[0].type.tensor),
-                            b.axes[0]->name->text));
-          return Operand::error();
-        }
-        out.axes[i].size = Size::add(out.axes[i].size, other.axes[j].size, ok);
-        ids.push_back(xs[k].id);
-      }
-      Instr in = make(Op::Concat, Type::make_tensor(out), ids, e.range);
-      in.axes = {i};
-      return emit(std::move(in));
-    }
-    if (name == "slice") {
-      if (!expect_args(name, e, b, 3, 4, true, false, {})) return Operand::error();
-      if (b.axes.size() != 1) {
-        error("E0405", e.range, "`slice(axis a, x, start, stop[, step])` cuts one named axis");
-        return Operand::error();
-      }
-      auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      if (!x) return Operand::error();
-      int i = axis_index(x->type.tensor, *b.axes[0]->name, "slice");
-      if (i < 0) return Operand::error();
-      int64_t bounds[3] = {0, 0, 1};
-      for (size_t k = 1; k < b.positional.size(); ++k) {
-        bool is_int = false;
-        auto v = el_.eval_const(*b.positional[k]->value, fi_, is_int);
-        if (!v) return Operand::error();
-        if (!is_int || *v < 0 || (k == 3 && *v < 1)) {
-          error("E0404", b.positional[k]->range,
-                k == 3 ? "a slice's step is a positive integer" : "a slice's bounds are natural-number constants");
-          return Operand::error();
-        }
-        bounds[k - 1] = static_cast<int64_t>(*v);
-      }
-      auto size = x->type.tensor.axes[i].size.constant_value();
-      if (bounds[1] <= bounds[0] || (size && bounds[1] > *size)) {
-        error("E0404", e.range,
-              fmt::format("slice [{}, {}) of axis `{}` (size {}) is empty or out of range", bounds[0], bounds[1],
-                          b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
-        return Operand::error();
-      }
-      TensorType out = x->type.tensor;
-      out.axes[i].size = Size::constant((bounds[1] - bounds[0] + bounds[2] - 1) / bounds[2]);
-      Instr in = make(Op::Slice, Type::make_tensor(out), {x->id}, e.range);
-      in.axes = {i};
-      in.integer = bounds[0];
-      in.integer2 = bounds[1];
-      in.integer3 = bounds[2];
-      return emit(std::move(in));
-    }
-    if (name == "gather") {
-      if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
-      auto table = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      auto ids = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-      if (!table || !ids) return Operand::error();
-      const TensorType& t = table->type.tensor;
-      const TensorType& it = ids->type.tensor;
-      if (it.elem != Elem::I32 && it.elem != Elem::I64) {
-        error("E0406", b.positional[1]->range, fmt::format("gather's ids are integers, given {}", show(it)));
-        return Operand::error();
-      }
-      if (t.rest) {
-        error("E0401", b.positional[0]->range, "gather's table needs known axes (no `...`)");
-        return Operand::error();
-      }
-      int i = 0;
-      if (b.axes.size() == 1) i = axis_index(t, *b.axes[0]->name, "gather");
-      else if (!b.axes.empty()) {
-        error("E0405", e.range, "gather looks up along one axis");
-        return Operand::error();
-      }
-      if (i < 0) return Operand::error();
-      if (it.rest && i != 0) {
-        error("E0401", e.range, "with `...` ids, gather looks up along the table's first axis");
-        return Operand::error();
-      }
-      TensorType out;
-      out.elem = t.elem;
-      out.rest = it.rest;
-      out.axes.assign(t.axes.begin(), t.axes.begin() + i);
-      out.axes.insert(out.axes.end(), it.axes.begin(), it.axes.end());
-      out.axes.insert(out.axes.end(), t.axes.begin() + i + 1, t.axes.end());
-      Instr in = make(Op::Gather, Type::make_tensor(out), {table->id, ids->id}, e.range);
-      in.axes = {i};
-      return emit(std::move(in));
-    }
-    if (name == "one_hot") {
-      if (!expect_args(name, e, b, 1, 1, false, true, {})) return Operand::error();
-      auto ids = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-      if (!ids) return Operand::error();
-      if (ids->type.tensor.elem != Elem::I32 && ids->type.tensor.elem != Elem::I64) {
-        error("E0406", b.positional[0]->range, "one_hot takes integer ids");
-        return Operand::error();
-      }
-      if (b.sizes.size() != 1) {
-        error("E0405", e.range, "`one_hot(ids, vocab: V)` names the new axis and its size");
-        return Operand::error();
-      }
-      auto n = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
-      if (!n) return Operand::error();
-      TensorType out = ids->type.tensor;
-      out.elem = Elem::Real;
-      if (out.find(b.sizes[0]->name->text) >= 0) {
-        error("E0403", b.sizes[0]->range, fmt::format("the ids already have an axis `{}`", b.sizes[0]->name->text));
-        return Operand::error();
-      }
-      out.axes.push_back({b.sizes[0]->name->text, *n});
-      Instr in = make(Op::OneHot, Type::make_tensor(out), {ids->id}, e.range);
-      in.sizes = {*n};
-      return emit(std::move(in));
-    }
+    if (name == "concat") return builtin_concat(name, e, b);
+    if (name == "slice") return builtin_slice(name, e, b);
+    if (name == "gather") return builtin_gather(name, e, b);
+    if (name == "one_hot") return builtin_one_hot(name, e, b);
     if (name == "uniform" || name == "normal" || name == "bernoulli") return lower_draw(name, e, b);
     return std::nullopt;
   }
 
-  Operand lower_contract(const ast::Expr& e, const BuiltinArgs& b) {
+  NOINLINE Operand builtin_unary(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    if (!x) return Operand::error();
+    Elem elem = x->type.tensor.elem;
+    if ((op == Op::Not) != (elem == Elem::Bool)) {
+      error("E0406", e.range, op == Op::Not ? "`not` takes a boolean tensor"
+                                                    : fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)),
+            op == Op::Not ? "" : "convert with `as ℝ`");
+      return Operand::error();
+    }
+    if (elem != Elem::Real && elem != Elem::Bool && op != Op::Abs) {
+      error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)), "convert with `as ℝ`");
+      return Operand::error();
+    }
+    return elementwise(op, {*x}, e.range, elem);
+  }
+
+  NOINLINE Operand builtin_min_max(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 2, 2, false, false, {})) return Operand::error();
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+    if (!x || !y) return Operand::error();
+    if (x->type.tensor.elem == Elem::Bool || y->type.tensor.elem == Elem::Bool) {
+      error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", name), "convert with `as ℝ`");
+      return Operand::error();
+    }
+    return elementwise(name == "max" ? Op::Max : Op::Min, {*x, *y}, e.range,
+                       arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
+  }
+
+  NOINLINE Operand builtin_reduction(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    if (!x) return Operand::error();
+    const TensorType& t = x->type.tensor;
+    if (t.elem == Elem::Bool || (t.elem != Elem::Real && (op == Op::Mean || op == Op::LogSumExp))) {
+      error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)));
+      return Operand::error();
+    }
+    Instr in = make(op, Type::real_scalar(), {x->id}, e.range);
+    in.type.tensor.elem = t.elem;
+    if (b.axes.empty()) {
+      in.all_axes = true;
+      return emit(std::move(in));
+    }
+    std::set<int> chosen;
+    for (const ast::Arg* a : b.axes) {
+      int i = axis_index(t, *a->name, name.c_str());
+      if (i < 0) return Operand::error();
+      if (!chosen.insert(i).second) {
+        error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
+        return Operand::error();
+      }
+    }
+    in.axes.assign(chosen.begin(), chosen.end());
+    TensorType out = t;
+    out.axes.clear();
+    for (size_t i = 0; i < t.axes.size(); ++i)
+      if (!chosen.count(static_cast<int>(i))) out.axes.push_back(t.axes[i]);
+    in.type = Type::make_tensor(out);
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand builtin_where(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 3, 3, false, false, {})) return Operand::error();
+    auto c = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    auto x = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+    auto y = tensor(lower(*b.positional[2]->value), b.positional[2]->range);
+    if (!c || !x || !y) return Operand::error();
+    if (c->type.tensor.elem != Elem::Bool) {
+      error("E0406", b.positional[0]->range, fmt::format("`where` needs a boolean condition, given {}", show(c->type)),
+            "compare, e.g. `where(x > 0, x, 0)`");
+      return Operand::error();
+    }
+    Elem ex = x->type.tensor.elem, ey = y->type.tensor.elem;
+    if ((ex == Elem::Bool) != (ey == Elem::Bool)) {
+      error("E0406", e.range, fmt::format("`where` chooses between {} and {}: a boolean and a number", show(x->type),
+                                          show(y->type)),
+            "convert with `as ℝ`");
+      return Operand::error();
+    }
+    return elementwise(Op::Where, {*c, *x, *y}, e.range, ex == Elem::Bool ? Elem::Bool : arithmetic_elem(ex, ey));
+  }
+
+  NOINLINE Operand builtin_real(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
+    Operand v = lower(*b.positional[0]->value);
+    if (v.kind == OK::Value && v.type.kind == TypeKind::Tensor) {
+      error("E0401", e.range, "`real` turns a host scalar into ℝ[]; this is already a tensor", "use `x as ℝ` to convert");
+      return Operand::error();
+    }
+    if (auto r = real_scalar(v, e.range)) return *r;  // real(true) is 1, not a bool[]
+    auto t = tensor(v, e.range);
+    if (!t) return Operand::error();
+    return *t;
+  }
+
+  NOINLINE Operand builtin_matmul(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 2, 2, false, false, {"out"})) return Operand::error();
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    auto w = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+    if (!x || !w) return Operand::error();
+    Operand r = dot(*x, *w, e.range);
+    for (const ast::Arg* k : b.keywords) {
+      if (!k->value || k->value->kind != ast::ExprKind::Name || (k->value->name != "f32" && k->value->name != "f64")) {
+        error("E0401", k->range, "`out =` takes f32 (the accumulator's type)");
+        return Operand::error();
+      }
+      if (r.ok()) fn_.body.back().text = "out=" + k->value->name;
+    }
+    return r;
+  }
+
+  NOINLINE Operand builtin_transpose(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    if (!x) return Operand::error();
+    if (b.axes.size() != 2) {
+      error("E0405", e.range, "`transpose(x, axis a, axis b)` swaps two named axes");
+      return Operand::error();
+    }
+    int i = axis_index(x->type.tensor, *b.axes[0]->name, "transpose");
+    int j = axis_index(x->type.tensor, *b.axes[1]->name, "transpose");
+    if (i < 0 || j < 0) return Operand::error();
+    TensorType out = x->type.tensor;
+    std::swap(out.axes[i], out.axes[j]);
+    Instr in = make(Op::Transpose, Type::make_tensor(out), {x->id}, e.range);
+    in.axes = identity_map(out.axes.size());
+    std::swap(in.axes[i], in.axes[j]);
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand builtin_split(const ast::Expr& e, const BuiltinArgs& b) {
+    if (b.axes.empty() && b.positional.size() == 1 && b.sizes.empty()) {
+      Operand k = lower(*b.positional[0]->value);
+      if (!k.ok()) return Operand::error();
+      if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
+        error("E0401", e.range, "`split(k)` splits a key; to split an axis write `split(axis a, x, p: P, q: Q)`");
+        return Operand::error();
+      }
+      return emit(make(Op::KeySplit, Type::make_tuple({Type::make_key(), Type::make_key()}), {k.id}, e.range));
+    }
+    return lower_split(e, b);
+  }
+
+  NOINLINE Operand builtin_concat(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 2, 1024, true, false, {})) return Operand::error();
+    if (b.axes.size() != 1) {
+      error("E0405", e.range, "`concat(axis a, x, y, …)` joins along one named axis");
+      return Operand::error();
+    }
+    std::vector<Operand> xs;
+    for (const ast::Arg* p : b.positional) {
+      auto x = tensor(lower(*p->value), p->range);
+      if (!x) return Operand::error();
+      xs.push_back(*x);
+    }
+    int i = axis_index(xs[0].type.tensor, *b.axes[0]->name, "concat");
+    if (i < 0) return Operand::error();
+    TensorType out = xs[0].type.tensor;
+    bool ok = true;
+    std::vector<int> ids = {xs[0].id};
+    for (size_t k = 1; k < xs.size(); ++k) {
+      TensorType other = xs[k].type.tensor;
+      int j = other.find(b.axes[0]->name->text);
+      bool same = j == i && other.rest == out.rest && other.elem == out.elem && other.axes.size() == out.axes.size();
+      for (size_t a = 0; same && a < out.axes.size(); ++a)
+        if (static_cast<int>(a) != i && !(other.axes[a] == out.axes[a])) same = false;
+      if (!same) {
+        error("E0402", b.positional[k]->range,
+              fmt::format("concat: {} does not match {} except along `{}`", show(other), show(xs[0].type.tensor),
+                          b.axes[0]->name->text));
+        return Operand::error();
+      }
+      out.axes[i].size = Size::add(out.axes[i].size, other.axes[j].size, ok);
+      ids.push_back(xs[k].id);
+    }
+    Instr in = make(Op::Concat, Type::make_tensor(out), ids, e.range);
+    in.axes = {i};
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand builtin_slice(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 3, 4, true, false, {})) return Operand::error();
+    if (b.axes.size() != 1) {
+      error("E0405", e.range, "`slice(axis a, x, start, stop[, step])` cuts one named axis");
+      return Operand::error();
+    }
+    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    if (!x) return Operand::error();
+    int i = axis_index(x->type.tensor, *b.axes[0]->name, "slice");
+    if (i < 0) return Operand::error();
+    int64_t bounds[3] = {0, 0, 1};
+    for (size_t k = 1; k < b.positional.size(); ++k) {
+      bool is_int = false;
+      auto v = el_.eval_const(*b.positional[k]->value, fi_, is_int);
+      if (!v) return Operand::error();
+      if (!is_int || *v < 0 || (k == 3 && *v < 1)) {
+        error("E0404", b.positional[k]->range,
+              k == 3 ? "a slice's step is a positive integer" : "a slice's bounds are natural-number constants");
+        return Operand::error();
+      }
+      bounds[k - 1] = static_cast<int64_t>(*v);
+    }
+    auto size = x->type.tensor.axes[i].size.constant_value();
+    if (bounds[1] <= bounds[0] || (size && bounds[1] > *size)) {
+      error("E0404", e.range,
+            fmt::format("slice [{}, {}) of axis `{}` (size {}) is empty or out of range", bounds[0], bounds[1],
+                        b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
+      return Operand::error();
+    }
+    TensorType out = x->type.tensor;
+    out.axes[i].size = Size::constant((bounds[1] - bounds[0] + bounds[2] - 1) / bounds[2]);
+    Instr in = make(Op::Slice, Type::make_tensor(out), {x->id}, e.range);
+    in.axes = {i};
+    in.integer = bounds[0];
+    in.integer2 = bounds[1];
+    in.integer3 = bounds[2];
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand builtin_gather(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
+    auto table = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    auto ids = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+    if (!table || !ids) return Operand::error();
+    const TensorType& t = table->type.tensor;
+    const TensorType& it = ids->type.tensor;
+    if (it.elem != Elem::I32 && it.elem != Elem::I64) {
+      error("E0406", b.positional[1]->range, fmt::format("gather's ids are integers, given {}", show(it)));
+      return Operand::error();
+    }
+    if (t.rest) {
+      error("E0401", b.positional[0]->range, "gather's table needs known axes (no `...`)");
+      return Operand::error();
+    }
+    int i = 0;
+    if (b.axes.size() == 1) i = axis_index(t, *b.axes[0]->name, "gather");
+    else if (!b.axes.empty()) {
+      error("E0405", e.range, "gather looks up along one axis");
+      return Operand::error();
+    }
+    if (i < 0) return Operand::error();
+    if (it.rest && i != 0) {
+      error("E0401", e.range, "with `...` ids, gather looks up along the table's first axis");
+      return Operand::error();
+    }
+    TensorType out;
+    out.elem = t.elem;
+    out.rest = it.rest;
+    out.axes.assign(t.axes.begin(), t.axes.begin() + i);
+    out.axes.insert(out.axes.end(), it.axes.begin(), it.axes.end());
+    out.axes.insert(out.axes.end(), t.axes.begin() + i + 1, t.axes.end());
+    if (!unique_names(out, e.range)) return Operand::error();
+    Instr in = make(Op::Gather, Type::make_tensor(out), {table->id, ids->id}, e.range);
+    in.axes = {i};
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand builtin_one_hot(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+    if (!expect_args(name, e, b, 1, 1, false, true, {})) return Operand::error();
+    auto ids = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+    if (!ids) return Operand::error();
+    if (ids->type.tensor.elem != Elem::I32 && ids->type.tensor.elem != Elem::I64) {
+      error("E0406", b.positional[0]->range, "one_hot takes integer ids");
+      return Operand::error();
+    }
+    if (b.sizes.size() != 1) {
+      error("E0405", e.range, "`one_hot(ids, vocab: V)` names the new axis and its size");
+      return Operand::error();
+    }
+    auto n = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
+    if (!n) return Operand::error();
+    if (auto c = n->constant_value(); c && *c <= 0) {
+      error("E0404", b.sizes[0]->range, "an axis must have a positive size");
+      return Operand::error();
+    }
+    TensorType out = ids->type.tensor;
+    out.elem = Elem::Real;
+    if (out.find(b.sizes[0]->name->text) >= 0) {
+      error("E0403", b.sizes[0]->range, fmt::format("the ids already have an axis `{}`", b.sizes[0]->name->text));
+      return Operand::error();
+    }
+    out.axes.push_back({b.sizes[0]->name->text, *n});
+    if (exceeds_element_limit(out)) {
+      error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
+      return Operand::error();
+    }
+    Instr in = make(Op::OneHot, Type::make_tensor(out), {ids->id}, e.range);
+    in.sizes = {*n};
+    return emit(std::move(in));
+  }
+
+  NOINLINE Operand lower_contract(const ast::Expr& e, const BuiltinArgs& b) {
     if (!expect_args("contract", e, b, 2, 2, true, false, {})) return Operand::error();
     if (b.axes.size() != 1) {
       error("E0405", e.range, "`contract(axis d, a, b)` sums over one named axis the two share");
@@ -1470,7 +1582,7 @@ class BodyLowering {
     return emit(std::move(in));
   }
 
-  Operand lower_split(const ast::Expr& e, const BuiltinArgs& b) {
+  NOINLINE Operand lower_split(const ast::Expr& e, const BuiltinArgs& b) {
     if (!expect_args("split", e, b, 1, 1, true, true, {})) return Operand::error();
     if (b.axes.size() != 1 || b.sizes.size() < 2) {
       error("E0405", e.range, "`split(axis a, x, p: P, q: Q)` splits one axis into named parts");
@@ -1508,6 +1620,27 @@ class BodyLowering {
     return emit(std::move(in));
   }
 
+  /// A callee's declared axes and the caller's `...` may share a name
+  /// (`-> ℝ[..., batch: 4]` called with `ℝ[batch: 2, 4]`).
+  bool unique_result_names(const Type& t, const std::string& callee, SourceRange loc, int depth = 0) {
+    if (depth > kMaxDepth) return true;
+    if (t.kind == TypeKind::Tuple) {
+      for (const Type& e : t.elements)
+        if (!unique_result_names(e, callee, loc, depth + 1)) return false;
+      return true;
+    }
+    if (t.kind != TypeKind::Tensor) return true;
+    std::set<std::string> names;
+    for (const Axis& a : t.tensor.axes)
+      if (!a.name.empty() && !names.insert(a.name).second) {
+        error("E0403", loc, fmt::format("the result of `{}` would be {}, with two axes named `{}`", callee, show(t),
+                                        a.name),
+              "the caller's `...` holds an axis of that name: rename one of them");
+        return false;
+      }
+    return true;
+  }
+
   bool unique_names(const TensorType& t, SourceRange loc) {
     std::set<std::string> names;
     for (const Axis& a : t.axes)
@@ -1518,7 +1651,7 @@ class BodyLowering {
     return true;
   }
 
-  Operand lower_merge(const ast::Expr& e, const BuiltinArgs& b) {
+  NOINLINE Operand lower_merge(const ast::Expr& e, const BuiltinArgs& b) {
     if (!expect_args("merge", e, b, 1, 1, true, true, {})) return Operand::error();
     if (b.axes.size() < 2 || b.sizes.size() != 1) {
       error("E0405", e.range, "`merge(axis p, axis q, x, a: P·Q)` merges named axes into one, named and sized");
@@ -1560,7 +1693,7 @@ class BodyLowering {
     return emit(std::move(in));
   }
 
-  Operand lower_draw(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
+  NOINLINE Operand lower_draw(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
     bool bern = name == "bernoulli";
     std::set<std::string> keys = name == "uniform" ? std::set<std::string>{"low", "high"}
                                  : name == "normal" ? std::set<std::string>{"mean", "std"}
@@ -1587,6 +1720,10 @@ class BodyLowering {
       sizes.push_back(*size);
     }
     if (!unique_names(out, e.range)) return Operand::error();
+    if (exceeds_element_limit(out)) {
+      error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
+      return Operand::error();
+    }
     std::vector<int> args = {k.id};
     if (bern) {
       Operand p = lower(*b.positional[1]->value);
@@ -1624,7 +1761,7 @@ class BodyLowering {
   int mi_;
   const ast::FnDecl& decl_;
   std::vector<Scope> scopes_;
-  std::map<std::pair<int, std::string>, Operand> fields_;
+  std::map<std::tuple<int, std::string, core::Numerics>, Operand> fields_;
   core::Numerics numerics_ = core::Numerics::Default;
   int depth_ = 0;
 };

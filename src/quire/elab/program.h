@@ -104,6 +104,7 @@ struct FileInfo {
   std::vector<int> fns;
   std::vector<int> optimizers;
   std::optional<TrainingInfo> training;
+  bool prelude = false;    ///< part of the standard library shipped with the compiler
 };
 
 struct Program {

@@ -60,7 +60,50 @@ Size Size::mul(const Size& a, const Size& b, bool& ok) {
       if (__builtin_add_overflow(slot, c, &slot)) ok = false;
       if (slot == 0) r.terms_.erase(m);
     }
+  r.cancel_quotients(ok);
   return r;
+}
+
+void Size::cancel_quotients(bool& ok) {
+  // Each step removes one quotient atom for its numerator's (strictly
+  // smaller) atoms, so this ends; the bound guards the argument.
+  for (int step = 0; step < 256; ++step) {
+    Monomial found, rest;
+    int64_t coefficient = 0;
+    const Size* numerator = nullptr;
+    for (const auto& [m, c] : terms_) {
+      for (size_t qi = 0; qi < m.size() && !numerator; ++qi) {
+        auto q = quotients_.find(m[qi]);
+        if (q == quotients_.end() || q->second.second->terms_.size() != 1) continue;
+        const auto& [den_atoms, den_c] = *q->second.second->terms_.begin();
+        if (den_c == 0 || c % den_c != 0) continue;
+        Monomial left = m;
+        left.erase(left.begin() + static_cast<std::ptrdiff_t>(qi));
+        bool whole = true;  // the denominator's atoms all occur in the rest of the monomial
+        for (const std::string& a : den_atoms) {
+          auto at = std::find(left.begin(), left.end(), a);
+          if (at == left.end()) {
+            whole = false;
+            break;
+          }
+          left.erase(at);
+        }
+        if (!whole) continue;
+        found = m;
+        rest = left;
+        coefficient = c / den_c;
+        numerator = q->second.first.get();
+      }
+      if (numerator) break;
+    }
+    if (!numerator) return;
+    Size factor;
+    factor.terms_[rest] = coefficient;
+    factor.quotients_ = quotients_;
+    Size replaced = mul(factor, *numerator, ok);
+    terms_.erase(found);
+    *this = add(*this, replaced, ok);
+  }
 }
 
 Size Size::div(const Size& a, const Size& b, bool& ok) {

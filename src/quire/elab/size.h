@@ -3,7 +3,9 @@
 // (a program's `dim B`, a module's `{In Out : dim}`), kept in a canonical form
 // so that two spellings of one size compare equal (`2 * D` and `D + D`).
 // Division is exact when every coefficient divides; otherwise `D / H` stays an
-// opaque atom, equal only to itself.
+// opaque atom, equal only to itself and to what it is multiplied back into
+// (`D / H * H` is `D`: a size's quotients divide exactly, which instances and
+// evaluation check).
 
 #include <cstdint>
 #include <map>
@@ -56,6 +58,8 @@ class Size {
   using Parts = std::pair<std::shared_ptr<const Size>, std::shared_ptr<const Size>>;
   std::map<std::string, Parts> quotients_;
   void take_quotients(const Size& other) { quotients_.insert(other.quotients_.begin(), other.quotients_.end()); }
+  // (N / M)·M = N: a quotient times its whole denominator cancels (mul does this).
+  void cancel_quotients(bool& ok);
 };
 
 }  // namespace quire::elab

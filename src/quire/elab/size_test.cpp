@@ -96,6 +96,24 @@ TEST(Size, OpaqueDivisionIsEqualOnlyToItself) {
   EXPECT_EQ(mul(C(2), dh).str(), "2·D / H");
 }
 
+TEST(Size, AQuotientTimesItsDenominatorCancels) {
+  Size dh = div(S("D"), S("H"));
+  EXPECT_EQ(mul(dh, S("H")), S("D"));
+  EXPECT_EQ(mul(S("H"), dh), S("D"));
+  EXPECT_EQ(mul(mul(C(3), dh), mul(S("H"), S("K"))), mul(C(3), mul(S("D"), S("K"))));
+  EXPECT_EQ(mul(div(add(S("D"), C(1)), C(2)), C(2)), add(S("D"), C(1)));
+  EXPECT_EQ(mul(div(add(S("D"), C(1)), C(2)), C(6)), add(mul(C(3), S("D")), C(3)));
+  // Part of the denominator is not enough.
+  Size dhk = div(S("D"), mul(S("H"), S("K")));
+  EXPECT_FALSE(mul(dhk, S("H")) == div(S("D"), S("K")));
+  EXPECT_EQ(mul(mul(dhk, S("H")), S("K")), S("D"));
+  EXPECT_EQ(mul(dh, C(2)).str(), "2·D / H");
+  // A sum of quotients: (D / H + 1)·H = D + H.
+  EXPECT_EQ(mul(add(dh, C(1)), S("H")), add(S("D"), S("H")));
+  // Nested: ((D / H) / K)·K·H = D.
+  EXPECT_EQ(mul(mul(div(dh, S("K")), S("K")), S("H")), S("D"));
+}
+
 TEST(Size, DivisionByZeroIsReported) {
   bool ok = true;
   Size::div(C(4), C(0), ok);

@@ -162,6 +162,11 @@ std::optional<Alignment> align(const std::vector<const TensorType*>& operands, s
       const Axis& src = operands[i]->axes[oa.map[j]];
       Axis& dst = out.result.axes[j];
       const Axis so_far = dst;  // as the earlier operands left it (a stretched 1 already widened)
+      if (!dst.name.empty() && !src.name.empty() && dst.name != src.name) {
+        // A positional axis of the frame that an earlier operand named.
+        error = fmt::format("{} cannot align with {}", describe_axis(so_far, j), describe_axis(src, oa.map[j]));
+        return std::nullopt;
+      }
       if (dst.name.empty()) dst.name = src.name;
       if (src.size == dst.size || is_one(src.size)) continue;
       if (is_one(dst.size)) {
@@ -172,6 +177,13 @@ std::optional<Alignment> align(const std::vector<const TensorType*>& operands, s
       return std::nullopt;
     }
   }
+  // Two operands may name two positional axes of the frame alike.
+  for (size_t j = 0; j < out.result.axes.size(); ++j)
+    for (size_t k = j + 1; k < out.result.axes.size(); ++k)
+      if (!out.result.axes[j].name.empty() && out.result.axes[j].name == out.result.axes[k].name) {
+        error = fmt::format("the operands name positional axes {} and {} both `{}`", j, k, out.result.axes[j].name);
+        return std::nullopt;
+      }
   return out;
 }
 

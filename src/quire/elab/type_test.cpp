@@ -33,8 +33,7 @@ std::string aligned(const std::vector<TensorType>& ops, std::vector<OperandAlign
 
 TEST(Align, NamedAxesAlignByNameInAnyOrder) {
   std::vector<OperandAlignment> maps;
-  EXPECT_EQ(aligned({tt({named("a", 2), named("b", 3)}), tt({named("b", 3), named("a", 2)})}, &maps),
-            "ℝ[a: 2, b: 3]");
+  EXPECT_EQ(aligned({tt({named("a", 2), named("b", 3)}), tt({named("b", 3), named("a", 2)})}, &maps), "ℝ[a: 2, b: 3]");
   ASSERT_EQ(maps.size(), 2u);
   EXPECT_EQ(maps[0].map, (std::vector<int>{0, 1}));
   EXPECT_EQ(maps[1].map, (std::vector<int>{1, 0}));  // result a ← operand axis 1
@@ -103,6 +102,17 @@ TEST(Align, ErrorsNameBothAxesAndBothSizes) {
             "error: axis `a` (size 3) does not match axis `a` (size 2)");
   EXPECT_EQ(aligned({tt({pos(2)}), tt({named("b", 3)})}),
             "error: axis `b` (size 3) does not match positional axis 0 (size 2)");
+}
+
+TEST(Align, AnAxisNamedByOneOperandCannotAlignWithAnotherName) {
+  // where(c : bool[2, 3], x : ℝ[c: 3], y : ℝ[d: 3]): x names the frame's axis 1 `c`.
+  EXPECT_EQ(aligned({tt({pos(2), pos(3)}, false, Elem::Bool), tt({named("c", 3)}), tt({named("d", 3)})}),
+            "error: axis `c` (size 3) cannot align with axis `d` (size 3)");
+  EXPECT_EQ(aligned({tt({pos(2), pos(3)}, false, Elem::Bool), tt({named("c", 3)}), tt({named("c", 1)})}),
+            "bool[2, c: 3]");
+  // Two operands naming two positional axes alike.
+  EXPECT_EQ(aligned({tt({pos(2), pos(3)}, false, Elem::Bool), tt({named("c", 2), pos(1)}), tt({named("c", 3)})}),
+            "error: the operands name positional axes 0 and 1 both `c`");
 }
 
 TEST(Align, AStretchedAxisIsReportedWithItsSize) {

@@ -51,10 +51,13 @@ Value make_input(const elab::Program& prog, const elab::Type& type, const std::s
       for (const elab::Axis& a : type.tensor.axes) {
         auto v = a.size.evaluate(dims);
         if (!v) {
-          std::vector<std::string> syms = a.size.symbols();
-          throw EvalError(fmt::format("argument `{}`: give the dimension {} with --dim {}=N", path,
-                                      syms.empty() ? a.size.str() : syms[0], syms.empty() ? "B" : syms[0]));
+          for (const std::string& sym : a.size.symbols())
+            if (!dims.count(sym))
+              throw EvalError(fmt::format("argument `{}`: give the dimension {} with --dim {}=N", path, sym, sym));
+          throw EvalError(fmt::format("argument `{}`: its size {} is not a whole number", path, a.size.str()));
         }
+        if (*v < 1)
+          throw EvalError(fmt::format("argument `{}`: its size {} is {}, not positive", path, a.size.str(), *v));
         shape.push_back(*v);
       }
       if (src.path) {
@@ -80,6 +83,12 @@ Value make_input(const elab::Program& prog, const elab::Type& type, const std::s
                                                    runtime::elem_kind_name(t.kind)));
         } else if (want_int) {
           t.kind = type.tensor.elem == elab::Elem::I32 ? runtime::ElemKind::I32 : runtime::ElemKind::I64;
+          // An i64 array read for an i32 argument must fit: the kernels trust the kind.
+          if (t.kind == runtime::ElemKind::I32)
+            for (size_t i = 0; i < t.ints.size(); ++i)
+              if (t.ints[i] < INT32_MIN || t.ints[i] > INT32_MAX)
+                throw io::IoError(*src.path, fmt::format("array `{}` holds {} at {}, outside the range of i32", path,
+                                                         t.ints[i], i));
         } else if (type.tensor.elem == elab::Elem::Bool && t.kind != runtime::ElemKind::Bool) {
           throw io::IoError(*src.path, fmt::format("array `{}` must hold booleans", path));
         }

@@ -15,10 +15,25 @@ namespace {
 
 constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
 
+/// A size under this run's dimensions. RuntimeError (which the caller places
+/// at its site) when a dimension is unbound or a quotient is not whole.
 int64_t eval_size(const elab::Size& s, const std::map<std::string, int64_t>& dims) {
   auto v = s.evaluate(dims);
-  if (!v) throw EvalError(fmt::format("the size {} has an unbound dimension", s.str()));
-  return *v;
+  std::vector<std::string> bound;
+  if (v && *v >= 1) return *v;
+  if (v) {  // `D - 2` at D = 1
+    for (const std::string& sym : s.symbols()) bound.push_back(fmt::format("{} = {}", sym, dims.at(sym)));
+    throw runtime::RuntimeError(
+        fmt::format("the size {} is {} at {}: an axis must have a positive size", s.str(), *v, fmt::join(bound, ", ")));
+  }
+  for (const std::string& sym : s.symbols()) {
+    auto it = dims.find(sym);
+    if (it == dims.end())
+      throw runtime::RuntimeError(
+          fmt::format("the size {} needs the dimension {} (give --dim {}=N)", s.str(), sym, sym));
+    bound.push_back(fmt::format("{} = {}", sym, it->second));
+  }
+  throw runtime::RuntimeError(fmt::format("the size {} is not a whole number at {}", s.str(), fmt::join(bound, ", ")));
 }
 
 /// The run-time alignment map of one operand of an element-wise instruction:
@@ -124,7 +139,11 @@ Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_
 runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) const {
   if (t.rest) throw EvalError("a type with `...` has no concrete shape");
   runtime::Shape s;
-  for (const elab::Axis& a : t.axes) s.push_back(eval_size(a.size, dims));
+  try {
+    for (const elab::Axis& a : t.axes) s.push_back(eval_size(a.size, dims));
+  } catch (const runtime::RuntimeError& e) {
+    throw EvalError(e.what());
+  }
   return s;
 }
 
@@ -183,6 +202,28 @@ void Interpreter::check_arg(const elab::Type& declared, const Value& v, const st
   }
 }
 
+void Interpreter::check_result(const core::Function& fn, const core::Instr& in, const Value& v,
+                               const std::map<std::string, int64_t>& dims) const {
+  if (!in.type.is_tensor()) return;
+  const elab::TensorType& t = in.type.tensor;
+  auto fail = [&](const std::string& what) {
+    throw std::logic_error(fmt::format("internal: {} is {} but its value {}", core::site_name(fn, in.id),
+                                       prog_.printer().tensor(t), what));
+  };
+  if (v.kind != Value::Kind::Tensor) fail("is not a tensor");
+  const runtime::Shape& shape = v.tensor.shape;
+  size_t n = t.axes.size();
+  if (shape.size() < n || (!t.rest && shape.size() != n)) fail("has shape " + runtime::shape_string(shape));
+  for (size_t i = 0; i < n; ++i) {
+    auto want = t.axes[i].size.evaluate(dims);
+    if (want && *want != shape[shape.size() - n + i]) fail("has shape " + runtime::shape_string(shape));
+  }
+  bool want_int = t.elem == elab::Elem::I32 || t.elem == elab::Elem::I64;
+  bool is_int = v.tensor.kind == runtime::ElemKind::I32 || v.tensor.kind == runtime::ElemKind::I64;
+  if (want_int != is_int || (t.elem == elab::Elem::Bool) != (v.tensor.kind == runtime::ElemKind::Bool))
+    fail(fmt::format("holds {} elements", runtime::elem_kind_name(v.tensor.kind)));
+}
+
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                         int depth) {
   if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
@@ -198,6 +239,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   for (const core::Instr& in : fn.body) {
     try {
       env[in.id] = step(fn, in, env, dims, depth);
+      check_result(fn, in, env[in.id], dims);
     } catch (const runtime::RuntimeError& e) {
       LineCol lc = prog_.sources.line_col(in.loc.begin);
       throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,

@@ -40,6 +40,10 @@ class Interpreter {
              const std::map<std::string, int64_t>& dims, int depth);
   void check_arg(const elab::Type& declared, const Value& v, const std::map<std::string, int64_t>& dims,
                  const std::string& what, int depth) const;
+  /// The invariant between elaboration and evaluation: a tensor value has the
+  /// kind and the sizes its site's static type gives it (std::logic_error if not).
+  void check_result(const core::Function& fn, const core::Instr& in, const Value& v,
+                    const std::map<std::string, int64_t>& dims) const;
 
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;

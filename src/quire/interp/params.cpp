@@ -14,7 +14,13 @@ runtime::Shape shape_of(const elab::TensorType& t, const std::map<std::string, i
   runtime::Shape s;
   for (const elab::Axis& a : t.axes) {
     auto v = a.size.evaluate(dims);
-    if (!v) throw EvalError(fmt::format("parameter `{}`: size {} is not bound (give --dim)", path, a.size.str()));
+    if (!v) {
+      for (const std::string& sym : a.size.symbols())
+        if (!dims.count(sym))
+          throw EvalError(fmt::format("parameter `{}`: size {} is not bound (give --dim)", path, a.size.str()));
+      throw EvalError(fmt::format("parameter `{}`: size {} is not a whole number", path, a.size.str()));
+    }
+    if (*v < 1) throw EvalError(fmt::format("parameter `{}`: size {} is {}, not positive", path, a.size.str(), *v));
     s.push_back(*v);
   }
   return s;

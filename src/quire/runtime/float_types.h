@@ -48,16 +48,16 @@ inline constexpr int kFloatTypeCount = 6;
 /// The properties of one storage type (one row of kFloatTypes).
 struct FloatTypeInfo {
   FloatType type;
-  const char* name;               ///< as written in quire source: "bf16"
-  int storage_bits;               ///< 1 sign + exponent bits + (precision − 1)
-  int precision;                  ///< p: significand bits including the implicit one
-  int min_exp;                    ///< exponent of the smallest normal number
-  int max_exp;                    ///< exponent of the largest finite number
-  bool has_infinities;            ///< false: overflow saturates (e4m3)
-  double unit_roundoff;           ///< u = 2^-p, the relative error bound of one rounding
-  double largest_finite;          ///< ±this is the widest finite value
-  double smallest_subnormal;      ///< 2^(min_exp − p + 1)
-  uint64_t quiet_nan_bits;        ///< the canonical NaN, positive sign
+  const char* name;           ///< as written in quire source: "bf16"
+  int storage_bits;           ///< 1 sign + exponent bits + (precision − 1)
+  int precision;              ///< p: significand bits including the implicit one
+  int min_exp;                ///< exponent of the smallest normal number
+  int max_exp;                ///< exponent of the largest finite number
+  bool has_infinities;        ///< false: overflow saturates (e4m3)
+  double unit_roundoff;       ///< u = 2^-p, the relative error bound of one rounding
+  double largest_finite;      ///< ±this is the widest finite value
+  double smallest_subnormal;  ///< 2^(min_exp − p + 1)
+  uint64_t quiet_nan_bits;    ///< the canonical NaN, positive sign
 
   constexpr int mantissa_bits() const { return precision - 1; }
   constexpr int exponent_bits() const { return storage_bits - precision; }
@@ -66,8 +66,7 @@ struct FloatTypeInfo {
 
 /// The table of storage types, indexed by FloatType.
 inline constexpr FloatTypeInfo kFloatTypes[kFloatTypeCount] = {
-    {FloatType::F64, "f64", 64, 53, -1022, 1023, true, 0x1p-53, 0x1.fffffffffffffp1023, 0x1p-1074,
-     0x7FF8000000000000},
+    {FloatType::F64, "f64", 64, 53, -1022, 1023, true, 0x1p-53, 0x1.fffffffffffffp1023, 0x1p-1074, 0x7FF8000000000000},
     {FloatType::F32, "f32", 32, 24, -126, 127, true, 0x1p-24, 0x1.fffffep127, 0x1p-149, 0x7FC00000},
     {FloatType::BF16, "bf16", 16, 8, -126, 127, true, 0x1p-8, 0x1.fep127, 0x1p-133, 0x7FC0},
     {FloatType::F16, "f16", 16, 11, -14, 15, true, 0x1p-11, 0x1.ffcp15, 0x1p-24, 0x7E00},
@@ -75,6 +74,13 @@ inline constexpr FloatTypeInfo kFloatTypes[kFloatTypeCount] = {
     {FloatType::FP8E4M3, "fp8e4m3", 8, 4, -6, 8, false, 0x1p-4, 0x1.cp8, 0x1p-9, 0x7F},
     {FloatType::FP8E5M2, "fp8e5m2", 8, 3, -14, 15, true, 0x1p-3, 0x1.cp15, 0x1p-16, 0x7E},
 };
+static_assert(
+    [] {
+      for (int i = 0; i < kFloatTypeCount; ++i)
+        if (static_cast<int>(kFloatTypes[i].type) != i) return false;
+      return true;
+    }(),
+    "kFloatTypes is indexed by FloatType");
 
 constexpr const FloatTypeInfo& float_type_info(FloatType t) { return kFloatTypes[static_cast<int>(t)]; }
 

@@ -122,23 +122,35 @@ uint64_t bits_of(double x) { return std::bit_cast<uint64_t>(x); }
 /// encode/decode through the typed entry points, so that those are tested too.
 uint64_t typed_encode(FloatType t, double x) {
   switch (t) {
-    case FloatType::F32: return encode_f32(x);
-    case FloatType::BF16: return encode_bf16(x);
-    case FloatType::F16: return encode_f16(x);
-    case FloatType::FP8E4M3: return encode_fp8e4m3(x);
-    case FloatType::FP8E5M2: return encode_fp8e5m2(x);
-    case FloatType::F64: break;
+    case FloatType::F32:
+      return encode_f32(x);
+    case FloatType::BF16:
+      return encode_bf16(x);
+    case FloatType::F16:
+      return encode_f16(x);
+    case FloatType::FP8E4M3:
+      return encode_fp8e4m3(x);
+    case FloatType::FP8E5M2:
+      return encode_fp8e5m2(x);
+    case FloatType::F64:
+      break;
   }
   return encode_bits(t, x);
 }
 double typed_decode(FloatType t, uint64_t bits) {
   switch (t) {
-    case FloatType::F32: return decode_f32(static_cast<uint32_t>(bits));
-    case FloatType::BF16: return decode_bf16(static_cast<uint16_t>(bits));
-    case FloatType::F16: return decode_f16(static_cast<uint16_t>(bits));
-    case FloatType::FP8E4M3: return decode_fp8e4m3(static_cast<uint8_t>(bits));
-    case FloatType::FP8E5M2: return decode_fp8e5m2(static_cast<uint8_t>(bits));
-    case FloatType::F64: break;
+    case FloatType::F32:
+      return decode_f32(static_cast<uint32_t>(bits));
+    case FloatType::BF16:
+      return decode_bf16(static_cast<uint16_t>(bits));
+    case FloatType::F16:
+      return decode_f16(static_cast<uint16_t>(bits));
+    case FloatType::FP8E4M3:
+      return decode_fp8e4m3(static_cast<uint8_t>(bits));
+    case FloatType::FP8E5M2:
+      return decode_fp8e5m2(static_cast<uint8_t>(bits));
+    case FloatType::F64:
+      break;
   }
   return decode_bits(t, bits);
 }
@@ -271,7 +283,7 @@ TEST(FloatRounding, RangeEdgesAndSpecials) {
     SCOPED_TRACE(f.name);
     const FloatType t = r.type;
     const uint64_t max = reference_max_finite(r), neg = sign_mask(r);
-    const uint64_t inf = reference_overflow(r, 0);  // e4m3: 448
+    const uint64_t inf = reference_overflow(r, 0);                     // e4m3: 448
     const double half_ulp = std::ldexp(1.0, f.max_exp - f.precision);  // the spacing at the top is 2^(max_exp − p + 1)
     const double edge = f.largest_finite + half_ulp;  // the midpoint to the next power of two's pattern
     // e4m3: 448 + 16 = 464 ties to 448 (even); the others tie to 2^(max_exp+1), i.e. overflow.
@@ -351,9 +363,14 @@ double random_near_range(std::mt19937_64& rng, const ReferenceFormat& r) {
   int dropped = 52 - r.mantissa_bits;
   switch (rng() % 8) {
     case 0:
-    case 1: mantissa = (mantissa >> dropped << dropped) | (uint64_t{1} << (dropped - 1)); break;
-    case 2: mantissa = mantissa >> dropped << dropped; break;
-    default: break;
+    case 1:
+      mantissa = (mantissa >> dropped << dropped) | (uint64_t{1} << (dropped - 1));
+      break;
+    case 2:
+      mantissa = mantissa >> dropped << dropped;
+      break;
+    default:
+      break;
   }
   uint64_t sign = (rng() & 1) << 63;
   return std::bit_cast<double>(sign | static_cast<uint64_t>(exponent + 1023) << 52 | mantissa);

@@ -1,0 +1,174 @@
+// The `quire` command line as a user meets it: `check` on the tutorial and on
+// a bad program, `run` on good input and on each kind of bad input. Runs the
+// built binary (build/quire, beside build/src/ where this test lives).
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "quire/io/npy.h"
+#include "quire/runtime/tensor.h"
+
+namespace quire {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = -1;     ///< the exit status (128 + n for a signal)
+  std::string output;  ///< stdout and stderr together
+};
+
+fs::path quire_binary() { return fs::canonical("/proc/self/exe").parent_path().parent_path() / "quire"; }
+
+fs::path tutorial(const std::string& name) { return fs::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial" / name; }
+
+Outcome quire(const std::string& args) {
+  Outcome o;
+  std::string command = quire_binary().string() + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(quire_binary())) GTEST_SKIP() << "no quire binary at " << quire_binary();
+    dir_ = fs::temp_directory_path() / fmt::format("quire_cli_{}_{}",
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                                   static_cast<long>(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, CheckPrintsNothingOnTheTutorial) {
+  for (const char* name :
+       {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr", "07_train.qr"}) {
+    Outcome o = quire("check " + tutorial(name).string());
+    EXPECT_EQ(o.status, 0) << name << ": " << o.output;
+    EXPECT_EQ(o.output, "") << name;
+  }
+}
+
+TEST_F(Cli, CheckReportsErrorsWithTheirPosition) {
+  std::string bad = write("bad.qr", "dim B\nfn f(x : ℝ[batch: B]) -> ℝ[batch: B] =\n  x * scale\n");
+  Outcome o = quire("check " + bad);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.output, bad +
+                          ":3:7: error[E0303]: unknown name `scale`\n"
+                          "    3 |   x * scale\n"
+                          "      |       ^^^^^\n");
+  std::string two = write("two.qr", "fn f(x : ℝ[3]) -> ℝ[3] = y\nfn g(x : ℝ[3]) -> ℝ[4] = x\n");
+  Outcome t = quire("check " + two);
+  EXPECT_EQ(t.status, 1);
+  EXPECT_TRUE(t.output.starts_with(two + ":1:26: error[E0303]: unknown name `y`\n")) << t.output;
+  EXPECT_NE(t.output.find(two + ":2:26: error[E0401]:"), std::string::npos) << t.output;
+  EXPECT_TRUE(t.output.ends_with("2 errors\n")) << t.output;
+}
+
+TEST_F(Cli, RunEvaluatesAnEntryDeterministically) {
+  std::string args = "run " + tutorial("04_loss.qr").string() + " --entry loss --dim B=2 --seed 5";
+  Outcome a = quire(args), b = quire(args);
+  EXPECT_EQ(a.status, 0) << a.output;
+  EXPECT_TRUE(a.output.starts_with("result = ")) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  // Parameters written and read back give the same result.
+  std::string params = file("p.safetensors");
+  Outcome c = quire(args + " --params-out " + params);
+  Outcome d = quire(args + " --params " + params);
+  EXPECT_EQ(c.output, a.output);
+  EXPECT_EQ(d.output, a.output);
+  // A tower, stacked, with its leading axes.
+  Outcome t = quire("run " + tutorial("06_tower.qr").string() + " --entry Tower.apply");
+  EXPECT_EQ(t.status, 1);
+  EXPECT_EQ(t.output, "quire: error: argument `x` has `...` axes: an entry needs known shapes\n");
+}
+
+TEST_F(Cli, RunReadsArgumentsFromAnNpz) {
+  std::string inputs = file("in.npz");
+  runtime::Tensor x = runtime::Tensor::real({2, 4}, 1.0), y = runtime::Tensor::real({2, 4}, 1.0);
+  io::write_npz(inputs, {{"batch.0", x}, {"batch.1", y}});
+  Outcome ok = quire("run " + tutorial("04_loss.qr").string() + " --entry loss --dim B=2 --inputs " + inputs);
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  io::write_npz(inputs, {{"batch.0", x}});
+  Outcome missing = quire("run " + tutorial("04_loss.qr").string() + " --entry loss --dim B=2 --inputs " + inputs);
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.output,
+            "quire: error: " + inputs + ": no array `batch.1` for argument `batch.1` (expected shape [2, 4])\n");
+  io::write_npz(inputs, {{"batch.0", runtime::Tensor::real({3, 4})}, {"batch.1", y}});
+  Outcome shape = quire("run " + tutorial("04_loss.qr").string() + " --entry loss --dim B=2 --inputs " + inputs);
+  EXPECT_EQ(shape.status, 1);
+  EXPECT_EQ(shape.output,
+            "quire: error: " + inputs +
+                ": array `batch.0` has shape [3, 4], the argument is ℝ[batch: B, model: 4] = shape [2, 4]\n");
+}
+
+TEST_F(Cli, RunRefusesBadInvocations) {
+  std::string loss = tutorial("04_loss.qr").string();
+  Outcome missing = quire("run " + file("nothere.qr") + " --entry f");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.output,
+            file("nothere.qr") + ": error[E0301]: cannot read the program: No such file or directory\n");
+  Outcome dim = quire("run " + loss + " --entry loss --dim B=two");
+  EXPECT_EQ(dim.status, 1);
+  EXPECT_EQ(dim.output, "quire: error: --dim B=two: `two` is not an integer\n");
+  Outcome unknown_dim = quire("run " + loss + " --entry loss --dim C=2");
+  EXPECT_EQ(unknown_dim.output, "quire: error: --dim C=2: the program has no dimension `C` (it has: B)\n");
+  Outcome zero = quire("run " + loss + " --entry loss --dim B=0");
+  EXPECT_EQ(zero.output, "quire: error: --dim B=0: a dimension is at least 1\n");
+  Outcome entry = quire("run " + loss + " --entry nope --dim B=2");
+  EXPECT_EQ(entry.status, 1);
+  EXPECT_EQ(entry.output, "quire: error: --entry nope: no such function (the program has: Linear.apply, loss)\n");
+  Outcome unbound = quire("run " + loss + " --entry loss");
+  EXPECT_EQ(unbound.status, 1);
+  EXPECT_EQ(unbound.output, "quire: error: argument `batch.0`: give the dimension B with --dim B=N\n");
+  Outcome npz = quire("run " + loss + " --entry loss --dim B=2 --inputs " + file("absent.npz"));
+  EXPECT_EQ(npz.status, 1);
+  EXPECT_TRUE(npz.output.starts_with("quire: error: " + file("absent.npz") + ": ")) << npz.output;
+}
+
+TEST_F(Cli, FormerCrashesAreDiagnostics) {
+  // Each of these once reached a kernel with the wrong element kinds (abort)
+  // or clipped a slice silently.
+  std::string cmp = write("cmp.qr", "fn f(x : ℝ[3]) -> bool[3] = (x > 0.0) == 1.0\n");
+  Outcome a = quire("run " + cmp + " --entry f");
+  EXPECT_EQ(a.status, 1) << a.output;
+  EXPECT_NE(a.output.find("error[E0406]"), std::string::npos) << a.output;
+  std::string init =
+      write("init.qr", "module M {\n  param w : ℝ[4] init = uniform(2, 1)\n  fn f(x : ℝ[4]) -> ℝ[4] = x * w\n}\n");
+  Outcome b = quire("run " + init + " --entry M.f");
+  EXPECT_EQ(b.status, 1) << b.output;
+  EXPECT_NE(b.output.find("error[E0401]: uniform(a, b) needs a ≤ b"), std::string::npos) << b.output;
+  std::string slice = write("slice.qr", "dim B\nfn f(x : ℝ[b: B, 2]) -> ℝ[b: 4, 2] = slice(axis b, x, 0, 4)\n");
+  Outcome c = quire("run " + slice + " --entry f --dim B=2");
+  EXPECT_EQ(c.status, 1) << c.output;
+  EXPECT_EQ(c.output, "quire: error: " + slice +
+                          ":2:38: in f/%2: slice [0, 4) of axis `b` is out of range: the axis has size 2\n");
+}
+
+}  // namespace
+}  // namespace quire

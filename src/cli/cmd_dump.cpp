@@ -9,6 +9,7 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
+#include "quire/precision/realization.h"
 #include "quire/syntax/ast_printer.h"
 #include "quire/syntax/lexer.h"
 #include "quire/syntax/parser.h"
@@ -35,18 +36,26 @@ int dump_syntax(const std::string& path, const std::string& stage) {
 
 Handler setup_dump(CLI::App& sub) {
   struct Options {
-    std::string file, stage, format = "text", entry;
+    std::string file, stage, format = "text", entry, precision = "f64";
+    std::vector<std::string> dims;
+    bool half_intermediates = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
-  sub.add_option("--stage", o->stage, "tokens, ast, elab or core")
+  sub.add_option("--stage", o->stage, "tokens, ast, elab, core or precision")
       ->required()
-      ->check(CLI::IsMember({"tokens", "ast", "elab", "core"}));
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "precision"}));
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  sub.add_option("--entry", o->entry, "core: only the functions this one reaches");
+  sub.add_option("--entry", o->entry, "core: only the functions this one reaches; precision: the entry realized");
+  sub.add_option("--precision", o->precision, "precision: the run policy (f64, f32, bf16, f16)")
+      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
+  sub.add_option("--dim", o->dims, "precision: bind a dimension, NAME=SIZE (sizes the parameters' bytes)");
   return [o]() {
-    if (!o->entry.empty() && o->stage != "core")
-      throw UsageError(fmt::format("--entry selects functions of --stage core, not of --stage {}", o->stage));
+    if (!o->entry.empty() && o->stage != "core" && o->stage != "precision")
+      throw UsageError(fmt::format("--entry applies to --stage core and precision, not to --stage {}", o->stage));
+    if (o->stage == "precision" && o->entry.empty())
+      throw UsageError("--stage precision realizes one entry: give --entry NAME");
     if (o->stage == "tokens" || o->stage == "ast") {
       if (o->format == "json") throw UsageError(fmt::format("--stage {} prints text only", o->stage));
       return dump_syntax(o->file, o->stage);
@@ -59,6 +68,15 @@ Handler setup_dump(CLI::App& sub) {
       return 0;
     }
     int root = o->entry.empty() ? -1 : find_entry(*prog, o->entry);
+    if (o->stage == "precision") {
+      precision::RealizeOptions options;
+      options.policy = *precision::parse_policy(o->precision);
+      options.half_intermediates = o->half_intermediates;
+      auto r = precision::realize(*prog, root, options, parse_dims(o->dims, *prog));
+      if (o->format == "json") std::cout << precision::realization_json(*prog, r).dump(2) << "\n";
+      else std::cout << precision::print_realization(*prog, r);
+      return 0;
+    }
     if (o->format == "json") std::cout << core::core_json(*prog, root).dump(2) << "\n";
     else std::cout << core::print_core(*prog, root);
     return 0;

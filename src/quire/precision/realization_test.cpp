@@ -1,0 +1,149 @@
+#include "quire/precision/realization.h"
+
+#include <gtest/gtest.h>
+
+#include "quire/elab/elab_testing.h"
+
+namespace quire::precision {
+namespace {
+
+using elab::testing::elaborate_text;
+
+// Every rule of the realization in one module: the policy, an island, a
+// region, `out = f32`, a cast, a `numerics high` parameter and two frozen ones.
+const char* kProgram = R"(module M {
+  param w : ℝ[4, 4]  init = xavier_uniform
+  param g : ℝ[4]     init = ones  numerics high
+  param t : ℝ[4, 4]  init = ones  frozen
+  param u : ℝ[4]     init = ones  frozen
+
+  fn apply(x : ℝ[b: 2, 4]) -> ℝ[b: 2, 4] =
+    let h = x · w
+    let s = numerics(high) { exp(h) }
+    let r = precision(bf16) { s · t }
+    let m = matmul(r, w, out = f32)
+    let c = m as f16
+    let k = c * g
+    numerics(high) { k + u }
+}
+
+fn loss(θ : params M, x : ℝ[b: 2, 4]) -> ℝ[] =
+  mean(M.apply(θ, x))
+)";
+
+struct Realized {
+  std::unique_ptr<elab::testing::Elaborated> e;
+  Realization r;
+
+  /// The realized type of the value a `let` named in `fn`.
+  const SiteType& site(const std::string& fn_name, const std::string& let) const {
+    int f = e->prog->find_function(fn_name);
+    const FunctionRealization* fr = r.find(f, core::Numerics::Default);
+    for (const core::Instr& in : e->prog->functions[f].body)
+      if (in.name == let && fr && fr->values[in.id]) return *fr->values[in.id];
+    throw std::runtime_error("no realized site " + let);
+  }
+  const ParamStorage& param(const std::string& path) const {
+    for (const ParamStorage& p : r.params)
+      if (p.path == path) return p;
+    throw std::runtime_error("no parameter " + path);
+  }
+};
+
+Realized realize_under(Policy policy) {
+  Realized out;
+  out.e = elaborate_text(kProgram);
+  EXPECT_TRUE(out.e->ok()) << out.e->rendered();
+  out.r = realize(*out.e->prog, out.e->prog->find_function("loss"), {policy, false}, {});
+  return out;
+}
+
+TEST(Realization, HalfPolicyWithIslandsRegionsCastsAndParameterMarks) {
+  Realized x = realize_under(Policy::BF16);
+  EXPECT_EQ(x.site("M.apply", "h").storage, FloatType::BF16);
+  EXPECT_EQ(x.site("M.apply", "h").accumulator, FloatType::F32);
+  EXPECT_TRUE(x.site("M.apply", "h").read_down);
+  EXPECT_EQ(x.site("M.apply", "h").reason, Reason::Policy);
+  EXPECT_EQ(x.site("M.apply", "s").storage, FloatType::F32);
+  EXPECT_EQ(x.site("M.apply", "s").reason, Reason::Island);
+  EXPECT_EQ(x.site("M.apply", "r").storage, FloatType::BF16);
+  EXPECT_EQ(x.site("M.apply", "r").reason, Reason::Region);
+  EXPECT_EQ(x.site("M.apply", "m").storage, FloatType::F32);
+  EXPECT_EQ(x.site("M.apply", "m").reason, Reason::OutRequest);
+  EXPECT_EQ(x.site("M.apply", "c").storage, FloatType::F16);
+  EXPECT_EQ(x.site("M.apply", "c").reason, Reason::Cast);
+  EXPECT_EQ(x.site("M.apply", "k").storage, FloatType::F32);
+  EXPECT_EQ(x.site("M.apply", "k").reason, Reason::ParamMark);
+}
+
+TEST(Realization, ParametersUnderAHalfPolicy) {
+  Realized x = realize_under(Policy::BF16);
+  EXPECT_EQ(x.param("w").stored, FloatType::F32);
+  EXPECT_EQ(x.param("w").reason, Reason::Master);
+  EXPECT_EQ(x.param("g").reason, Reason::ParamMark);
+  // t is read only inside the bf16 region: stored in bf16, half the bytes.
+  EXPECT_EQ(x.param("t").stored, FloatType::BF16);
+  EXPECT_EQ(x.param("t").reason, Reason::Frozen);
+  // u is read in an island: it stays f32.
+  EXPECT_EQ(x.param("u").stored, FloatType::F32);
+}
+
+TEST(Realization, FrozenParameterReadOnlyInARegionTakesHalfTheBytes) {
+  Realized x = realize_under(Policy::F32);
+  const ParamStorage& t = x.param("t");
+  EXPECT_EQ(t.stored, FloatType::BF16);
+  // Bytes are counted at the stored type: 16 elements of bf16 against 16 of f32.
+  int64_t t_bytes = 0, w_bytes = 0;
+  for (const ParamStorage& p : x.r.params) {
+    int64_t bytes = p.elements * runtime::float_type_info(p.stored).storage_bits / 8;
+    if (p.path == "t") t_bytes = bytes;
+    if (p.path == "w") w_bytes = bytes;
+  }
+  EXPECT_EQ(t_bytes, 32);
+  EXPECT_EQ(w_bytes, 64);
+  EXPECT_EQ(x.site("M.apply", "h").storage, FloatType::F32);
+  EXPECT_FALSE(x.site("M.apply", "h").read_down);
+  EXPECT_EQ(x.site("M.apply", "r").storage, FloatType::BF16);
+}
+
+TEST(Realization, F64PolicyKeepsEverythingWideButExplicitChoices) {
+  Realized x = realize_under(Policy::F64);
+  EXPECT_EQ(x.site("M.apply", "h").storage, FloatType::F64);
+  EXPECT_EQ(x.site("M.apply", "s").storage, FloatType::F64);
+  EXPECT_EQ(x.site("M.apply", "r").storage, FloatType::BF16);
+  EXPECT_EQ(x.site("M.apply", "c").storage, FloatType::F16);
+  EXPECT_EQ(x.param("w").stored, FloatType::F64);
+}
+
+TEST(Realization, AFunctionCalledInsideARegionIsRealizedInThatContext) {
+  auto e = elaborate_text(R"(fn f(x : ℝ[4]) -> ℝ[4] = exp(x)
+fn g(x : ℝ[4]) -> ℝ[4] =
+  let a = f(x)
+  let b = precision(f16) { f(x) }
+  a + b
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  Realization r = realize(*e->prog, e->prog->find_function("g"), {Policy::F32, false}, {});
+  int f = e->prog->find_function("f");
+  const FunctionRealization* plain = r.find(f, core::Numerics::Default);
+  const FunctionRealization* region = r.find(f, core::Numerics::RegionF16);
+  ASSERT_TRUE(plain && region);
+  int exp_site = e->prog->functions[f].result_value;
+  EXPECT_EQ(plain->values[exp_site]->storage, FloatType::F32);
+  EXPECT_EQ(region->values[exp_site]->storage, FloatType::F16);
+  EXPECT_EQ(region->values[exp_site]->reason, Reason::Region);
+}
+
+TEST(Realization, JsonHasOneObjectPerSiteAndParameter) {
+  Realized x = realize_under(Policy::BF16);
+  auto j = realization_json(*x.e->prog, x.r);
+  ASSERT_TRUE(j["sites"].is_array());
+  for (const auto& s : j["sites"]) {
+    EXPECT_TRUE(s.contains("site") && s.contains("op") && s.contains("type") && s.contains("reason"));
+  }
+  ASSERT_EQ(j["params"].size(), 4u);
+  for (const auto& p : j["params"]) EXPECT_TRUE(p.contains("path") && p.contains("stored") && p.contains("reason"));
+}
+
+}  // namespace
+}  // namespace quire::precision

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
 
 // The reference loops below must round like the kernel: product, then sum.
@@ -19,14 +20,7 @@
 namespace quire::runtime {
 namespace {
 
-Tensor reals(Shape shape, std::vector<double> values) {
-  Tensor t = Tensor::real(std::move(shape));
-  EXPECT_EQ(t.reals.size(), values.size());
-  t.reals = std::move(values);
-  return t;
-}
-
-uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
+using namespace kernel_testing;
 
 void expect_bits(const std::vector<double>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
 
 #if defined(__clang__)
@@ -18,35 +19,7 @@
 namespace quire::runtime {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor reals(Shape shape, std::vector<double> values) {
-  Tensor t = Tensor::real(std::move(shape));
-  EXPECT_EQ(t.reals.size(), values.size());
-  t.reals = std::move(values);
-  return t;
-}
-
-Tensor ints(ElemKind kind, Shape shape, std::vector<int64_t> values) {
-  Tensor t = Tensor::integer(kind, std::move(shape));
-  EXPECT_EQ(t.ints.size(), values.size());
-  t.ints = std::move(values);
-  return t;
-}
-
-uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
-
-::testing::AssertionResult same(double got, double want) {
-  if ((std::isnan(got) && std::isnan(want)) || bits(got) == bits(want)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << got << " (0x" << std::hex << bits(got) << "), want " << want
-                                       << " (0x" << bits(want) << ")";
-}
-
-void expect_same(const std::vector<double>& got, const std::vector<double>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same(got[i], want[i])) << "at " << i;
-}
+using namespace kernel_testing;
 
 template <class E, class F>
 std::string error_of(F f) {

@@ -6,27 +6,13 @@
 #include <limits>
 #include <string>
 
+#include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::runtime {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor reals(Shape shape, std::vector<double> values) {
-  Tensor t = Tensor::real(std::move(shape));
-  EXPECT_EQ(t.reals.size(), values.size());
-  t.reals = std::move(values);
-  return t;
-}
-
-Tensor ints(ElemKind kind, Shape shape, std::vector<int64_t> values) {
-  Tensor t = Tensor::integer(kind, std::move(shape));
-  EXPECT_EQ(t.ints.size(), values.size());
-  t.ints = std::move(values);
-  return t;
-}
+using namespace kernel_testing;
 
 // Restructuring copies bits, so equality is bitwise (NaN payloads included).
 void expect_bits(const std::vector<double>& got, const std::vector<double>& want) {

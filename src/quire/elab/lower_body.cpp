@@ -204,11 +204,7 @@ class BodyLowering {
         if (p.name == name) return field(self_tree(), name, loc);
       for (size_t u = 0; u < m.uses.size(); ++u)
         if (m.uses[u].name == name) {
-          Operand op;
-          op.kind = OK::Use;
-          op.index = static_cast<int>(u);
-          op.loc = loc;
-          return op;
+          return named(OK::Use, static_cast<int>(u), loc);
         }
       auto f = m.fns.find(name);
       if (f != m.fns.end()) {
@@ -279,29 +275,26 @@ class BodyLowering {
       }
     for (int m : f.modules)
       if (prog_.modules[m].name == name) {
-        Operand op;
-        op.kind = OK::Module;
-        op.index = m;
-        op.loc = loc;
-        return op;
+        return named(OK::Module, m, loc);
       }
     for (int fn : f.fns)
       if (prog_.functions[fn].name == name) {
-        Operand op;
-        op.kind = OK::Function;
-        op.index = fn;
-        op.loc = loc;
-        return op;
+        return named(OK::Function, fn, loc);
       }
     for (const auto& [alias, idx] : f.imports)
       if (alias == name) {
-        Operand op;
-        op.kind = OK::File;
-        op.index = idx;
-        op.loc = loc;
-        return op;
+        return named(OK::File, idx, loc);
       }
     return std::nullopt;
+  }
+
+  /// An operand that names a module, sub-module, file or function.
+  static Operand named(OK kind, int index, SourceRange loc) {
+    Operand op;
+    op.kind = kind;
+    op.index = index;
+    op.loc = loc;
+    return op;
   }
 
   /// θ, the function's own parameter tree (value %1 of a module's function).

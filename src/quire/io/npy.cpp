@@ -1,5 +1,7 @@
 #include "quire/io/npy.h"
 
+#include "quire/io/byte_codec.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +21,10 @@ using runtime::Shape;
 using runtime::Tensor;
 
 namespace {
+
+using bytes::append_le;
+using bytes::half_to_double;
+using bytes::load;
 
 /// Where an error is: the file, and for an .npz entry, "entry `NAME`: ".
 struct Where {
@@ -40,39 +46,6 @@ void require(std::string_view bytes, uint64_t offset, uint64_t length, std::stri
   }
 }
 
-/// The unsigned integer of sizeof(T) bytes at `offset`, in the given byte order.
-template <typename T>
-T load(std::string_view bytes, size_t offset, bool big_endian = false) {
-  T value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    const size_t at = big_endian ? offset + i : offset + sizeof(T) - 1 - i;
-    value = static_cast<T>((static_cast<uint64_t>(value) << 8) | static_cast<uint8_t>(bytes[at]));
-  }
-  return value;
-}
-
-/// Appends `value` as sizeof(T) little-endian bytes.
-template <typename T>
-void append_le(std::string& out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i)
-    out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
-}
-
-/// An IEEE binary16 value as f64, exactly, NaN payloads kept as NumPy keeps
-/// them (shifted into the top of the f64 fraction).
-double half_to_double(uint16_t h) {
-  const bool negative = (h & 0x8000) != 0;
-  const int exponent = (h >> 10) & 0x1f;
-  const uint64_t fraction = h & 0x3ff;
-  if (exponent == 0x1f) {
-    const uint64_t bits = (uint64_t{negative} << 63) | (uint64_t{0x7ff} << 52) | (fraction << 42);
-    return std::bit_cast<double>(bits);
-  }
-  // Subnormal: fraction · 2^-24; normal: (1024 + fraction) · 2^(exponent - 25).
-  const double magnitude = exponent == 0 ? std::ldexp(static_cast<double>(fraction), -24)
-                                         : std::ldexp(static_cast<double>(1024 + fraction), exponent - 25);
-  return negative ? -magnitude : magnitude;
-}
 
 /// The element count of `shape`, or nullopt if it overflows int64.
 std::optional<int64_t> checked_count(const Shape& shape) {

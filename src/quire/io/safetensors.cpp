@@ -1,5 +1,7 @@
 #include "quire/io/safetensors.h"
 
+#include "quire/io/byte_codec.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,6 +22,10 @@ using runtime::Shape;
 using runtime::Tensor;
 
 namespace {
+
+using bytes::append_le;
+using bytes::half_to_double;
+using bytes::load;
 
 // The JSON header keeps its keys in file order (ordered_json), so tensors are
 // returned and written in the order of the header.
@@ -47,35 +53,6 @@ constexpr std::array<Dtype, 8> kDtypes{{
     {"U8", 1},
 }};
 
-/// The little-endian unsigned integer of sizeof(T) bytes at `offset`.
-template <typename T>
-T load_le(std::string_view bytes, size_t offset) {
-  T value = 0;
-  for (size_t i = sizeof(T); i-- > 0;) {
-    value = static_cast<T>((static_cast<uint64_t>(value) << 8) | static_cast<uint8_t>(bytes[offset + i]));
-  }
-  return value;
-}
-
-/// Appends `value` as sizeof(T) little-endian bytes.
-template <typename T>
-void append_le(std::string& out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i)
-    out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
-}
-
-/// An IEEE binary16 value as f64, exactly (NaN payloads kept, as NumPy does).
-double half_to_double(uint16_t h) {
-  const bool negative = (h & 0x8000) != 0;
-  const int exponent = (h >> 10) & 0x1f;
-  const uint64_t fraction = h & 0x3ff;
-  if (exponent == 0x1f) {
-    return std::bit_cast<double>((uint64_t{negative} << 63) | (uint64_t{0x7ff} << 52) | (fraction << 42));
-  }
-  const double magnitude = exponent == 0 ? std::ldexp(static_cast<double>(fraction), -24)
-                                         : std::ldexp(static_cast<double>(1024 + fraction), exponent - 25);
-  return negative ? -magnitude : magnitude;
-}
 
 /// A header entry after validation: where its bytes are and what they mean.
 struct TensorRecord {
@@ -158,18 +135,18 @@ Tensor decode_record(std::string_view buffer, const TensorRecord& r, const std::
     for (size_t i = 0; i < n; ++i) t.ints[i] = element(i);
     return t;
   };
-  if (dtype == "F64") return reals([&](size_t i) { return std::bit_cast<double>(load_le<uint64_t>(data, 8 * i)); });
-  if (dtype == "F32") return reals([&](size_t i) { return std::bit_cast<float>(load_le<uint32_t>(data, 4 * i)); });
-  if (dtype == "F16") return reals([&](size_t i) { return half_to_double(load_le<uint16_t>(data, 2 * i)); });
+  if (dtype == "F64") return reals([&](size_t i) { return std::bit_cast<double>(load<uint64_t>(data, 8 * i)); });
+  if (dtype == "F32") return reals([&](size_t i) { return std::bit_cast<float>(load<uint32_t>(data, 4 * i)); });
+  if (dtype == "F16") return reals([&](size_t i) { return half_to_double(load<uint16_t>(data, 2 * i)); });
   if (dtype == "BF16") {
     // bfloat16 is the top half of a binary32.
-    return reals([&](size_t i) { return std::bit_cast<float>(uint32_t{load_le<uint16_t>(data, 2 * i)} << 16); });
+    return reals([&](size_t i) { return std::bit_cast<float>(uint32_t{load<uint16_t>(data, 2 * i)} << 16); });
   }
   if (dtype == "I32") {
-    return ints(ElemKind::I32, [&](size_t i) { return std::bit_cast<int32_t>(load_le<uint32_t>(data, 4 * i)); });
+    return ints(ElemKind::I32, [&](size_t i) { return std::bit_cast<int32_t>(load<uint32_t>(data, 4 * i)); });
   }
   if (dtype == "I64") {
-    return ints(ElemKind::I64, [&](size_t i) { return std::bit_cast<int64_t>(load_le<uint64_t>(data, 8 * i)); });
+    return ints(ElemKind::I64, [&](size_t i) { return std::bit_cast<int64_t>(load<uint64_t>(data, 8 * i)); });
   }
   if (dtype == "U8") return ints(ElemKind::I32, [&](size_t i) { return static_cast<uint8_t>(data[i]); });
   // BOOL: the only dtype left, since validate_entry admits those of kDtypes only.
@@ -212,7 +189,7 @@ NamedTensors decode_safetensors(std::string_view bytes, const std::string& path,
   if (bytes.size() < 8) {
     throw IoError(path, fmt::format("truncated: {} bytes, too short for the 8-byte header length", bytes.size()));
   }
-  const uint64_t header_size = load_le<uint64_t>(bytes, 0);
+  const uint64_t header_size = load<uint64_t>(bytes, 0);
   if (header_size > bytes.size() - 8) {
     throw IoError(path, fmt::format("truncated: the header length is {} but only {} bytes follow it", header_size,
                                     bytes.size() - 8));

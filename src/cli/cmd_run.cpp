@@ -1,5 +1,9 @@
-// quire run FILE --entry NAME [--dim B=4] [--seed N] [--params F.safetensors]
-//   [--params-out F.safetensors] [--inputs F.npz] [--out F.npy|F.npz]
+// quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16]
+//   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
+//   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors]
+//
+// Every run evaluates under a realization (f64 unless --precision says
+// otherwise); results are printed with their realized type and written in it.
 
 #include <fmt/format.h>
 
@@ -11,6 +15,8 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/io/npy.h"
+#include "quire/io/safetensors.h"
+#include "quire/precision/realization.h"
 
 namespace quire::cli {
 
@@ -55,13 +61,32 @@ std::string tensor_text(const runtime::Tensor& t) {
   return out;
 }
 
+io::StoreType store_type(runtime::FloatType t) {
+  switch (t) {
+    case runtime::FloatType::F32: return io::StoreType::F32;
+    case runtime::FloatType::BF16: return io::StoreType::BF16;
+    case runtime::FloatType::F16: return io::StoreType::F16;
+    default: return io::StoreType::F64;  // fp8 results do not arise: fp8 is a storage type of parameters only
+  }
+}
+
+/// The leaves of a result with their realized types, named as `flatten_value` names them.
+void leaf_types(const interp::Value& v, const std::string& path, io::StoreTypes& types, int depth = 0) {
+  if (depth > 64) return;
+  if (v.kind == interp::Value::Kind::Tensor) types.by_name[path] = store_type(v.type);
+  if (v.kind == interp::Value::Kind::Tuple)
+    for (size_t i = 0; i < v.elements.size(); ++i)
+      leaf_types(v.elements[i], fmt::format("{}.{}", path, i), types, depth + 1);
+}
+
 }  // namespace
 
 Handler setup_run(CLI::App& sub) {
   struct Options {
-    std::string file, entry, params, params_out, inputs, out;
+    std::string file, entry, params, params_out, inputs, out, precision = "f64";
     std::vector<std::string> dims;
     int64_t seed = 0;
+    bool half_intermediates = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -72,10 +97,16 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--params-out", o->params_out, "write the parameters used to a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (x, batch.0)");
-  sub.add_option("--out", o->out, "write the result: .npy (one tensor) or .npz (a tuple)");
+  sub.add_option("--precision", o->precision, "the run policy: f64 (default), f32, bf16 or f16")
+      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_flag("--half-intermediates", o->half_intermediates,
+               "round every intermediate step of a half value to the half (reductions accumulate in it)");
+  sub.add_option("--out", o->out,
+                 "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
   return [o]() {
-    if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz"))
-      throw UsageError(fmt::format("--out {}: the result is written as .npy or .npz", o->out));
+    if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz") &&
+        !ends_with(o->out, ".safetensors"))
+      throw UsageError(fmt::format("--out {}: the result is written as .npy, .npz or .safetensors", o->out));
     if (!o->inputs.empty() && !ends_with(o->inputs, ".npz"))
       throw UsageError(fmt::format("--inputs {}: inputs are read from an .npz", o->inputs));
     auto prog = load_program(o->file);
@@ -93,25 +124,44 @@ Handler setup_run(CLI::App& sub) {
       params = o->params.empty() ? interp::init_params(*prog, model, static_cast<uint64_t>(o->seed), dims)
                                  : interp::load_params(o->params, *prog, model, dims);
       params_ptr = &params;
-      if (!o->params_out.empty()) interp::save_params(o->params_out, *prog, model, params);
     } else if (!o->params.empty() || !o->params_out.empty()) {
       throw UsageError(fmt::format("`{}` takes no parameter tree: --params and --params-out do not apply", fn.name));
     }
     std::optional<std::string> inputs;
     if (!o->inputs.empty()) inputs = o->inputs;
-    interp::Interpreter interp(*prog, dims);
+    precision::RealizeOptions options;
+    options.policy = *precision::parse_policy(o->precision);
+    options.half_intermediates = o->half_intermediates;
+    const precision::Realization realization = precision::realize(*prog, entry, options, dims);
+    if (!o->params_out.empty()) {
+      // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
+      io::StoreTypes types;
+      for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = store_type(p.stored);
+      interp::save_params(o->params_out, *prog, fn.args[0].type.params, params, types);
+    }
+    interp::Interpreter interp(*prog, dims, &realization);
     auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
     interp::Value result = interp.call(entry, args);
     std::vector<std::pair<std::string, runtime::Tensor>> leaves;
     interp::flatten_value(result, "result", leaves);
-    for (const auto& [path, t] : leaves) std::cout << fmt::format("{} = {}\n", path, tensor_text(t));
+    io::StoreTypes types;
+    leaf_types(result, "result", types);
+    for (const auto& [path, t] : leaves) {
+      // The type is named when it is not f64, so f64 printouts read as before.
+      io::StoreType st = types.of(path);
+      const char* type = !t.is_real() || st == io::StoreType::F64 ? nullptr
+                         : st == io::StoreType::F32 ? "f32" : st == io::StoreType::BF16 ? "bf16" : "f16";
+      std::cout << fmt::format("{}{} = {}\n", path, type ? fmt::format(" : {}", type) : "", tensor_text(t));
+    }
     if (!o->out.empty()) {
       if (ends_with(o->out, ".npy")) {
         if (result.kind != interp::Value::Kind::Tensor)
-          throw UsageError(fmt::format("--out {}: the result is a tuple; write it as .npz", o->out));
-        io::write_npy(o->out, result.tensor);
+          throw UsageError(fmt::format("--out {}: the result is a tuple; write it as .npz or .safetensors", o->out));
+        io::write_npy(o->out, result.tensor, types.of("result"));
+      } else if (ends_with(o->out, ".npz")) {
+        io::write_npz(o->out, leaves, types);
       } else {
-        io::write_npz(o->out, leaves);
+        io::write_safetensors(o->out, leaves, {{"format", "quire"}, {"precision", o->precision}}, types);
       }
     }
     return 0;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <iostream>
+#include <set>
 
 #include "quire/elab/elaborator.h"
 
@@ -46,8 +47,13 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags,
 int find_entry(const elab::Program& prog, const std::string& name) {
   int f = prog.find_function(name);
   if (f >= 0) return f;
+  // The prelude's functions are callable from the program but are not its own.
+  std::set<FileId> prelude;
+  for (const elab::FileInfo& file : prog.files)
+    if (file.prelude) prelude.insert(file.id);
   std::vector<std::string> names;
-  for (const core::Function& fn : prog.functions) names.push_back(fn.name);
+  for (const core::Function& fn : prog.functions)
+    if (!prelude.count(fn.file)) names.push_back(fn.name);
   throw UsageError(fmt::format("--entry {}: no such function (the program has: {})", name, fmt::join(names, ", ")));
 }
 

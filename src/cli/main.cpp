@@ -17,8 +17,8 @@ namespace {
 
 const quire::cli::Command kCommands[] = {
     {"check", "check a program: diagnostics, or nothing (--summary prints what it elaborated)", quire::cli::setup_check},
-    {"dump", "print a stage's result: tokens, ast, elab, core", quire::cli::setup_dump},
-    {"run", "evaluate an entry function in the f64 reference interpreter", quire::cli::setup_run},
+    {"dump", "print a stage's result: tokens, ast, elab, core, precision", quire::cli::setup_dump},
+    {"run", "evaluate an entry function in the reference interpreter, under a precision policy", quire::cli::setup_run},
 };
 
 }  // namespace

@@ -151,6 +151,85 @@ TEST_F(Cli, RunRefusesBadInvocations) {
   EXPECT_TRUE(npz.output.starts_with("quire: error: " + file("absent.npz") + ": ")) << npz.output;
 }
 
+/// The dtype a safetensors file's header gives `name` ("" when absent).
+std::string safetensors_dtype(const std::string& path, const std::string& name) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 8) return "";
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[i]);
+  std::string header = bytes.substr(8, n);
+  size_t at = header.find("\"" + name + "\":{\"dtype\":\"");
+  if (at == std::string::npos) return "";
+  at = header.find(":\"", header.find("dtype", at)) + 2;
+  return header.substr(at, header.find('"', at) - at);
+}
+
+TEST_F(Cli, TheTutorialRunsUnderEveryPolicy) {
+  std::string args = "run " + tutorial("07_train.qr").string() + " --entry loss --dim B=4";
+  Outcome f64 = quire(args), f64_named = quire(args + " --precision f64");
+  EXPECT_EQ(f64.status, 0) << f64.output;
+  EXPECT_EQ(f64.output, "result = 2.213111322812498\n");
+  EXPECT_EQ(f64_named.output, f64.output);
+  for (const char* policy : {"f32", "bf16", "f16"}) {
+    Outcome o = quire(args + " --precision " + policy), again = quire(args + " --precision " + policy);
+    EXPECT_EQ(o.status, 0) << policy << ": " << o.output;
+    EXPECT_TRUE(o.output.starts_with(fmt::format("result : {} = 2.2", policy))) << o.output;
+    EXPECT_EQ(o.output, again.output) << "same program, seed and policy: same bits";
+  }
+  Outcome bad = quire(args + " --precision f8");
+  EXPECT_EQ(bad.status, 105) << "CLI11's status for a value not allowed (docs/cli.md)";
+  EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
+}
+
+TEST_F(Cli, ResultsAreWrittenInTheirRealizedType) {
+  std::string args = "run " + tutorial("07_train.qr").string() + " --entry loss --dim B=4 --precision bf16";
+  std::string st = file("r.safetensors"), npy = file("r.npy");
+  Outcome a = quire(args + " --out " + st), b = quire(args + " --out " + npy);
+  ASSERT_EQ(a.status, 0) << a.output;
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_EQ(safetensors_dtype(st, "result"), "BF16");
+  // NumPy has no bf16: the .npy holds the same value as <f4.
+  std::ifstream in(npy, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("'descr': '<f4'"), std::string::npos);
+  EXPECT_EQ(io::read_npy(npy).reals.at(0), 2.21875);
+  Outcome f16 = quire("run " + tutorial("07_train.qr").string() + " --entry loss --dim B=4 --precision f16 --out " + npy);
+  ASSERT_EQ(f16.status, 0) << f16.output;
+  std::ifstream in16(npy, std::ios::binary);
+  std::string bytes16((std::istreambuf_iterator<char>(in16)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes16.find("'descr': '<f2'"), std::string::npos);
+  Outcome wrong = quire(args + " --out " + file("r.txt"));
+  EXPECT_EQ(wrong.status, 1);
+  EXPECT_EQ(wrong.output, "quire: error: --out " + file("r.txt") + ": the result is written as .npy, .npz or .safetensors\n");
+}
+
+TEST_F(Cli, FrozenParameterReadOnlyInBf16TakesHalfTheBytes) {
+  std::string prog = write("frozen.qr", R"(module M {
+  param t : ℝ[64, 64]  init = xavier_uniform  frozen
+  param w : ℝ[64, 64]  init = xavier_uniform
+  fn apply(x : ℝ[64]) -> ℝ[64] = precision(bf16) { x · t } · w
+}
+fn f(θ : params M, x : ℝ[64]) -> ℝ[] = sum(M.apply(θ, x))
+)");
+  std::string p32 = file("p32.safetensors"), p64 = file("p64.safetensors");
+  Outcome a = quire("run " + prog + " --entry f --precision f32 --params-out " + p32);
+  Outcome b = quire("run " + prog + " --entry f --params-out " + p64);
+  ASSERT_EQ(a.status, 0) << a.output;
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_EQ(safetensors_dtype(p32, "t"), "BF16");
+  EXPECT_EQ(safetensors_dtype(p32, "w"), "F32");
+  // Under f64 too: it is read only inside the region.
+  EXPECT_EQ(safetensors_dtype(p64, "t"), "BF16");
+  EXPECT_EQ(safetensors_dtype(p64, "w"), "F64");
+  // t: 4096 × 2 bytes, w: 4096 × 4 bytes, plus the header.
+  EXPECT_LT(fs::file_size(p32), 4096u * 6 + 512);
+  EXPECT_GT(fs::file_size(p32), 4096u * 6);
+  // Read back, the parameters give the same result bits.
+  Outcome c = quire("run " + prog + " --entry f --precision f32 --params " + p32);
+  EXPECT_EQ(c.output, a.output);
+}
+
 TEST_F(Cli, FormerCrashesAreDiagnostics) {
   // Each of these once reached a kernel with the wrong element kinds (abort)
   // or clipped a slice silently.

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "quire/core/printer.h"
-#include "quire/runtime/float_round.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::interp {
@@ -98,17 +97,49 @@ runtime::ReduceOp reduce_op(Op op) {
   }
 }
 
-/// Rounds every element to a float format (an explicit cast in f64).
-Tensor round_all(const Tensor& x, const std::string& target) {
-  Tensor r = x.kind == runtime::ElemKind::Real ? x : runtime::cast_kind(x, runtime::ElemKind::Real);
-  if (target == "f32" || target == "f32acc") {
-    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kF32);
-  } else if (target == "bf16") {
-    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kBf16);
-  } else if (target == "f16") {
-    for (double& v : r.reals) v = runtime::round_to_format(v, runtime::kF16);
+using runtime::FloatType;
+
+/// Every element rounded to `type` in one step (F64: unchanged).
+void round_in_place(Tensor& x, FloatType type) {
+  if (type == FloatType::F64) return;
+  for (double& v : x.reals) v = runtime::round_to(type, v);
+}
+
+/// The storage type a cast's target names: `f32acc` keeps the f32 accumulator.
+FloatType cast_target(const std::string& target) {
+  if (target == "f32acc") return FloatType::F32;
+  return runtime::parse_float_type(target).value_or(FloatType::F64);
+}
+
+/// The realized type of a value passed to a function (see precision::Carry).
+precision::Carry carry_of(const Value& v, int depth = 0) {
+  precision::Carry c;
+  if (depth > 64) return c;
+  if (v.kind == Value::Kind::Tensor && v.tensor.is_real()) c.type = v.type;
+  if (v.kind == Value::Kind::Tuple) {
+    c.tuple = true;
+    for (const Value& e : v.elements) c.elements.push_back(carry_of(e, depth + 1));
   }
-  return r;
+  return c;
+}
+
+/// Operations that copy elements without arithmetic (stored without the f32 step).
+bool copies_elements(Op op) {
+  switch (op) {
+    case Op::Field:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::Const:
+    case Op::Real:
+    case Op::OneHot:
+    case Op::Cast:
+      return true;
+    default: return false;
+  }
 }
 
 ParamMap subtree(const ParamMap& tree, const std::string& prefix) {
@@ -133,8 +164,9 @@ ParamMap slice_copy(const ParamMap& tree, int64_t i) {
 
 }  // namespace
 
-Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims)
-    : prog_(prog), dims_(std::move(dims)) {}
+Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims,
+                         const precision::Realization* realization)
+    : prog_(prog), dims_(std::move(dims)), realization_(realization) {}
 
 runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) const {
   if (t.rest) throw EvalError("a type with `...` has no concrete shape");
@@ -147,7 +179,50 @@ runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std:
   return s;
 }
 
-Value Interpreter::call(int function, const std::vector<Value>& args) { return eval(function, args, dims_, 0); }
+Value Interpreter::call(int function, const std::vector<Value>& args) {
+  if (!realization_) return eval(function, args, dims_, 0, core::Numerics::Default);
+  if (realization_->entry != function)
+    throw std::logic_error(fmt::format("internal: the realization is of `{}`, not of `{}`",
+                                       prog_.functions.at(realization_->entry).name, prog_.functions.at(function).name));
+  std::vector<Value> cast;
+  for (const Value& v : args) cast.push_back(cast_entry_argument(v, 0));
+  return eval(function, cast, dims_, 0, core::Numerics::Default);
+}
+
+Value Interpreter::cast_entry_argument(const Value& v, int depth) const {
+  Value out = v;
+  if (depth > 64) return out;
+  if (v.kind == Value::Kind::Tensor && v.tensor.is_real()) {
+    out.type = realization_->input_type();
+    round_in_place(out.tensor, out.type);
+  } else if (v.kind == Value::Kind::Tuple) {
+    for (Value& e : out.elements) e = cast_entry_argument(e, depth + 1);
+  } else if (v.kind == Value::Kind::Params && v.params) {
+    // Each parameter at its stored type: an f32 master, a frozen one as its readers read it.
+    auto tree = std::make_shared<ParamMap>(*v.params);
+    for (auto& [path, t] : *tree)
+      if (const precision::ParamStorage* p = realization_->param(path); p && t.is_real()) round_in_place(t, p->stored);
+    out.params = std::move(tree);
+  }
+  return out;
+}
+
+void Interpreter::store(const core::Function& fn, const core::Instr& in, const precision::SiteType& site,
+                        Value& v) const {
+  if (v.kind != Value::Kind::Tensor || !v.tensor.is_real()) return;
+  if (site.reason == precision::Reason::Carried) {
+    // A call's result or a tuple's element keeps the type it was stored in;
+    // the realization predicted that type, and this is where it is checked.
+    if (v.type != site.storage)
+      throw std::logic_error(fmt::format("internal: {} was realized as {} but carries a {} value", core::site_name(fn, in.id),
+                                         runtime::float_type_name(site.storage), runtime::float_type_name(v.type)));
+    return;
+  }
+  const bool via_f32 = precision::is_half(site.storage) && !realization_->half_intermediates && !copies_elements(in.op);
+  if (via_f32) round_in_place(v.tensor, FloatType::F32);
+  round_in_place(v.tensor, site.storage);
+  v.type = site.storage;
+}
 
 void Interpreter::check_arg(const elab::Type& declared, const Value& v, const std::map<std::string, int64_t>& dims,
                             const std::string& what, int depth) const {
@@ -225,7 +300,7 @@ void Interpreter::check_result(const core::Function& fn, const core::Instr& in, 
 }
 
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
-                        int depth) {
+                        int depth, core::Numerics context) {
   if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
   const core::Function& fn = prog_.functions.at(function);
   if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
@@ -236,9 +311,20 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
     if (depth == 0) check_arg(fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name), 0);
     env[i + 1] = args[i];
   }
+  const precision::FunctionRealization* table = nullptr;
+  if (realization_) {
+    std::vector<precision::Carry> carries;
+    for (const Value& a : args) carries.push_back(carry_of(a));
+    std::string sig = precision::signature(carries);
+    table = realization_->find(function, context, sig);
+    if (!table)
+      throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
+                                         fn.name, sig, core::numerics_name(context)));
+  }
   for (const core::Instr& in : fn.body) {
     try {
-      env[in.id] = step(fn, in, env, dims, depth);
+      env[in.id] = step(fn, in, env, dims, depth, context, table);
+      if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
       check_result(fn, in, env[in.id], dims);
     } catch (const runtime::RuntimeError& e) {
       LineCol lc = prog_.sources.line_col(in.loc.begin);
@@ -250,9 +336,24 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
 }
 
 Value Interpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
-                        const std::map<std::string, int64_t>& dims, int depth) {
+                        const std::map<std::string, int64_t>& dims, int depth, core::Numerics context,
+                        const precision::FunctionRealization* table) {
   auto arg = [&](size_t k) -> const Value& { return env.at(in.args.at(k)); };
-  auto tensor_arg = [&](size_t k) -> const Tensor& { return arg(k).tensor; };
+  const precision::SiteType* site = table && table->values[in.id] ? &*table->values[in.id] : nullptr;
+  // A site that reads down sees its real operands rounded to its type (scalar constants excepted).
+  std::vector<std::optional<Tensor>> down(in.args.size());
+  if (site && site->read_down)
+    for (size_t k = 0; k < in.args.size(); ++k) {
+      const Value& v = arg(k);
+      const auto& operand_site = table->values[in.args[k]];
+      if (v.kind != Value::Kind::Tensor || !v.tensor.is_real() || v.type == site->read_as) continue;
+      if (operand_site && operand_site->weak) continue;
+      down[k] = v.tensor;
+      round_in_place(*down[k], site->read_as);
+    }
+  auto tensor_arg = [&](size_t k) -> const Tensor& { return down.at(k) ? *down[k] : arg(k).tensor; };
+  const FloatType acc = site ? site->accumulator : FloatType::F64;
+  const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
   auto explicit_count = [&](size_t k) { return fn.type_of(in.args.at(k)).tensor.axes.size(); };
   // Leading (`...`) axes of operand k at run time.
   auto rest_of = [&](size_t k) {
@@ -285,7 +386,9 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       if (t == "i32") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I32));
       if (t == "i64") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I64));
       if (t == "bool") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::Bool));
-      return Value::of(round_all(tensor_arg(0), t));
+      Tensor r = tensor_arg(0).is_real() ? tensor_arg(0) : runtime::cast_kind(tensor_arg(0), runtime::ElemKind::Real);
+      round_in_place(r, cast_target(t));
+      return Value::of(std::move(r));
     }
     default: break;
   }
@@ -317,9 +420,9 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
         int rest = rest_of(0);
         for (int a : in.axes) axes.push_back(rest + a);
       }
-      return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes));
+      return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes, tensor_arg(0).is_real() ? acc : FloatType::F64));
     }
-    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1)));
+    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc));
     case Op::Contract: {
       int rest = rest_of(0);
       std::vector<runtime::ResultAxis> result;
@@ -339,7 +442,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
         for (const auto& [pa, pb] : in.pairs) batch = batch || pb == j;
         if (!batch) result.push_back({-1, j});
       }
-      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), result, {{rest + in.axes[0], in.axes[1]}}));
+      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), result, {{rest + in.axes[0], in.axes[1]}}, acc));
     }
     case Op::Transpose: {
       int rest = rest_of(0);
@@ -427,16 +530,16 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       if (in.op == Op::Call) {
         std::vector<Value> args;
         for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-        return eval(in.callee, args, callee_dims, depth + 1);
+        return eval(in.callee, args, callee_dims, depth + 1, mode);
       }
       int64_t copies = eval_size(in.sizes.at(0), dims);
       const ParamMap& stacked = *arg(0).params;
-      Value acc = arg(1);
+      Value carried = arg(1);
       for (int64_t i = 0; i < copies; ++i) {
         Value theta = Value::of_params(std::make_shared<const ParamMap>(slice_copy(stacked, i)));
-        acc = eval(in.callee, {theta, acc}, callee_dims, depth + 1);
+        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
       }
-      return acc;
+      return carried;
     }
     default: break;
   }

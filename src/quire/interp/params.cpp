@@ -74,10 +74,10 @@ ParamMap load_params(const std::string& path, const elab::Program& prog, const e
 }
 
 void save_params(const std::string& path, const elab::Program& prog, const elab::ParamsType& model,
-                 const ParamMap& params) {
+                 const ParamMap& params, const io::StoreTypes& types) {
   io::NamedTensors out;
   for (const auto& [p, type] : prog.flatten(model)) out.emplace_back(p, params.at(p));
-  io::write_safetensors(path, out, {{"format", "quire"}, {"model", prog.modules[model.module].name}});
+  io::write_safetensors(path, out, {{"format", "quire"}, {"model", prog.modules[model.module].name}}, types);
 }
 
 }  // namespace quire::interp

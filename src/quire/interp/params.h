@@ -9,6 +9,7 @@
 
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
+#include "quire/io/io_error.h"
 
 namespace quire::interp {
 
@@ -23,8 +24,10 @@ ParamMap init_params(const elab::Program& prog, const elab::ParamsType& model, u
 ParamMap load_params(const std::string& path, const elab::Program& prog, const elab::ParamsType& model,
                      const std::map<std::string, int64_t>& dims);
 
-/// Writes parameters as safetensors (f64), in the model's declaration order.
+/// Writes parameters as safetensors in the model's declaration order, each at
+/// its store type (f64 unless `types` says otherwise: a run under a policy
+/// writes every parameter at the type the realization stores it in).
 void save_params(const std::string& path, const elab::Program& prog, const elab::ParamsType& model,
-                 const ParamMap& params);
+                 const ParamMap& params, const io::StoreTypes& types = io::StoreType::F64);
 
 }  // namespace quire::interp

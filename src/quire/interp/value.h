@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "quire/runtime/float_types.h"
 #include "quire/runtime/random.h"
 #include "quire/runtime/tensor.h"
 
@@ -19,6 +20,9 @@ using ParamMap = std::map<std::string, runtime::Tensor>;
 struct Value {
   enum class Kind { Tensor, Key, Tuple, Params, Host } kind = Kind::Tensor;
   runtime::Tensor tensor;
+  /// A real tensor's storage type under the run's realization: its elements
+  /// are values of this type (held as f64). F64 when no realization applies.
+  runtime::FloatType type = runtime::FloatType::F64;
   runtime::Key key;
   std::vector<Value> elements;
   std::shared_ptr<const ParamMap> params;

@@ -3,6 +3,7 @@
 // atomic_file.h): the one error they throw, the choice of how reals are
 // stored, and the named tensors a file holds.
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -25,12 +26,28 @@ struct IoError : std::runtime_error {
   std::string reason;  ///< the message without the path
 };
 
-/// How Real tensors are written. Reals are f64 in the interpreter; F32 halves
-/// checkpoints at the cost of rounding each value to nearest float. Integer
-/// and Bool tensors are stored in their own types whatever this says.
+/// How Real tensors are written. Reals are held as f64; a narrower type
+/// rounds each value to nearest, ties to even (float_types.h), which is exact
+/// for a value already of that type (a result realized in bf16). NumPy has no
+/// bf16: an .npy or .npz writes BF16 as <f4, which holds every bf16 value
+/// exactly. Integer and Bool tensors are stored in their own types whatever
+/// this says.
 enum class StoreType {
   F64,
   F32,
+  BF16,
+  F16,
+};
+
+/// The store type of each tensor of a file: one for all, or by name.
+struct StoreTypes {
+  StoreTypes(StoreType all = StoreType::F64) : all(all) {}  // NOLINT: one type for all is the common case
+  StoreType all;
+  std::map<std::string, StoreType> by_name;  ///< overrides `all` for the tensors it names
+  StoreType of(const std::string& name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? all : it->second;
+  }
 };
 
 /// Named tensors in file order: an .npz's entries, a safetensors file's tensors.

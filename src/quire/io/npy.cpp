@@ -13,6 +13,7 @@
 #include <set>
 
 #include "quire/io/atomic_file.h"
+#include "quire/runtime/float_types.h"
 
 namespace quire::io {
 
@@ -340,7 +341,9 @@ std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& whe
   check_tensor(tensor, where);
   std::string_view descr;
   switch (tensor.kind) {
-    case ElemKind::Real: descr = type == StoreType::F32 ? "<f4" : "<f8"; break;
+    case ElemKind::Real:
+      descr = type == StoreType::F64 ? "<f8" : type == StoreType::F16 ? "<f2" : "<f4";
+      break;
     case ElemKind::I32: descr = "<i4"; break;
     case ElemKind::I64: descr = "<i8"; break;
     case ElemKind::Bool: descr = "|b1"; break;
@@ -362,8 +365,13 @@ std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& whe
   out += dict;
   if (tensor.is_real()) {
     for (double v : tensor.reals) {
-      if (type == StoreType::F32) append_le(out, std::bit_cast<uint32_t>(static_cast<float>(v)));
-      else append_le(out, std::bit_cast<uint64_t>(v));
+      switch (type) {
+        case StoreType::F64: append_le(out, std::bit_cast<uint64_t>(v)); break;
+        case StoreType::F16: append_le(out, runtime::encode_f16(v)); break;
+        // bf16 as <f4: round to bf16, then widen exactly.
+        case StoreType::BF16: append_le(out, runtime::encode_f32(runtime::round_to(runtime::FloatType::BF16, v))); break;
+        case StoreType::F32: append_le(out, std::bit_cast<uint32_t>(static_cast<float>(v))); break;
+      }
     }
     return out;
   }
@@ -596,7 +604,7 @@ NamedTensors decode_npz(std::string_view bytes, const std::string& origin) {
   return result;
 }
 
-std::string encode_npz(const NamedTensors& entries, StoreType type, const std::string& origin) {
+std::string encode_npz(const NamedTensors& entries, const StoreTypes& types, const std::string& origin) {
   const Where archive{origin, ""};
   // Without ZIP64 a plain archive holds fewer than 65535 entries of under
   // 4 GiB each, all starting below 4 GiB: far beyond quire's checkpoints, and
@@ -610,7 +618,7 @@ std::string encode_npz(const NamedTensors& entries, StoreType type, const std::s
     if (name.empty()) throw archive.error("an entry has an empty name");
     if (!names.insert(name).second) throw where.error("appears twice in the archive");
     if (file.size() > 0xffff) throw where.error("name is too long for a zip entry");
-    const std::string data = encode_npy_at(tensor, type, where);
+    const std::string data = encode_npy_at(tensor, types.of(name), where);
     const uint64_t offset = out.size();
     if (data.size() >= kZip64Marker32 || offset >= kZip64Marker32) {
       throw where.error("4 GiB or more: too large for an .npz without ZIP64 (use safetensors)");
@@ -670,8 +678,8 @@ void write_npy(const std::string& path, const Tensor& tensor, StoreType type) {
 
 NamedTensors read_npz(const std::string& path) { return decode_npz(read_file(path), path); }
 
-void write_npz(const std::string& path, const NamedTensors& entries, StoreType type) {
-  write_file_atomically(path, encode_npz(entries, type, path));
+void write_npz(const std::string& path, const NamedTensors& entries, const StoreTypes& types) {
+  write_file_atomically(path, encode_npz(entries, types, path));
 }
 
 }  // namespace quire::io

@@ -11,8 +11,8 @@
 // f64 value), i4 and u1 become I32, i8 I64, b1 Bool (a byte other than 0 or 1
 // is an error).
 // Written: version 1.0 (2.0 only if the header would pass 65535 bytes), C
-// order; Real as <f8 (or <f4 with StoreType::F32), I32 as <i4, I64 as <i8,
-// Bool as |b1.
+// order; Real as <f8, or <f4 (StoreType::F32 and BF16) or <f2 (F16), I32 as
+// <i4, I64 as <i8, Bool as |b1.
 // .npz: stored (uncompressed) entries only, found through the central
 // directory, ZIP64 records and extra fields understood, every CRC-32 checked.
 // Written archives are plain zip (no ZIP64: an entry or archive of 4 GiB or
@@ -41,7 +41,7 @@ void write_npy(const std::string& path, const runtime::Tensor& tensor, StoreType
 NamedTensors read_npz(const std::string& path);
 /// Writes `entries` as the .npz archive `path` (entry NAME.npy for each NAME),
 /// atomically. Names must be distinct and non-empty.
-void write_npz(const std::string& path, const NamedTensors& entries, StoreType type = StoreType::F64);
+void write_npz(const std::string& path, const NamedTensors& entries, const StoreTypes& types = StoreType::F64);
 
 /// Parses the bytes of an .npy file; `origin` names them in errors.
 runtime::Tensor decode_npy(std::string_view bytes, const std::string& origin);
@@ -50,7 +50,7 @@ std::string encode_npy(const runtime::Tensor& tensor, StoreType type, const std:
 /// Parses the bytes of an .npz archive; `origin` names them in errors.
 NamedTensors decode_npz(std::string_view bytes, const std::string& origin);
 /// The bytes of an .npz archive holding `entries`; `origin` names it in errors.
-std::string encode_npz(const NamedTensors& entries, StoreType type, const std::string& origin);
+std::string encode_npz(const NamedTensors& entries, const StoreTypes& types, const std::string& origin);
 
 /// CRC-32 (ISO-HDLC, the zip and PNG checksum) of `bytes`.
 uint32_t crc32(std::string_view bytes);

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "quire/io/atomic_file.h"
+#include "quire/runtime/float_types.h"
 
 namespace quire::io {
 
@@ -237,7 +238,7 @@ NamedTensors decode_safetensors(std::string_view bytes, const std::string& path,
 }
 
 std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
-                               StoreType type, const std::string& path) {
+                               const StoreTypes& types, const std::string& path) {
   Json header = Json::object();
   // The reference writer puts the metadata first; readers do not care.
   if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
@@ -261,13 +262,19 @@ std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::
     const uint64_t begin = buffer.size();
     std::string_view dtype;
     switch (tensor.kind) {
-      case ElemKind::Real:
-        dtype = type == StoreType::F32 ? "F32" : "F64";
+      case ElemKind::Real: {
+        const StoreType type = types.of(name);
+        dtype = type == StoreType::F64 ? "F64" : type == StoreType::F32 ? "F32" : type == StoreType::BF16 ? "BF16" : "F16";
         for (double v : tensor.reals) {
-          if (type == StoreType::F32) append_le(buffer, std::bit_cast<uint32_t>(static_cast<float>(v)));
-          else append_le(buffer, std::bit_cast<uint64_t>(v));
+          switch (type) {
+            case StoreType::F64: append_le(buffer, std::bit_cast<uint64_t>(v)); break;
+            case StoreType::F32: append_le(buffer, std::bit_cast<uint32_t>(static_cast<float>(v))); break;
+            case StoreType::BF16: append_le(buffer, runtime::encode_bf16(v)); break;
+            case StoreType::F16: append_le(buffer, runtime::encode_f16(v)); break;
+          }
         }
         break;
+      }
       case ElemKind::I32:
         dtype = "I32";
         for (size_t i = 0; i < held; ++i) {
@@ -311,8 +318,8 @@ NamedTensors read_safetensors(const std::string& path, std::map<std::string, std
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata, StoreType type) {
-  write_file_atomically(path, encode_safetensors(tensors, metadata, type, path));
+                       const std::map<std::string, std::string>& metadata, const StoreTypes& types) {
+  write_file_atomically(path, encode_safetensors(tensors, metadata, types, path));
 }
 
 }  // namespace quire::io

@@ -18,8 +18,8 @@
 // returned in the header's order; writers usually sort names, so callers
 // should look tensors up by name.
 // Written: tensors in the given order, packed, header padded with spaces so
-// the buffer starts 8-byte aligned; Real as F64 (or F32 with StoreType::F32),
-// I32 as I32, I64 as I64, Bool as BOOL.
+// the buffer starts 8-byte aligned; Real as F64, or F32, BF16 or F16 as the
+// StoreTypes say, I32 as I32, I64 as I64, Bool as BOOL.
 
 #include <map>
 #include <string>
@@ -36,7 +36,8 @@ NamedTensors read_safetensors(const std::string& path, std::map<std::string, std
 /// Writes `tensors` (distinct names, none "__metadata__") and `metadata` as
 /// the safetensors file `path`, atomically (atomic_file.h).
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata = {}, StoreType type = StoreType::F64);
+                       const std::map<std::string, std::string>& metadata = {},
+                       const StoreTypes& types = StoreType::F64);
 
 /// Parses the bytes of a safetensors file; `origin` names them in errors.
 NamedTensors decode_safetensors(std::string_view bytes, const std::string& origin,
@@ -44,6 +45,6 @@ NamedTensors decode_safetensors(std::string_view bytes, const std::string& origi
 
 /// The bytes of a safetensors file; `origin` names it in errors.
 std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
-                               StoreType type, const std::string& origin);
+                               const StoreTypes& types, const std::string& origin);
 
 }  // namespace quire::io

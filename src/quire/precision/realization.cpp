@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -58,9 +59,39 @@ const char* reason_name(Reason r) {
   return "?";
 }
 
+bool is_half(FloatType t) { return t == FloatType::BF16 || t == FloatType::F16; }
+
+std::string signature(const std::vector<Carry>& args) {
+  std::function<std::string(const Carry&)> one = [&](const Carry& c) -> std::string {
+    if (c.tuple) {
+      std::vector<std::string> parts;
+      for (const Carry& e : c.elements) parts.push_back(one(e));
+      return fmt::format("({})", fmt::join(parts, ", "));
+    }
+    return c.type ? runtime::float_type_name(*c.type) : "-";
+  };
+  std::vector<std::string> parts;
+  for (const Carry& c : args) parts.push_back(one(c));
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
+
+const FunctionRealization* Realization::find(int function, Numerics context, const std::string& sig) const {
+  for (const FunctionRealization& f : functions)
+    if (f.function == function && f.context == context && f.signature == sig) return &f;
+  return nullptr;
+}
+
 const FunctionRealization* Realization::find(int function, Numerics context) const {
   for (const FunctionRealization& f : functions)
     if (f.function == function && f.context == context) return &f;
+  return nullptr;
+}
+
+FloatType Realization::input_type() const { return is_half(policy_type(policy)) ? FloatType::F32 : policy_type(policy); }
+
+const ParamStorage* Realization::param(const std::string& path) const {
+  for (const ParamStorage& p : params)
+    if (p.path == path) return &p;
   return nullptr;
 }
 
@@ -72,15 +103,29 @@ int64_t Realization::param_bytes() const {
 
 namespace {
 
-bool is_half(FloatType t) { return t == FloatType::BF16 || t == FloatType::F16; }
 const char* name(FloatType t) { return runtime::float_type_name(t); }
 
 bool is_real_tensor(const elab::Type& t) { return t.kind == elab::TypeKind::Tensor && t.tensor.elem == elab::Elem::Real; }
 
-/// The widest of two storage types (f64 > f32 > f16 > bf16 in precision; for
-/// the choice between the halves, the one with more significand bits).
+/// The wider of two storage types (more significand bits; f16 over bf16).
 FloatType wider(FloatType a, FloatType b) {
   return runtime::float_type_info(a).precision >= runtime::float_type_info(b).precision ? a : b;
+}
+
+bool is_region(Numerics m) { return m == Numerics::RegionBf16 || m == Numerics::RegionF16; }
+
+/// Operations whose result is an exact copy of operand elements.
+bool is_copy(Op op) {
+  switch (op) {
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+      return true;
+    default: return false;
+  }
 }
 
 class Realizer {
@@ -92,26 +137,36 @@ class Realizer {
 
   Realization run(int entry, const std::map<std::string, int64_t>& dims) {
     out_.entry = entry;
+    dims_ = dims;
     const core::Function& fn = prog_.functions[entry];
-    std::string prefix;
     bool has_params = !fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params;
-    walk(entry, Numerics::Default, has_params ? std::optional<std::string>("") : std::nullopt, 0);
+    std::vector<Carry> args;
+    for (const core::FnArg& a : fn.args) args.push_back(input_carry(a.type, 0));
+    realize_function(entry, Numerics::Default, args, has_params ? std::optional<std::string>("") : std::nullopt, 0);
     if (has_params) realize_params(fn.args[0].type.params, dims);
+    // Callers before callees, in the order the walk first reached them.
+    std::stable_sort(out_.functions.begin(), out_.functions.end(),
+                     [&](const FunctionRealization& a, const FunctionRealization& b) {
+                       return first_reached_.at(table_key(a)) < first_reached_.at(table_key(b));
+                     });
     return std::move(out_);
   }
 
  private:
-  /// The type and reason a site takes in `mode` (its own mark, or the context's).
-  std::pair<FloatType, Reason> mode_type(Numerics mode, bool from_prelude) const {
-    FloatType p = policy_type(options_.policy);
-    switch (mode) {
-      case Numerics::High:
-        return {is_half(p) ? FloatType::F32 : p, from_prelude ? Reason::LibraryMark : Reason::Island};
-      case Numerics::RegionBf16: return {FloatType::BF16, Reason::Region};
-      case Numerics::RegionF16: return {FloatType::F16, Reason::Region};
-      case Numerics::Default: break;
+  FloatType policy() const { return policy_type(options_.policy); }
+  bool half_policy() const { return is_half(policy()); }
+  FloatType half_acc(FloatType storage) const { return options_.half_intermediates ? storage : FloatType::F32; }
+
+  /// An entry argument's type: real tensors enter at the input type.
+  Carry input_carry(const elab::Type& t, int depth) const {
+    Carry c;
+    if (depth > 64) return c;
+    if (is_real_tensor(t)) c.type = out_.input_type();
+    if (t.kind == elab::TypeKind::Tuple) {
+      c.tuple = true;
+      for (const elab::Type& e : t.elements) c.elements.push_back(input_carry(e, depth + 1));
     }
-    return {p, Reason::Policy};
+    return c;
   }
 
   bool from_prelude(const core::Instr& in) const {
@@ -120,7 +175,7 @@ class Realizer {
     return false;
   }
 
-  /// The parameter a Field instruction reads, when its tree's path is known.
+  /// The parameter a Field instruction reads, when its tree's module is known.
   const elab::ParamInfo* param_decl(const core::Function& fn, const core::Instr& in) const {
     const elab::Type& tree = fn.type_of(in.args.at(0));
     if (tree.kind != elab::TypeKind::Params || tree.params.module < 0) return nullptr;
@@ -129,154 +184,195 @@ class Realizer {
     return nullptr;
   }
 
-  FunctionRealization& realize_function(int f, Numerics context) {
-    for (FunctionRealization& r : out_.functions)
-      if (r.function == f && r.context == context) return r;
+  /// The realized type of a site computed by `in` in `mode` from operands of
+  /// the given types (nullopt for non-real operands).
+  SiteType site_type(const core::Function& fn, const core::Instr& in, Numerics mode,
+                     const std::vector<std::optional<SiteType>>& table, bool reads_high) const {
+    const FloatType p = policy();
+    const bool reduces = core::op_info(in.op).reduction;
+    const bool product = in.op == Op::Dot || in.op == Op::Contract;
+    const bool constant = in.op == Op::Const || in.op == Op::Real || in.op == Op::OneHot;
+    const std::string under = fmt::format("under --precision {}", policy_name(options_.policy));
+    if (in.op == Op::Cast) {
+      if (auto t = runtime::parse_float_type(in.text)) return {*t, *t, false, false, Reason::Cast, fmt::format("`as {}`", in.text)};
+      if (in.text == "f32acc")
+        return {FloatType::F32, FloatType::F32, false, false, Reason::Cast, "`as f32acc`: the f32 accumulator is kept"};
+    }
+    if (is_region(mode)) {
+      FloatType r = mode == Numerics::RegionBf16 ? FloatType::BF16 : FloatType::F16;
+      if (constant)
+        return {FloatType::F32, FloatType::F32, false, true, Reason::Region,
+                "a scalar constant inside precision(…): kept f32, not read down"};
+      return {r, reduces ? half_acc(r) : r, true, false, Reason::Region,
+              fmt::format("inside precision({}): operands cast down, stored {}", name(r), name(r)), r};
+    }
+    if (mode == Numerics::High) {
+      FloatType t = half_policy() ? FloatType::F32 : p;
+      Reason reason = from_prelude(in) ? Reason::LibraryMark : Reason::Island;
+      return {t, t, false, constant, reason,
+              fmt::format("{} {}", reason == Reason::LibraryMark ? "a library function's numerics(high)" : "inside numerics(high)", under)};
+    }
+    if (in.op == Op::Field) {
+      const elab::ParamInfo* decl = param_decl(fn, in);
+      if (decl && decl->numerics_high && half_policy())
+        return {FloatType::F32, FloatType::F32, false, false, Reason::ParamMark,
+                "a `numerics high` parameter: its master is read directly"};
+      return {p, p, false, false, Reason::Policy,
+              half_policy() ? fmt::format("the parameter's master cast down to {} once a step", name(p))
+                            : fmt::format("the parameter, in the policy's {}", name(p))};
+    }
+    if (!half_policy()) return {p, p, false, constant, Reason::Policy, fmt::format("the policy's {}", name(p))};
+    // A half policy.
+    if (constant) return {FloatType::F32, FloatType::F32, false, true, Reason::Policy, "a scalar constant stays f32 beside half values"};
+    if (reads_high)
+      return {FloatType::F32, FloatType::F32, false, false, Reason::ParamMark, "reads a `numerics high` parameter: computes in f32"};
+    if (product) {
+      if (in.text == "out=f32")
+        return {FloatType::F32, FloatType::F32, true, false, Reason::OutRequest,
+                fmt::format("{} operands, the f32 accumulator stored (`out = f32`)", name(p)), p};
+      return {p, half_acc(p), true, false, Reason::Policy,
+              fmt::format("a product: {} operands, accumulated in {}", name(p), name(half_acc(p))), p};
+    }
+    if (in.op == Op::Uniform || in.op == Op::Normal || in.op == Op::Bernoulli)
+      return {FloatType::F32, FloatType::F32, false, false, Reason::Policy, "a random draw is made in f32"};
+    // Element-wise, reductions and copies: the half once a half operand is met.
+    bool meets_half = false;
+    std::optional<FloatType> widest;
+    for (int a : in.args) {
+      const auto& st = table[a];
+      if (!st || st->weak) continue;
+      meets_half = meets_half || is_half(st->storage);
+      widest = widest ? wider(*widest, st->storage) : st->storage;
+    }
+    if (meets_half)
+      return {p, reduces ? half_acc(p) : p, false, false, Reason::Policy,
+              is_copy(in.op) ? fmt::format("a copy of a {} value", name(p)) : fmt::format("meets a {} value {}", name(p), under)};
+    FloatType t = widest.value_or(FloatType::F32);
+    return {t, t, false, false, Reason::Policy, fmt::format("no {} operand: stays {} {}", name(p), name(t), under)};
+  }
+
+  /// The fold's copy count at the run's dimensions (8 if unknown: enough for
+  /// the types to reach their fixed point).
+  int64_t fold_copies(const core::Instr& in) const {
+    if (in.sizes.empty()) return 8;
+    return in.sizes[0].evaluate(dims_).value_or(8);
+  }
+
+  /// Realizes `f` in `context` for `args`, recording the parameter reads
+  /// under `theta_prefix`; returns the result's type.
+  Carry realize_function(int f, Numerics context, const std::vector<Carry>& args,
+                         std::optional<std::string> theta_prefix, int depth) {
+    if (f < 0 || depth > 256) return {};
+    const std::string sig = signature(args);
+    first_reached_.emplace(table_key(f, context, sig), first_reached_.size());
+    const std::string key = fmt::format("{}|{}|{}|{}", f, static_cast<int>(context), sig, theta_prefix.value_or("-"));
+    if (const FunctionRealization* done = out_.find(f, context, sig); done && walked_.count(key)) return done->result;
+    walked_.insert(key);
     const core::Function& fn = prog_.functions[f];
     FunctionRealization r;
     r.function = f;
     r.context = context;
+    r.signature = sig;
+    r.args = args;
     r.values.resize(fn.value_count() + 1);
-    FloatType p = policy_type(options_.policy);
-    for (const core::FnArg& a : fn.args) {
-      if (!is_real_tensor(a.type)) continue;
-      if (f == out_.entry) r.values[a.id] = SiteType{p, p, false, Reason::Input, "an argument of the entry, cast on entry"};
-      else r.values[a.id] = SiteType{p, p, false, Reason::Carried, "an argument: the caller's value"};
-    }
-    // Values that read a `numerics high` parameter compute in f32.
-    std::set<int> high_reads;
-    for (const core::Instr& in : fn.body) {
-      if (in.op == Op::Field && is_real_tensor(in.type)) {
-        const elab::ParamInfo* decl = param_decl(fn, in);
-        if (decl && decl->numerics_high) high_reads.insert(in.id);
+    std::vector<Carry> carry(fn.value_count() + 1);
+    for (size_t i = 0; i < fn.args.size() && i < args.size(); ++i) {
+      int id = fn.args[i].id;
+      carry[id] = args[i];
+      if (is_real_tensor(fn.args[i].type) && args[i].type) {
+        FloatType t = *args[i].type;
+        r.values[id] = depth == 0 ? SiteType{t, t, false, false, Reason::Input,
+                                             half_policy() ? "data enters in f32 and stays f32 until it meets a half value"
+                                                           : fmt::format("an argument of the entry, cast to {} on entry", name(t))}
+                                  : SiteType{t, t, false, false, Reason::Carried, "an argument: the caller's value"};
       }
     }
+    std::map<int, std::string> tree_path;
+    if (theta_prefix && !fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params) tree_path[fn.args[0].id] = *theta_prefix;
+    std::set<int> high_reads;  // values that read a `numerics high` parameter
     for (const core::Instr& in : fn.body) {
-      if (!is_real_tensor(in.type)) continue;
       Numerics mode = in.numerics != Numerics::Default ? in.numerics : context;
-      auto [type, reason] = mode_type(mode, from_prelude(in));
-      SiteType st{type, type, false, reason, ""};
-      const char* form = reason == Reason::Region ? "inside precision(…)" : reason == Reason::Island ? "inside numerics(high)"
-                         : reason == Reason::LibraryMark ? "a library function's numerics(high)" : "the policy";
-      st.why = fmt::format("{} under --precision {}", form, policy_name(options_.policy));
-      bool region = mode == Numerics::RegionBf16 || mode == Numerics::RegionF16;
-      st.read_down = region;
+      auto operand_carries = [&](size_t first) {
+        std::vector<Carry> cs;
+        for (size_t k = first; k < in.args.size(); ++k) cs.push_back(carry[in.args[k]]);
+        return cs;
+      };
+      auto carried = [&](const Carry& c, std::string why) {
+        carry[in.id] = c;
+        if (is_real_tensor(in.type) && c.type) r.values[in.id] = SiteType{*c.type, *c.type, false, false, Reason::Carried, std::move(why)};
+      };
       switch (in.op) {
-        case Op::Cast:
-          if (auto t = runtime::parse_float_type(in.text)) {
-            st = {*t, *t, false, Reason::Cast, fmt::format("`as {}`", in.text)};
-          } else if (in.text == "f32acc") {
-            st = {FloatType::F32, FloatType::F32, false, Reason::Cast, "`as f32acc`: the f32 accumulator is kept"};
+        case Op::Call: {
+          std::optional<std::string> prefix;
+          if (!in.args.empty())
+            if (auto it = tree_path.find(in.args[0]); it != tree_path.end()) prefix = it->second;
+          Carry res = realize_function(in.callee, mode, operand_carries(0), prefix, depth + 1);
+          carried(res, fmt::format("the result of {}", core::site_name(prog_.functions[in.callee],
+                                                                          prog_.functions[in.callee].result_value)));
+          continue;
+        }
+        case Op::Fold: {
+          std::optional<std::string> prefix;
+          if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end()) prefix = it->second;
+          Carry acc = carry[in.args.at(1)];
+          int64_t copies = fold_copies(in);
+          for (int64_t i = 0; i < copies && i < 8; ++i) {
+            Carry next = realize_function(in.callee, mode, {Carry{}, acc}, prefix, depth + 1);
+            bool fixed = next == acc;
+            acc = next;
+            if (fixed) break;
           }
-          break;
-        case Op::Const:
-        case Op::Real:
-          // A scalar constant is not rounded to a half, as PyTorch keeps Python scalars wide.
-          if (is_half(type)) {
-            st.storage = st.accumulator = FloatType::F32;
-            st.why = "a scalar constant stays f32 beside half values";
-          }
-          break;
+          carried(acc, fmt::format("the result of the last copy of {}", prog_.functions[in.callee].name));
+          continue;
+        }
+        case Op::TupleGet: {
+          const Carry& t = carry[in.args.at(0)];
+          size_t k = static_cast<size_t>(in.integer);
+          carried(t.tuple && k < t.elements.size() ? t.elements[k] : Carry{}, "a tuple's element, as stored");
+          continue;
+        }
+        case Op::MakeTuple: {
+          Carry c;
+          c.tuple = true;
+          c.elements = operand_carries(0);
+          carry[in.id] = c;
+          continue;
+        }
         case Op::Field: {
-          const elab::ParamInfo* decl = param_decl(fn, in);
-          if (decl && decl->numerics_high && mode != Numerics::RegionBf16 && mode != Numerics::RegionF16) {
-            st = {wider(type, FloatType::F32), FloatType::F32, false, Reason::ParamMark,
-                  "a `numerics high` parameter: its master is read directly"};
-          } else if (decl && is_half(type)) {
-            st.why = fmt::format("the parameter's master cast down to {} once a step", name(type));
+          auto it = tree_path.find(in.args.at(0));
+          std::string path = it != tree_path.end() ? it->second + in.text : "";
+          if (in.type.kind == elab::TypeKind::Params) {
+            if (it != tree_path.end()) tree_path[in.id] = path + ".";
+            continue;
           }
+          const elab::ParamInfo* decl = param_decl(fn, in);
+          if (decl && decl->numerics_high) high_reads.insert(in.id);
           break;
         }
-        case Op::Dot:
-        case Op::Contract:
-          // Products read half operands (autocast's rule) and accumulate in f32.
-          if (is_half(type)) {
-            st.read_down = true;
-            st.accumulator = options_.half_intermediates ? type : FloatType::F32;
-            if (in.text == "out=f32" && mode != Numerics::High) {
-              st.storage = FloatType::F32;
-              st.reason = Reason::OutRequest;
-              st.why = fmt::format("{} operands, the f32 accumulator stored (`out = f32`)", name(type));
-            }
-          }
-          break;
-        case Op::Sum:
-        case Op::Mean:
-        case Op::LogSumExp:
-        case Op::ReduceMax:
-        case Op::ReduceMin:
-          if (is_half(type)) st.accumulator = options_.half_intermediates ? type : FloatType::F32;
-          break;
-        case Op::Call:
-        case Op::Fold:
-        case Op::TupleGet:
-          st.reason = Reason::Carried;
-          st.why = in.op == Op::TupleGet ? "a tuple's element" : "the callee's result";
-          break;
         default: break;
       }
-      if (in.op != Op::Field && in.op != Op::Cast && st.reason != Reason::Carried && !region)
-        for (int a : in.args)
-          if (high_reads.count(a)) {
-            st.storage = st.accumulator = wider(st.storage, FloatType::F32);
-            st.read_down = false;
-            st.reason = Reason::ParamMark;
-            st.why = fmt::format("reads the `numerics high` parameter `{}`", fn.value_name(a));
-          }
+      if (!is_real_tensor(in.type)) continue;
+      bool reads_high = false;
+      if (in.op != Op::Field && in.op != Op::Cast)
+        for (int a : in.args) reads_high = reads_high || high_reads.count(a) > 0;
+      SiteType st = site_type(fn, in, mode, r.values, reads_high);
       r.values[in.id] = st;
-    }
-    out_.functions.push_back(std::move(r));
-    return out_.functions.back();
-  }
-
-  /// Walks the calls from `f` in `context`, realizing each function reached and
-  /// recording which type each parameter path is read in.
-  void walk(int f, Numerics context, std::optional<std::string> theta_prefix, int depth) {
-    if (f < 0 || depth > 256) return;
-    std::string key = fmt::format("{}|{}|{}", f, static_cast<int>(context), theta_prefix.value_or("-"));
-    if (!walked_.insert(key).second) return;
-    realize_function(f, context);
-    const core::Function& fn = prog_.functions[f];
-    // Parameter-tree paths of this function's values.
-    std::map<int, std::string> tree_path;
-    if (theta_prefix && !fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params) tree_path[1] = *theta_prefix;
-    for (const core::Instr& in : fn.body) {
-      Numerics mode = in.numerics != Numerics::Default ? in.numerics : context;
+      carry[in.id].type = st.storage;
       if (in.op == Op::Field) {
-        auto it = tree_path.find(in.args.at(0));
-        if (it == tree_path.end()) continue;
-        std::string path = it->second + in.text;
-        if (in.type.kind == elab::TypeKind::Params) tree_path[in.id] = path + ".";
-        else if (const FunctionRealization* r = out_.find(f, context); r && r->values[in.id])
-          reads_[path].push_back({r->values[in.id]->storage, core::site_name(fn, in.id)});
-        continue;
-      }
-      if ((in.op == Op::Call || in.op == Op::Fold) && in.callee >= 0) {
-        std::optional<std::string> prefix;
-        if (!in.args.empty()) {
-          auto it = tree_path.find(in.args[0]);
-          if (it != tree_path.end()) prefix = it->second;
-        }
-        walk(in.callee, mode, prefix, depth + 1);
-        // A call's result is stored as its callee's result is.
-        const core::Function& callee = prog_.functions[in.callee];
-        FunctionRealization* caller = nullptr;
-        for (FunctionRealization& r : out_.functions)
-          if (r.function == f && r.context == context) caller = &r;
-        const FunctionRealization* cr = out_.find(in.callee, mode);
-        if (caller && cr && caller->values[in.id] && callee.result_value > 0 && cr->values[callee.result_value]) {
-          caller->values[in.id]->storage = cr->values[callee.result_value]->storage;
-          caller->values[in.id]->accumulator = caller->values[in.id]->storage;
-          caller->values[in.id]->why = fmt::format("the result of {}", core::site_name(callee, callee.result_value));
-        }
+        if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end())
+          reads_[it->second + in.text].push_back({st.storage, core::site_name(fn, in.id)});
       }
     }
+    r.result = fn.result_value > 0 ? carry[fn.result_value] : Carry{};
+    Carry result = r.result;
+    if (!out_.find(f, context, sig)) out_.functions.push_back(std::move(r));
+    return result;
   }
 
   void realize_params(const elab::ParamsType& model, const std::map<std::string, int64_t>& dims) {
     auto types = prog_.flatten(model);
     auto decls = prog_.flatten_decls(model);
-    FloatType p = policy_type(options_.policy);
+    FloatType p = policy();
     FloatType master = p == FloatType::F64 ? FloatType::F64 : FloatType::F32;
     for (size_t i = 0; i < types.size(); ++i) {
       ParamStorage s;
@@ -314,9 +410,16 @@ class Realizer {
     }
   }
 
+  static std::string table_key(int f, Numerics context, const std::string& sig) {
+    return fmt::format("{}|{}|{}", f, static_cast<int>(context), sig);
+  }
+  static std::string table_key(const FunctionRealization& r) { return table_key(r.function, r.context, r.signature); }
+
   const elab::Program& prog_;
   RealizeOptions options_;
   Realization out_;
+  std::map<std::string, int64_t> dims_;
+  std::map<std::string, size_t> first_reached_;
   std::set<std::string> walked_;
   std::map<std::string, std::vector<std::pair<FloatType, std::string>>> reads_;
 };
@@ -335,8 +438,9 @@ std::string print_realization(const elab::Program& prog, const Realization& r) {
   out += fmt::format("{:<28} {:<10} {:<6} {:<6} {:<14} {}\n", "site", "op", "type", "acc", "reason", "why");
   for (const FunctionRealization& fr : r.functions) {
     const core::Function& fn = prog.functions[fr.function];
-    if (fr.context != Numerics::Default)
-      out += fmt::format("-- {} called inside {}\n", fn.name, core::numerics_name(fr.context));
+    if (fr.function != r.entry || fr.context != Numerics::Default)
+      out += fmt::format("-- {}{}{}\n", fn.name, fr.signature,
+                         fr.context != Numerics::Default ? fmt::format(" inside {}", core::numerics_name(fr.context)) : "");
     for (int id = 1; id <= fn.value_count(); ++id) {
       const auto& st = fr.values[id];
       if (!st) continue;
@@ -377,6 +481,7 @@ nlohmann::ordered_json realization_json(const elab::Program& prog, const Realiza
       s["reason"] = reason_name(st->reason);
       s["why"] = st->why;
       if (fr.context != Numerics::Default) s["context"] = core::numerics_name(fr.context);
+      if (fr.function != r.entry) s["arguments"] = fr.signature;
       j["sites"].push_back(s);
     }
   }

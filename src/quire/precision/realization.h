@@ -10,15 +10,19 @@
 //   - `x as T`: T. `matmul(x, w, out = f32)`: the f32 accumulator is stored.
 //   - `param … numerics high`: its reads, and the instructions that use them, are f32.
 //   - `param … frozen`: stored in the type its readers read.
-//   - otherwise the policy: f64, f32, or a half for activations and products
-//     (trained parameters keep f32 masters whose reads are cast down once).
+//   - otherwise the policy. Under f64 or f32 every site takes its type. Under
+//     a half, products read their operands cast down to the half and store
+//     the half; parameters keep f32 masters whose reads are cast down once; a
+//     value computed from f32 values only (the data, an island's output)
+//     stays f32 until it meets a half value, and then the result is the half.
 //
-// A function's sites can be realized differently in different calling
-// contexts (a function called inside a region computes in the half), so a
-// realization holds one table per (function, context) the entry reaches.
+// Because types flow from operands, a function's sites depend on the types of
+// its arguments and on the form around its call: a realization holds one
+// table per (function, form, argument types) the entry reaches.
 //
 // Requires: an elaborated program without errors. Produces: the Realization
-// the typed interpreter evaluates under.
+// the typed interpreter evaluates under; its tables are the contract that
+// interpreter checks at every call.
 
 #include <optional>
 #include <string>
@@ -60,17 +64,34 @@ const char* reason_name(Reason r);
 struct SiteType {
   FloatType storage = FloatType::F64;      ///< the type the value is stored in (rounded once on store)
   FloatType accumulator = FloatType::F64;  ///< reductions and contractions: the type each step rounds to
-  bool read_down = false;                  ///< operands wider than `storage` are rounded to it before use
+  bool read_down = false;                  ///< real operands are rounded to `read_as` before use
+  bool weak = false;                       ///< a scalar constant: never pulls a result to a half, never read down
   Reason reason = Reason::Policy;
   std::string why;                         ///< one line, for the printout
+  FloatType read_as = FloatType::F64;      ///< with read_down: the type operands are read in (the half)
 };
 
-/// The realization of one function in one calling context.
+/// The realized type of a value passed between functions: a real tensor's
+/// storage type, a tuple's elements, nothing for keys, trees and host scalars.
+struct Carry {
+  std::optional<FloatType> type;
+  bool tuple = false;
+  std::vector<Carry> elements;
+  bool operator==(const Carry&) const = default;
+};
+/// "(f32, (bf16, f32), -)": the argument types a function is realized for.
+std::string signature(const std::vector<Carry>& args);
+
+/// The realization of one function in one form (the innermost numerics form
+/// around its call) for one list of argument types.
 struct FunctionRealization {
   int function = -1;
   core::Numerics context = core::Numerics::Default;
+  std::string signature;  ///< of `args`
+  std::vector<Carry> args;
   /// By value number (index 0 unused); nullopt for values that are not real tensors.
   std::vector<std::optional<SiteType>> values;
+  Carry result;
 };
 
 struct ParamStorage {
@@ -90,7 +111,14 @@ struct Realization {
   std::vector<FunctionRealization> functions;
   std::vector<ParamStorage> params;
 
+  /// The table of `function` in `context` for these argument types (nullptr if the entry does not reach it).
+  const FunctionRealization* find(int function, core::Numerics context, const std::string& signature) const;
+  /// The first table of `function` in `context`, whatever its argument types.
   const FunctionRealization* find(int function, core::Numerics context) const;
+  /// The type the entry's real arguments are cast to on entry.
+  FloatType input_type() const;
+  /// The stored type of the parameter at `path` (nullptr if there is none).
+  const ParamStorage* param(const std::string& path) const;
   /// Bytes the parameters take at rest, each at its stored type.
   int64_t param_bytes() const;
 };
@@ -99,6 +127,8 @@ struct RealizeOptions {
   Policy policy = Policy::F64;
   bool half_intermediates = false;  ///< reductions and contractions accumulate in the half itself
 };
+
+bool is_half(FloatType t);
 
 /// Realizes everything `entry` reaches. `dims` sizes the parameters (for bytes).
 Realization realize(const elab::Program& prog, int entry, const RealizeOptions& options,

@@ -37,7 +37,7 @@ void place(const char* op, std::vector<bool>& placed, int axis, char operand) {
 }
 
 Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                      const std::vector<std::pair<int, int>>& contracted) {
+                      const std::vector<std::pair<int, int>>& contracted, FloatType acc_type) {
   detail::require_well_formed(a, op);
   detail::require_well_formed(b, op);
   if (!a.is_real() || !b.is_real())
@@ -108,12 +108,18 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
   StridedWalk<2> cells(shape, {a_step, b_step});
   const double* av = a.reals.data();
   const double* bv = b.reals.data();
+  const bool narrow = acc_type != FloatType::F64;
   for (size_t i = 0; i < out.reals.size(); ++i, cells.next()) {
     double acc = 0.0;
     for (size_t t = 0; t < outer; ++t) {
       const double* x = av + cells.offset(0) + a_outer[t];
       const double* y = bv + cells.offset(1) + b_outer[t];
-      for (int64_t k = 0; k < inner; ++k) acc = acc + x[k * a_inner_step] * y[k * b_inner_step];
+      if (narrow) {
+        for (int64_t k = 0; k < inner; ++k)
+          acc = round_to(acc_type, acc + round_to(acc_type, x[k * a_inner_step] * y[k * b_inner_step]));
+      } else {
+        for (int64_t k = 0; k < inner; ++k) acc = acc + x[k * a_inner_step] * y[k * b_inner_step];
+      }
     }
     out.reals[i] = acc;
   }
@@ -123,17 +129,17 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
 }  // namespace
 
 Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                const std::vector<std::pair<int, int>>& contracted) {
-  return contract_named("contract", a, b, result, contracted);
+                const std::vector<std::pair<int, int>>& contracted, FloatType acc) {
+  return contract_named("contract", a, b, result, contracted, acc);
 }
 
-Tensor dot(const Tensor& x, const Tensor& w) {
+Tensor dot(const Tensor& x, const Tensor& w, FloatType acc) {
   const int xr = static_cast<int>(x.rank()), wr = static_cast<int>(w.rank());
   if (xr < 1 || wr < 1) misuse("dot", fmt::format("operands of rank {} and {}; both need an axis", xr, wr));
   std::vector<ResultAxis> result;
   for (int d = 0; d + 1 < xr; ++d) result.push_back({d, -1});
   for (int d = 1; d < wr; ++d) result.push_back({-1, d});
-  return contract_named("dot", x, w, result, {{xr - 1, 0}});
+  return contract_named("dot", x, w, result, {{xr - 1, 0}}, acc);
 }
 
 }  // namespace quire::runtime

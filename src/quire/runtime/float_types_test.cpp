@@ -8,7 +8,6 @@
 #include <random>
 #include <vector>
 
-#include "quire/runtime/float_round.h"
 
 namespace quire::runtime {
 namespace {
@@ -342,15 +341,6 @@ TEST(FloatRounding, F64IsTheIdentity) {
     EXPECT_EQ(bits_of(decode_bits(FloatType::F64, bits_of(x))), bits_of(x));
   }
   EXPECT_EQ(encode_bits(FloatType::F64, -std::numeric_limits<double>::signaling_NaN()), 0xFFF8000000000000u);
-}
-
-// The interpreter's spelling (float_round.h) is the same rounding.
-TEST(FloatRounding, InterpreterCastsUseRoundTo) {
-  for (double x : {1 + 0x1p-8 + 0x1p-30, 65520.0, 1e-8, -3.14159}) {
-    EXPECT_EQ(bits_of(round_to_format(x, kF32)), bits_of(round_to(FloatType::F32, x)));
-    EXPECT_EQ(bits_of(round_to_format(x, kBf16)), bits_of(round_to(FloatType::BF16, x)));
-    EXPECT_EQ(bits_of(round_to_format(x, kF16)), bits_of(round_to(FloatType::F16, x)));
-  }
 }
 
 /// Random f64 values around r's range: exponents from below its smallest

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "quire/runtime/float_types.h"
 #include "quire/runtime/runtime_error.h"
 #include "quire/runtime/tensor.h"
 
@@ -160,7 +161,13 @@ std::optional<ElemKind> reduce_result_kind(ReduceOp op, ElemKind operand);
 /// x: shape S; axes: sorted, unique indices into S (all of them for a full
 /// reduction, none for a copy). Result: S without the reduced axes. An empty
 /// reduced axis is an error for Max/Min only when the result has elements.
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes);
+///
+/// `acc` is the accumulator's type (Real operands only). F64 is the fold as
+/// written above. A narrower type rounds every step to it (round_to), which
+/// is that type's own arithmetic: Sum `acc = r(acc + x)`; Mean `r(Sum / n)`;
+/// LogSumExp `e = r(exp(r(x - m)))`, `acc = r(acc + e)`, `r(m + r(log(acc)))`.
+/// Max and Min are exact in any type.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, FloatType acc = FloatType::F64);
 
 // ---------------------------------------------------------------------------
 // Contraction (contract.cpp)
@@ -179,12 +186,16 @@ struct ResultAxis {
 ///   acc = 0.0; for each contracted index tuple in row-major order of the pairs
 ///   as listed: acc = acc + a[…] * b[…]   (rounded product, then rounded sum)
 /// so an empty contraction gives +0.0.
+///
+/// `acc` is the accumulator's type: F64 as written; a narrower type rounds the
+/// product and every partial sum to it, `acc = r(acc + r(a*b))`, which for
+/// f32 is exactly f32 arithmetic (a product of two f32 values is exact in f64).
 Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                const std::vector<std::pair<int, int>>& contracted);
+                const std::vector<std::pair<int, int>>& contracted, FloatType acc = FloatType::F64);
 
 /// numpy.tensordot(x, w, axes=1): x [..., K] · w [K, ...] → x.shape[:-1] + w.shape[1:],
 /// contracting x's last axis with w's first (both of rank ≥ 1, Real).
-Tensor dot(const Tensor& x, const Tensor& w);
+Tensor dot(const Tensor& x, const Tensor& w, FloatType acc = FloatType::F64);
 
 // ---------------------------------------------------------------------------
 // Restructuring (restructure.cpp): exact copies of elements, no arithmetic.

@@ -88,21 +88,27 @@ double fold_min(Visit& visit) {
   return acc;
 }
 
+/// Rounds to the accumulator's type; F64 is the identity, skipped.
+struct Acc {
+  FloatType type;
+  double operator()(double v) const { return type == FloatType::F64 ? v : round_to(type, v); }
+};
+
 template <class Visit>
-double fold_sum(Visit& visit) {
+double fold_sum(Visit& visit, Acc r) {
   double acc = 0.0;
-  visit([&](double x) { acc = acc + x; });
+  visit([&](double x) { acc = r(acc + x); });
   return acc;
 }
 
-void reduce_reals(ReduceOp op, const Split& s, const std::vector<double>& values, std::vector<double>& out) {
+void reduce_reals(ReduceOp op, const Split& s, const std::vector<double>& values, std::vector<double>& out, Acc r) {
   switch (op) {
-    case ReduceOp::Sum: return fold_slices(s, values, out, [](auto& visit, size_t) { return fold_sum(visit); });
+    case ReduceOp::Sum: return fold_slices(s, values, out, [&](auto& visit, size_t) { return fold_sum(visit, r); });
     case ReduceOp::Mean:
       return fold_slices(s, values, out, [&](auto& visit, size_t) {
         // 0/0 would give the hardware's NaN (negative on x86); the mean of nothing is the quiet NaN.
         if (s.count == 0) return std::numeric_limits<double>::quiet_NaN();
-        return fold_sum(visit) / static_cast<double>(s.count);
+        return r(fold_sum(visit, r) / static_cast<double>(s.count));
       });
     case ReduceOp::Max: return fold_slices(s, values, out, [](auto& visit, size_t) { return fold_max(visit); });
     case ReduceOp::Min: return fold_slices(s, values, out, [](auto& visit, size_t) { return fold_min(visit); });
@@ -113,8 +119,8 @@ void reduce_reals(ReduceOp op, const Split& s, const std::vector<double>& values
         // ±inf or NaN: x - m would be NaN (inf - inf); the result is m itself.
         if (!std::isfinite(m)) return m;
         double acc = 0.0;
-        visit([&](double x) { acc = acc + std::exp(x - m); });
-        return m + std::log(acc);
+        visit([&](double x) { acc = r(acc + r(std::exp(r(x - m)))); });
+        return r(m + r(std::log(acc)));
       });
   }
 }
@@ -172,7 +178,7 @@ std::optional<ElemKind> reduce_result_kind(ReduceOp op, ElemKind operand) {
   return std::nullopt;
 }
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes) {
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, FloatType acc) {
   const char* name = op_name(op);
   detail::require_well_formed(x, name);
   const std::optional<ElemKind> kind = reduce_result_kind(op, x.kind);
@@ -206,9 +212,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes) {
   if (*kind != ElemKind::Real)
     reduce_ints(op, *kind, s, x.ints, out.ints);
   else if (x.is_real())
-    reduce_reals(op, s, x.reals, out.reals);
+    reduce_reals(op, s, x.reals, out.reals, Acc{acc});
   else
-    reduce_reals(op, s, to_reals(x.ints), out.reals);
+    reduce_reals(op, s, to_reals(x.ints), out.reals, Acc{acc});
   return out;
 }
 

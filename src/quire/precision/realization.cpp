@@ -233,6 +233,9 @@ class Realizer {
       return {p, half_acc(p), true, false, Reason::Policy,
               fmt::format("a product: {} operands, accumulated in {}", name(p), name(half_acc(p))), p};
     }
+    if (in.op == Op::LogSumExp)
+      return {FloatType::F32, FloatType::F32, false, false, Reason::LibraryMark,
+              "logsumexp is sensitive (the prelude's mark): computed and kept in f32"};
     if (in.op == Op::Uniform || in.op == Op::Normal || in.op == Op::Bernoulli)
       return {FloatType::F32, FloatType::F32, false, false, Reason::Policy, "a random draw is made in f32"};
     // Element-wise, reductions and copies: the half once a half operand is met.

@@ -134,6 +134,78 @@ fn g(x : ℝ[4]) -> ℝ[4] =
   EXPECT_EQ(region->values[exp_site]->reason, Reason::Region);
 }
 
+TEST(Realization, NestedFormsInnermostWins) {
+  auto e = elaborate_text(R"(fn g(x : ℝ[4]) -> (ℝ[4], ℝ[4]) =
+  let a = precision(bf16) { numerics(high) { x * x } }
+  let b = numerics(high) { precision(f16) { x * x } }
+  (a, b)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  for (Policy policy : {Policy::F32, Policy::BF16}) {
+    Realization r = realize(*e->prog, e->prog->find_function("g"), {policy, false}, {});
+    int g = e->prog->find_function("g");
+    const FunctionRealization* t = r.find(g, core::Numerics::Default);
+    ASSERT_TRUE(t);
+    for (const core::Instr& in : e->prog->functions[g].body) {
+      if (in.name == "a") {
+        EXPECT_EQ(t->values[in.id]->storage, FloatType::F32);
+        EXPECT_EQ(t->values[in.id]->reason, Reason::Island);
+      }
+      if (in.name == "b") {
+        EXPECT_EQ(t->values[in.id]->storage, FloatType::F16);
+        EXPECT_EQ(t->values[in.id]->reason, Reason::Region);
+        EXPECT_TRUE(t->values[in.id]->read_down);
+      }
+    }
+  }
+}
+
+// The prelude's marks: under bf16 softmax, cross-entropy and rms_norm's
+// statistic are f32 library marks; rms_norm's output meets the bf16 input and
+// comes back bf16, as F.rms_norm returns its input's dtype.
+TEST(Realization, PreludeMarksAreLibraryIslands) {
+  auto e = elaborate_text(R"(module M {
+  param w : ℝ[8, 8]  init = xavier_uniform
+  param γ : ℝ[8]     init = ones
+  fn apply(x : ℝ[b: 2, 8]) -> (ℝ[b: 2, 8], ℝ[b: 2, 8], ℝ[]) =
+    let h = x · w
+    let n = rms_norm(h, γ)
+    (softmax(h), n, sum(logsumexp(axis b, h)))
+}
+fn f(θ : params M, x : ℝ[b: 2, 8]) -> (ℝ[b: 2, 8], ℝ[b: 2, 8], ℝ[]) = M.apply(θ, x)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  Realization r = realize(*e->prog, e->prog->find_function("f"), {Policy::BF16, false}, {});
+  auto result_of = [&](const std::string& fn) -> const SiteType& {
+    int f = e->prog->find_function(fn);
+    const FunctionRealization* t = r.find(f, core::Numerics::Default);
+    if (!t || !t->values[e->prog->functions[f].result_value]) throw std::runtime_error("no table for " + fn);
+    return *t->values[e->prog->functions[f].result_value];
+  };
+  EXPECT_EQ(result_of("softmax").storage, FloatType::F32);
+  EXPECT_EQ(result_of("softmax").reason, Reason::LibraryMark);
+  EXPECT_EQ(result_of("rms_norm").storage, FloatType::BF16);
+  EXPECT_EQ(result_of("rms_norm").reason, Reason::Policy);
+  int rms = e->prog->find_function("rms_norm");
+  const FunctionRealization* t = r.find(rms, core::Numerics::Default);
+  for (const core::Instr& in : e->prog->functions[rms].body)
+    if (in.name == "r") {
+      EXPECT_EQ(t->values[in.id]->storage, FloatType::F32);
+      EXPECT_EQ(t->values[in.id]->reason, Reason::LibraryMark);
+    }
+  // The built-in logsumexp reduction is sensitive too.
+  int apply = e->prog->find_function("M.apply");
+  const FunctionRealization* a = r.find(apply, core::Numerics::Default);
+  bool seen = false;
+  for (const core::Instr& in : e->prog->functions[apply].body)
+    if (in.op == core::Op::LogSumExp) {
+      seen = true;
+      EXPECT_EQ(a->values[in.id]->storage, FloatType::F32);
+      EXPECT_EQ(a->values[in.id]->reason, Reason::LibraryMark);
+    }
+  EXPECT_TRUE(seen);
+}
+
 TEST(Realization, JsonHasOneObjectPerSiteAndParameter) {
   Realized x = realize_under(Policy::BF16);
   auto j = realization_json(*x.e->prog, x.r);

@@ -1,6 +1,7 @@
 // Feeds arbitrary bytes to the front end as a program's main file: the lexer,
 // the parser and the elaborator must return diagnostics, never crash, hang or
-// recurse without bound. The tutorial's files are importable (from memory), so
+// recurse without bound; whatever elaborates is printed and realized under
+// every policy (the realization must accept every program the language does). The tutorial's files are importable (from memory), so
 // mutations of programs that import them reach elaboration's deeper paths.
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
+#include "quire/precision/realization.h"
 
 namespace {
 
@@ -51,6 +53,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rendered += quire::elab::print_summary(*prog);
     rendered += quire::elab::print_elab(*prog);
     rendered += quire::core::print_core(*prog);
+    const quire::precision::Policy policies[] = {quire::precision::Policy::F32, quire::precision::Policy::BF16};
+    const quire::FileId main_file = prog->files[prog->main_file].id;
+    for (size_t f = 0; f < prog->functions.size(); ++f)
+      for (quire::precision::Policy p : policies) {
+        if (prog->functions[f].file != main_file) continue;
+        auto r = quire::precision::realize(*prog, static_cast<int>(f), {p, false}, {});
+        rendered += quire::precision::print_realization(*prog, r);
+      }
   }
   return 0;
 }

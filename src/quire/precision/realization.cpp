@@ -249,7 +249,7 @@ class Realizer {
     }
     if (meets_half)
       return {p, reduces ? half_acc(p) : p, false, false, Reason::Policy,
-              is_copy(in.op) ? fmt::format("a copy of a {} value", name(p)) : fmt::format("meets a half value ({}) {}", name(p), under)};
+              is_copy(in.op) ? fmt::format("a copy of a half value ({})", name(p)) : fmt::format("meets a half value ({}) {}", name(p), under)};
     FloatType t = widest.value_or(FloatType::F32);
     return {t, t, false, false, Reason::Policy, fmt::format("no half operand: stays {} {}", name(t), under)};
   }

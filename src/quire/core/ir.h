@@ -64,7 +64,7 @@ struct Instr {
   int64_t integer3 = 1;       ///< slice step
   std::string text;           ///< Field's name, Cast's target type
   int callee = -1;            ///< Call/Fold: index into Program::functions
-  std::vector<elab::Size> sizes;  ///< Call/Fold: the callee module's dimensions; split/draw/one_hot sizes; Fold's count first
+  std::vector<elab::Size> sizes;  ///< Call/Fold: the callee's dims (module dimensions or inferred size parameters); split/draw/one_hot sizes; Fold's count first
   std::vector<std::pair<int, int>> pairs;  ///< Contract: batch axes (a, b) paired by name
   Numerics numerics = Numerics::Default;  ///< the innermost numerics form around it
 };
@@ -81,7 +81,7 @@ struct FnArg {
 struct Function {
   std::string name;                 ///< "Linear.apply", "loss"
   int module = -1;                  ///< the module that owns it, or -1
-  std::vector<std::string> dims;    ///< the module's dimension symbols (In, Out)
+  std::vector<std::string> dims;    ///< the module's dimension symbols (In, Out), or a top-level function's size parameters (N)
   std::vector<FnArg> args;
   elab::Type result;
   std::vector<Instr> body;

@@ -119,10 +119,7 @@ static std::string signature(const elab::Program& prog, const Function& fn) {
 }
 
 std::string print_core(const elab::Program& prog, int reachable_from) {
-  std::vector<int> which;
-  if (reachable_from >= 0) which = reachable_functions(prog, reachable_from);
-  else
-    for (size_t i = 0; i < prog.functions.size(); ++i) which.push_back(static_cast<int>(i));
+  std::vector<int> which = reachable_from >= 0 ? reachable_functions(prog, reachable_from) : prog.shown_functions();
   elab::TypePrinter tp = prog.printer();
   std::string out;
   for (int f : which) {
@@ -138,10 +135,7 @@ std::string print_core(const elab::Program& prog, int reachable_from) {
 }
 
 nlohmann::ordered_json core_json(const elab::Program& prog, int reachable_from) {
-  std::vector<int> which;
-  if (reachable_from >= 0) which = reachable_functions(prog, reachable_from);
-  else
-    for (size_t i = 0; i < prog.functions.size(); ++i) which.push_back(static_cast<int>(i));
+  std::vector<int> which = reachable_from >= 0 ? reachable_functions(prog, reachable_from) : prog.shown_functions();
   elab::TypePrinter tp = prog.printer();
   nlohmann::ordered_json fns = nlohmann::ordered_json::array();
   for (int f : which) {

@@ -11,8 +11,9 @@
 
 namespace quire::core {
 
-/// The functions of the program in Core text, in declaration order. When
-/// `reachable_from` names a function, only the functions it reaches (callees first).
+/// The functions of the program in Core text, in declaration order (those of
+/// the prelude only when the program calls them: elab::Program::shown_functions).
+/// When `reachable_from` names a function, only the functions it reaches (callees first).
 std::string print_core(const elab::Program& prog, int reachable_from = -1);
 /// One instruction's right-hand side: `add %3, b`, `mean axis model %3`.
 std::string print_instr(const elab::Program& prog, const Function& fn, const Instr& in);

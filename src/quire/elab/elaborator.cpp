@@ -6,13 +6,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 
 #include "quire/elab/elaborator_impl.h"
+#include "quire/prelude/prelude.h"
 #include "quire/syntax/parser.h"
 
 namespace quire::elab {
@@ -64,7 +67,9 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
     return std::move(prog_);
   }
   load_file(path, path, chain, {}, 0);
-  // Dependencies first: every later loop and printout follows this order.
+  load_prelude();
+  // Dependencies first: every later printout follows this order. The prelude
+  // comes first, as every file imports it implicitly.
   std::vector<bool> placed(prog_->files.size(), false);
   std::function<void(int)> place = [&](int f) {
     placed[f] = true;
@@ -72,10 +77,19 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
       if (!placed[idx]) place(idx);
     prog_->file_order.push_back(f);
   };
+  for (size_t f = 0; f < prog_->files.size(); ++f)
+    if (prog_->files[f].prelude) place(static_cast<int>(f));
   if (!prog_->files.empty()) place(0);
   // Syntax errors stop elaboration: what follows would report their echoes.
   if (diags_.has_errors()) return std::move(prog_);
-  for (int f : prog_->file_order) declare_file(f);
+  // Declarations go through the user's files before the prelude's, so that a
+  // program's modules and functions have the indices they would have without it.
+  std::vector<int> declaration_order;
+  for (int f : prog_->file_order)
+    if (!prog_->files[f].prelude) declaration_order.push_back(f);
+  for (int f : prog_->file_order)
+    if (prog_->files[f].prelude) declaration_order.push_back(f);
+  for (int f : declaration_order) declare_file(f);
   for (size_t m = 0; m < prog_->modules.size(); ++m) resolve_module_members(static_cast<int>(m));
   check_module_cycles();
   check_tree_sizes();
@@ -83,7 +97,7 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
   for (const ModuleInfo& m : prog_->modules)
     for (const UseInfo& u : m.uses) check_instance_sizes(u.type, u.loc);
   // Signatures of every function before any body, so that calls see them.
-  for (int f : prog_->file_order) {
+  for (int f : declaration_order) {
     const ast::File& file = *asts_[f];
     for (const ast::ModuleDecl& m : file.modules) {
       int mi = -1;
@@ -105,6 +119,21 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
   for (int f : prog_->file_order)
     for (const ast::TrainingDecl& t : asts_[f]->trainings) elaborate_training(f, t);
   return std::move(prog_);
+}
+
+void Elaborator::load_prelude() {
+  for (const prelude::File& file : prelude::files()) {
+    FileInfo info;
+    info.path = std::string(file.path);
+    info.resolved = "quire:" + info.path;  // never a path on disk: an import of it reads the disk
+    info.id = prog_->sources.add(info.path, std::string(file.text));
+    info.prelude = true;
+    prog_->files.push_back(info);
+    asts_.push_back(std::make_unique<ast::File>(syntax::parse_file(prog_->sources, info.id, diags_)));
+    if (!asts_.back()->imports.empty())
+      throw std::logic_error("prelude invariant: " + info.path +
+                             " imports a file; the prelude's files see each other's functions without imports");
+  }
 }
 
 int Elaborator::load_file(const std::string& path, const std::string& shown, std::vector<std::string>& chain,
@@ -497,12 +526,57 @@ void Elaborator::check_instance_sizes(const ParamsType& p, SourceRange at) {
   walk(p, "", 0);
 }
 
+namespace {
+
+/// Whether some tensor axis of `t` (inside tuples too) has exactly the size `symbol`.
+bool names_an_axis(const Type& t, const Size& symbol, int depth = 0) {
+  if (depth > 256) return false;  // types nest at most as deep as the parser allows
+  if (t.kind == TypeKind::Tuple) {
+    for (const Type& e : t.elements)
+      if (names_an_axis(e, symbol, depth + 1)) return true;
+    return false;
+  }
+  if (t.kind != TypeKind::Tensor) return false;
+  for (const Axis& a : t.tensor.axes)
+    if (a.size == symbol) return true;
+  return false;
+}
+
+}  // namespace
+
 void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
   core::Function fn;
   fn.name = mi >= 0 ? prog_->modules[mi].name + "." + f.name.text : f.name.text;
   fn.module = mi;
   fn.file = prog_->files[fi].id;
   fn.loc = f.name.range;
+  bool ok = true;
+  // A top-level function's size parameters are its `dims`, as a module's
+  // dimensions are its functions': each call binds them (Call's `sizes`).
+  std::vector<const ast::Ident*> size_params;
+  if (mi < 0) {
+    const FileInfo& file = prog_->files[fi];
+    for (const ast::Ident& p : f.size_params) {
+      bool is_dim = std::find(file.dims.begin(), file.dims.end(), p.text) != file.dims.end();
+      bool is_const =
+          std::any_of(file.consts.begin(), file.consts.end(), [&](const ConstInfo& c) { return c.name == p.text; });
+      if (std::find(fn.dims.begin(), fn.dims.end(), p.text) != fn.dims.end()) {
+        error("E0304", p.range, fmt::format("size parameter `{}` is declared twice", p.text));
+      } else if (is_dim || is_const) {
+        // Inside the function the parameter would hide the file's size, and
+        // two different sizes would print and compare as one symbol.
+        error("E0304", p.range,
+              fmt::format("`{}` is already a {} of this file", p.text, is_dim ? "dimension" : "constant"),
+              "rename the size parameter");
+      } else {
+        fn.dims.push_back(p.text);
+        size_params.push_back(&p);
+        continue;
+      }
+      ok = false;
+    }
+  }
+  SizeParamsInScope scope(*this, mi < 0 ? fn.dims : std::vector<std::string>{});
   if (mi >= 0) {
     fn.dims = prog_->modules[mi].dims;
     ParamsType self;
@@ -511,7 +585,6 @@ void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
     fn.args.push_back({1, "θ", Type::make_params(self), f.name.range});
   }
   std::set<std::string> seen;
-  bool ok = true;
   for (const ast::FnArg& a : f.args) {
     if (!seen.insert(a.name.text).second)
       error("E0304", a.name.range, fmt::format("argument `{}` is named twice", a.name.text));
@@ -534,6 +607,19 @@ void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
       }
     }
     fn.args.push_back(arg);
+  }
+  // A call infers each size parameter from an argument axis of exactly that
+  // size; one that no argument's axis has could never be bound.
+  for (const ast::Ident* p : size_params) {
+    if (!ok) break;  // an argument's type is unknown: it may be the one
+    bool bound = std::any_of(fn.args.begin(), fn.args.end(),
+                             [&](const core::FnArg& a) { return names_an_axis(a.type, Size::symbol(p->text)); });
+    if (bound) continue;
+    error("E0407", p->range,
+          fmt::format("size parameter `{}` of `{}` is not the size of any argument's axis, so no call can infer it",
+                      p->text, fn.name),
+          fmt::format("give an argument an axis of exactly that size, e.g. `x : ℝ[..., n: {}]`", p->text));
+    ok = false;
   }
   if (f.result) {
     auto t = resolve_type(*f.result, fi, mi);
@@ -679,6 +765,8 @@ std::optional<Size> Elaborator::eval_size(const ast::Expr& e, int fi, int mi) {
       if (mi >= 0)
         for (const std::string& d : prog_->modules[mi].dims)
           if (d == e.name) return Size::symbol(d);
+      for (const std::string& d : size_params_)
+        if (d == e.name) return Size::symbol(d);
       for (const ConstInfo& c : prog_->files[fi].consts)
         if (c.name == e.name) {
           if (c.kind != ScalarKind::Nat && c.kind != ScalarKind::Int) break;
@@ -701,6 +789,7 @@ std::optional<Size> Elaborator::eval_size(const ast::Expr& e, int fi, int mi) {
           inner.kind = ast::ExprKind::Name;
           inner.name = e.name;
           inner.range = e.range;
+          SizeParamsInScope other_file(*this, {});  // `t.N` names the other file's N, never a size parameter
           return eval_size(inner, idx, -1);
         }
       break;

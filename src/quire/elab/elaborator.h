@@ -2,11 +2,14 @@
 // Elaboration: from the syntax trees of a program's files to the elaborated
 // program (program.h) with every function in Core.
 //
-// Requires: a path to the main file. Produces: imports resolved (relative to
-// the importing file; a cycle is an error naming the chain), constants bound,
-// modules instantiated at their dimensions, every parameter's path and shape,
-// every function body type-checked (shapes, named axes, broadcasting) and
-// lowered to Core, regularity classes per argument and the effect Rand.
+// Requires: a path to the main file. Produces: the prelude's files loaded
+// beside the program's (quire/prelude/prelude.h; their functions are indexed
+// after the program's), imports resolved (relative to the importing file; a
+// cycle is an error naming the chain), constants bound, modules instantiated
+// at their dimensions, every parameter's path and shape, every function body
+// type-checked (shapes, named axes, broadcasting; a generic function's size
+// parameters inferred at each call) and lowered to Core, regularity classes
+// per argument and the effect Rand.
 // Errors go to the sink; elaboration continues past them and reports many.
 // A program with errors is returned too (for dumps), but must not be run.
 

@@ -565,6 +565,37 @@ fn d(x : ℝ[3]) -> ℝ[3] = a(x) + b(x)
   EXPECT_TRUE(e->has_error("E0402", 4, 26, "cannot broadcast ℝ[3] with ℝ[4]")) << e->rendered();
 }
 
+TEST(ElaborateErrors, GenericFunctions) {
+  auto e = elaborate_text(R"(dim B
+const K : nat = 2
+fn pair{N}(x : ℝ[n: N], y : ℝ[N]) -> ℝ[n: N] = x + y
+fn a(u : ℝ[3], v : ℝ[4]) -> ℝ[3] = pair(u, v)
+fn b(u : ℝ[B, 3]) -> ℝ[3] = pair(u, u)
+fn c(u : ℝ[3]) -> ℝ[3] = pair(2.0, u)
+fn unbound{N M}(x : ℝ[N], y : ℝ[2 * M]) -> ℝ[N] = x
+fn twice{N N}(x : ℝ[N]) -> ℝ[N] = x
+fn hides{B K}(x : ℝ[B, K]) -> ℝ[] = sum(x)
+fn value{N}(x : ℝ[N]) -> ℝ[N] = x * N
+)");
+  EXPECT_EQ(e->errors().size(), 8u) << e->rendered();
+  // A later use of a size parameter must agree with the axis that bound it:
+  // the message names both sizes and where the binding came from.
+  EXPECT_TRUE(e->has_error("E0401", 4, 44,
+                           "argument `y` of `pair` should be ℝ[3], but is ℝ[4]: axis 0 has size 4, but `N` is 3 "
+                           "(bound by argument `x`, axis 0)"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 5, 34, "argument `x` of `pair`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 6, 31, "argument `x` of `pair`")) << e->rendered();
+  // `2 * M` is a size of M, but not M itself: no call could infer M.
+  EXPECT_TRUE(e->has_error("E0407", 7, 14, "size parameter `M` of `unbound` is not the size of any argument's axis"))
+      << e->rendered();
+  EXPECT_EQ(e->hint_of("E0407"), "give an argument an axis of exactly that size, e.g. `x : ℝ[..., n: M]`");
+  EXPECT_TRUE(e->has_error("E0304", 8, 12, "size parameter `N` is declared twice")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0304", 9, 10, "`B` is already a dimension of this file")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0304", 9, 12, "`K` is already a constant of this file")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 10, 37, "`N` is a size parameter, not a value")) << e->rendered();
+}
+
 TEST(ElaborateErrors, HostileInputEndsInDiagnostics) {
   // Deep nesting, huge sizes and nonsense never crash elaboration.
   std::string deep = "fn f(x : ℝ[]) -> ℝ[] = " + std::string(150, '(') + "x" + std::string(150, ')') + "\n";

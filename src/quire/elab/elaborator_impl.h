@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quire/elab/elaborator.h"
@@ -57,7 +58,25 @@ class Elaborator {
   const ast::FnDecl* fn_decl(int function) const { return fn_decls_[function]; }
   int fn_file(int function) const { return fn_files_[function]; }
 
+  /// While alive, a top-level function's size parameters are sizes to
+  /// eval_size, as a module's dimensions are inside the module: set around
+  /// the function's signature and its body.
+  class SizeParamsInScope {
+   public:
+    SizeParamsInScope(Elaborator& el, std::vector<std::string> params)
+        : el_(el), saved_(std::exchange(el.size_params_, std::move(params))) {}
+    ~SizeParamsInScope() { el_.size_params_ = std::move(saved_); }
+    SizeParamsInScope(const SizeParamsInScope&) = delete;
+    SizeParamsInScope& operator=(const SizeParamsInScope&) = delete;
+
+   private:
+    Elaborator& el_;
+    std::vector<std::string> saved_;
+  };
+
  private:
+  /// Adds the prelude's files (prelude/prelude.h) to the program, parsed.
+  void load_prelude();
   int load_file(const std::string& path, const std::string& shown, std::vector<std::string>& chain,
                 SourceRange from, FileId from_file);
   void declare_file(int file);
@@ -82,6 +101,7 @@ class Elaborator {
   std::vector<const ast::ModuleDecl*> module_decls_;  // per module index
   std::vector<const ast::FnDecl*> fn_decls_;          // per function index
   std::vector<int> fn_files_;
+  std::vector<std::string> size_params_;    // see SizeParamsInScope
   bool trees_final_ = false;                // members resolved and module cycles cut: flatten() is finite
   std::vector<int> chain_files_;            // the files being loaded, outermost first
   std::vector<SourceRange> import_stack_;   // import_stack_[k]: chain_files_[k]'s import being followed

@@ -420,10 +420,35 @@ TEST(Elaborate, ImportsAreSharedAndOrderedDependenciesFirst) {
                             {"sub/b.qr", "import \"../c.qr\" as c\nconst M : nat = 3\n"},
                             {"c.qr", "const K : nat = 4\n"}});
   ASSERT_TRUE(e->ok()) << e->rendered();
-  ASSERT_EQ(e->prog->files.size(), 4u);  // sub/b.qr loaded once
-  std::vector<std::string> order;
-  for (int f : e->prog->file_order) order.push_back(e->prog->files[f].path);
+  // sub/b.qr is loaded once; the prelude's files come first, as every file imports them.
+  std::vector<std::string> order, prelude;
+  for (int f : e->prog->file_order)
+    (e->prog->files[f].prelude ? prelude : order).push_back(e->prog->files[f].path);
   EXPECT_EQ(order, (std::vector<std::string>{"c.qr", "sub/b.qr", "a.qr", "main.qr"}));
+  EXPECT_EQ(e->prog->files.size(), order.size() + prelude.size());
+  ASSERT_FALSE(prelude.empty());
+  EXPECT_EQ(e->prog->files[e->prog->file_order.front()].path, prelude.front());
+}
+
+TEST(Elaborate, SizeParametersAreSizesInTheSignatureAndTheBody) {
+  auto e = elaborate_files({{"main.qr", R"(import "k.qr" as k
+fn hot{N}(ids : i32[...], like : ℝ[n: N]) -> ℝ[..., n: N] =
+  let h : ℝ[..., n: N] = one_hot(ids, n: N)
+  h * like
+fn heads{M}(x : ℝ[..., m: M]) -> ℝ[..., h: 2, d: M / 2] = split(axis m, x, h: 2, d: M / 2)
+fn other{N}(x : ℝ[N], y : ℝ[k.N]) -> ℝ[k.N] = y
+fn both(i : i32[b: 3], y : ℝ[c: 5], x : ℝ[m: 8]) -> (ℝ[b: 3, c: 5], ℝ[h: 2, d: 4]) = (hot(i, y), heads(x))
+)"},
+                            {"k.qr", "const N : nat = 7\n"}});
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  EXPECT_EQ(e->type(e->fn("hot").body.front().type), "ℝ[..., n: N]");  // one_hot's size is the parameter
+  EXPECT_EQ(e->type(e->fn("heads").result), "ℝ[..., h: 2, d: M / 2]");
+  // `k.N` is the other file's constant, never the function's own N.
+  EXPECT_EQ(e->type(e->fn("other").args[1].type), "ℝ[7]");
+  // At the call the quotient divides: 8 / 2.
+  EXPECT_NE(e->core_of("both").find("call heads{M = 8}(x)"), std::string::npos) << e->core_of("both");
+  EXPECT_NE(e->core_of("both").find("ℝ[h: 2, d: 4] = call heads"), std::string::npos) << e->core_of("both");
+  EXPECT_NE(e->core_of("both").find("ℝ[b: 3, c: 5] = call hot{N = 5}(i, y)"), std::string::npos) << e->core_of("both");
 }
 
 TEST(Elaborate, ConstantsAndSizeArithmeticInTypes) {

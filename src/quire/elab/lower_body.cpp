@@ -73,6 +73,24 @@ struct RestBinding {
   std::vector<Axis> axes;
 };
 
+/// A generic callee's size parameters at one call (`softmax{N}`): what each
+/// is bound to and by which argument axis. An axis declared with exactly a
+/// size parameter is named by the caller: it matches an axis of any name, and
+/// in the call's result it takes the name of the axis that bound the parameter.
+struct SizeParams {
+  std::vector<std::string> names;  ///< the callee's, in declaration order
+  std::map<std::string, Size> sizes;
+  std::map<std::string, std::string> axis_names;  ///< "" when the binding axis is positional
+  std::map<std::string, std::string> sources;     ///< "argument `x`", for messages
+
+  /// The size parameter that `s` is exactly, or nullptr.
+  const std::string* bare(const Size& s) const {
+    for (const std::string& n : names)
+      if (s == Size::symbol(n)) return &n;
+    return nullptr;
+  }
+};
+
 class BodyLowering {
  public:
   BodyLowering(Elaborator& el, int function)
@@ -80,6 +98,7 @@ class BodyLowering {
         decl_(*el.fn_decl(function)) {}
 
   void run() {
+    Elaborator::SizeParamsInScope sizes(el_, fn_.module < 0 ? fn_.dims : std::vector<std::string>{});
     scopes_.emplace_back();
     for (const core::FnArg& a : fn_.args) {
       Operand op;
@@ -217,6 +236,7 @@ class BodyLowering {
       }
     }
     if (auto op = lookup_in_file(fi_, name, loc)) return *op;
+    if (int f = prelude_function(name); f >= 0) return named(OK::Function, f, loc);
     for (const std::string& d : prog_.files[fi_].dims)
       if (d == name) {
         error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));
@@ -226,6 +246,12 @@ class BodyLowering {
       for (const std::string& d : prog_.modules[mi_].dims)
         if (d == name) {
           error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));
+          return Operand::error();
+        }
+    if (mi_ < 0)
+      for (const std::string& d : fn_.dims)
+        if (d == name) {
+          error("E0401", loc, fmt::format("`{}` is a size parameter, not a value", name));
           return Operand::error();
         }
     error("E0303", loc, fmt::format("unknown name `{}`", name), suggestion(name));
@@ -843,9 +869,10 @@ class BodyLowering {
 
   /// Matches an actual type against a declared one (after substituting the
   /// callee's dimensions), binding the declared `...` to the actual leading
-  /// axes when allow_rest.
+  /// axes when allow_rest. With `sp`, an axis declared with exactly one of a
+  /// generic callee's size parameters matches an axis of any name.
   bool unify(const Type& declared, const Type& actual, const std::map<std::string, Size>& dims, RestBinding& rb,
-             std::string& err, bool allow_rest = true, int depth = 0) {
+             std::string& err, bool allow_rest = true, const SizeParams* sp = nullptr, int depth = 0) {
     if (depth > kMaxDepth) return false;
     if (declared.kind != actual.kind) return false;
     bool ok = true;
@@ -861,7 +888,7 @@ class BodyLowering {
       case TypeKind::Tuple:
         if (declared.elements.size() != actual.elements.size()) return false;
         for (size_t i = 0; i < declared.elements.size(); ++i)
-          if (!unify(declared.elements[i], actual.elements[i], dims, rb, err, allow_rest, depth + 1)) return false;
+          if (!unify(declared.elements[i], actual.elements[i], dims, rb, err, allow_rest, sp, depth + 1)) return false;
         return true;
       case TypeKind::Tensor: {
         const TensorType& d = declared.tensor;
@@ -881,12 +908,17 @@ class BodyLowering {
           const Axis& da = d.axes[i];
           const Axis& aa = a.axes[lead + i];
           Size want = da.size.substitute(dims, ok);
+          const std::string* param = sp ? sp->bare(da.size) : nullptr;
+          std::string shown = aa.name.empty() ? std::to_string(lead + i) : "`" + aa.name + "`";
           if (!(want == aa.size)) {
-            err = fmt::format("axis {} has size {} where {} is declared", aa.name.empty() ? std::to_string(lead + i) : "`" + aa.name + "`",
-                              aa.size.str(), want.str());
+            if (param && sp->sources.count(*param))
+              err = fmt::format("axis {} has size {}, but `{}` is {} (bound by {})", shown, aa.size.str(), *param,
+                                want.str(), sp->sources.at(*param));
+            else
+              err = fmt::format("axis {} has size {} where {} is declared", shown, aa.size.str(), want.str());
             return false;
           }
-          if (!da.name.empty() && !aa.name.empty() && da.name != aa.name) {
+          if (!param && !da.name.empty() && !aa.name.empty() && da.name != aa.name) {
             err = fmt::format("axis `{}` where `{}` is declared", aa.name, da.name);
             return false;
           }
@@ -912,14 +944,20 @@ class BodyLowering {
   }
 
   /// A declared type instantiated at a call: dims substituted, `...` replaced
-  /// by what it was bound to, names taken from the declaration.
-  Type instantiate(const Type& declared, const std::map<std::string, Size>& dims, const RestBinding& rb, int depth = 0) {
+  /// by what it was bound to, names taken from the declaration, except that
+  /// with `sp` an axis of a size parameter takes the name of the axis that bound it.
+  Type instantiate(const Type& declared, const std::map<std::string, Size>& dims, const RestBinding& rb,
+                   const SizeParams* sp = nullptr, int depth = 0) {
     Type t = declared;
     bool ok = true;
     if (depth > kMaxDepth) return t;
     switch (t.kind) {
       case TypeKind::Tensor: {
-        for (Axis& a : t.tensor.axes) a.size = a.size.substitute(dims, ok);
+        for (Axis& a : t.tensor.axes) {
+          const std::string* param = sp ? sp->bare(a.size) : nullptr;
+          if (param && sp->axis_names.count(*param)) a.name = sp->axis_names.at(*param);
+          a.size = a.size.substitute(dims, ok);
+        }
         if (t.tensor.rest && rb.bound) {
           std::vector<Axis> axes = rb.axes;
           axes.insert(axes.end(), t.tensor.axes.begin(), t.tensor.axes.end());
@@ -929,7 +967,7 @@ class BodyLowering {
         return t;
       }
       case TypeKind::Tuple:
-        for (Type& e : t.elements) e = instantiate(e, dims, rb, depth + 1);
+        for (Type& e : t.elements) e = instantiate(e, dims, rb, sp, depth + 1);
         return t;
       case TypeKind::Params:
         for (Size& s : t.params.dims) s = s.substitute(dims, ok);
@@ -944,19 +982,9 @@ class BodyLowering {
   NOINLINE Operand lower_call(const ast::Expr& e) {
     if (e.children.empty()) return Operand::error();
     const ast::Expr& callee = *e.children[0];
-    if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name)) {
-      bool is_member_name = false;
-      if (mi_ >= 0) {
-        const ModuleInfo& m = prog_.modules[mi_];
-        is_member_name = m.fns.count(callee.name) > 0;
-        for (const UseInfo& u : m.uses) is_member_name = is_member_name || u.name == callee.name;
-      }
-      bool in_file = false;
-      for (int f : prog_.files[fi_].fns) in_file = in_file || prog_.functions[f].name == callee.name;
-      if (!is_member_name && !in_file) {
-        std::optional<Operand> builtin = lower_builtin(callee.name, e);
-        if (builtin) return *builtin;
-      }
+    if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name) && names_builtin(callee.name, e)) {
+      std::optional<Operand> builtin = lower_builtin(callee.name, e);
+      if (builtin) return *builtin;
     }
     Operand f = lower(callee);
     if (!f.ok()) {
@@ -969,6 +997,36 @@ class BodyLowering {
       return Operand::error();
     }
     return call_function(f, e);
+  }
+
+  /// Whether a call `name(…)` of a plain name that is not a local tries the
+  /// built-in operations before the functions (docs/language.md §4.2). A
+  /// user's file looks in its module's members, then its own functions, then
+  /// the prelude's, then the built-ins; a prelude file tries the built-ins
+  /// first, so that it can wrap one under its own name (`gelu_tanh`). A call
+  /// with an `axis` argument always means a built-in: no function takes one.
+  bool names_builtin(const std::string& name, const ast::Expr& e) const {
+    for (const ast::Arg& a : e.args)
+      if (a.kind == ast::Arg::Kind::Axis) return true;
+    if (mi_ >= 0) {
+      const ModuleInfo& m = prog_.modules[mi_];
+      if (m.fns.count(name)) return false;
+      for (const UseInfo& u : m.uses)
+        if (u.name == name) return false;
+    }
+    if (prog_.files[fi_].prelude) return true;
+    for (int f : prog_.files[fi_].fns)
+      if (prog_.functions[f].name == name) return false;
+    return prelude_function(name) < 0;
+  }
+
+  /// The prelude's function of this name, or -1.
+  int prelude_function(const std::string& name) const {
+    for (const FileInfo& file : prog_.files)
+      if (file.prelude)
+        for (int f : file.fns)
+          if (prog_.functions[f].name == name) return f;
+    return -1;
   }
 
   NOINLINE Operand call_function(const Operand& f, const ast::Expr& e) {
@@ -1071,8 +1129,21 @@ class BodyLowering {
       dims = theta.type.params.dims;
       stack = theta.type.params.stack;
     }
-    std::map<std::string, Size> binding;
-    for (size_t i = 0; i < target.dims.size() && i < dims.size(); ++i) binding[target.dims[i]] = dims[i];
+    // A generic callee's size parameters come from the arguments' types;
+    // every later use of one is then checked against its binding by unify.
+    SizeParams inferred;
+    const SizeParams* sp = nullptr;
+    if (target.module < 0 && !target.dims.empty()) {
+      inferred.names = target.dims;
+      for (size_t i = first_user; i < target.args.size(); ++i)
+        if (values[i].kind == OK::Value)
+          bind_size_params(target.args[i].type, values[i].type, inferred,
+                           fmt::format("argument `{}`", target.args[i].name));
+      sp = &inferred;
+    }
+    std::map<std::string, Size> binding = inferred.sizes;
+    if (!sp)
+      for (size_t i = 0; i < target.dims.size() && i < dims.size(); ++i) binding[target.dims[i]] = dims[i];
     RestBinding rb;
     for (size_t i = first_user; i < target.args.size(); ++i) {
       if (i == 0 && target.module >= 0) {
@@ -1082,13 +1153,13 @@ class BodyLowering {
       Type declared = target.args[i].type;
       Operand v = values[i];
       if (declared.kind == TypeKind::Scalar || v.kind == OK::Literal) {
-        Type want = declared.kind == TypeKind::Tensor ? instantiate(declared, binding, rb) : declared;
+        Type want = declared.kind == TypeKind::Tensor ? instantiate(declared, binding, rb, sp) : declared;
         if (declared.kind == TypeKind::Tensor && declared.tensor.rest) want = Type::real_scalar();
         auto id = convert_to(v, want, v.loc, fmt::format("argument `{}` of `{}`", target.args[i].name, target.name));
         if (!id) return Operand::error();
         if (declared.kind == TypeKind::Tensor) {
           std::string err;
-          if (!unify(declared, fn_.type_of(*id), binding, rb, err)) {
+          if (!unify(declared, fn_.type_of(*id), binding, rb, err, true, sp)) {
             error("E0401", v.loc, fmt::format("argument `{}` of `{}`: {}", target.args[i].name, target.name, err));
             return Operand::error();
           }
@@ -1101,8 +1172,8 @@ class BodyLowering {
         return Operand::error();
       }
       std::string err;
-      if (!unify(declared, v.type, binding, rb, err)) {
-        Type shown = instantiate(declared, binding, rb);
+      if (!unify(declared, v.type, binding, rb, err, true, sp)) {
+        Type shown = instantiate(declared, binding, rb);  // the declared names: the caller's do not matter
         error("E0401", v.loc,
               fmt::format("argument `{}` of `{}` should be {}, but is {}{}", target.args[i].name, target.name, show(shown),
                           show(v.type), err.empty() ? "" : ": " + err));
@@ -1110,7 +1181,21 @@ class BodyLowering {
       }
       args.push_back(v.id);
     }
-    Type result = instantiate(target.result, binding, rb);
+    if (sp) {
+      for (const std::string& p : inferred.names) {
+        auto it = inferred.sizes.find(p);
+        if (it != inferred.sizes.end()) {
+          dims.push_back(it->second);
+          continue;
+        }
+        // Unreachable for a well-declared callee (E0407 otherwise): some
+        // argument declares an axis of exactly that size, and unify has matched it.
+        if (target.checked)
+          error("E0401", e.range, fmt::format("cannot infer size parameter `{}` of `{}` from the arguments", p, target.name));
+        return Operand::error();
+      }
+    }
+    Type result = instantiate(target.result, binding, rb, sp);
     if (!unique_result_names(result, target.name, e.range)) return Operand::error();
     if (!stack.empty()) {
       // stack{L}(M).f(x): L calls of M.f, each on its copy of the parameters.
@@ -1137,6 +1222,36 @@ class BodyLowering {
     in.callee = f.index;
     in.sizes = dims;
     return emit(std::move(in));
+  }
+
+  /// Binds a generic callee's size parameters from one argument: an axis
+  /// declared with exactly a parameter binds it to the size of the argument
+  /// axis it lines up with (as unify lines them up), unless an earlier axis
+  /// already did. Mismatched shapes bind nothing; unify reports them.
+  void bind_size_params(const Type& declared, const Type& actual, SizeParams& sp, const std::string& source,
+                        int depth = 0) {
+    if (depth > kMaxDepth || declared.kind != actual.kind) return;
+    if (declared.kind == TypeKind::Tuple) {
+      if (declared.elements.size() != actual.elements.size()) return;
+      for (size_t i = 0; i < declared.elements.size(); ++i)
+        bind_size_params(declared.elements[i], actual.elements[i], sp, source, depth + 1);
+      return;
+    }
+    if (declared.kind != TypeKind::Tensor) return;
+    const TensorType& d = declared.tensor;
+    const TensorType& a = actual.tensor;
+    size_t n = d.axes.size();
+    if (a.axes.size() < n || (!d.rest && a.axes.size() != n)) return;
+    size_t lead = a.axes.size() - n;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string* param = sp.bare(d.axes[i].size);
+      if (!param || sp.sizes.count(*param)) continue;
+      const Axis& bound = a.axes[lead + i];
+      sp.sizes[*param] = bound.size;
+      sp.axis_names[*param] = bound.name;
+      sp.sources[*param] = fmt::format("{}, axis {}", source,
+                                       bound.name.empty() ? std::to_string(lead + i) : "`" + bound.name + "`");
+    }
   }
 
   // ------------------------------------------------------------ built-in operations

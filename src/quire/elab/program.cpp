@@ -71,6 +71,36 @@ std::vector<const ParamInfo*> Program::flatten_decls(const ParamsType& p) const 
   return out;
 }
 
+bool Program::in_prelude(int function) const {
+  FileId id = functions[function].file;
+  for (const FileInfo& f : files)
+    if (f.id == id) return f.prelude;
+  return false;
+}
+
+std::vector<int> Program::shown_functions() const {
+  size_t n = functions.size();
+  std::vector<bool> reached(n, false);
+  std::vector<int> work;
+  for (size_t f = 0; f < n; ++f)
+    if (!in_prelude(static_cast<int>(f))) work.push_back(static_cast<int>(f));
+  std::vector<int> users = work;
+  while (!work.empty()) {
+    int f = work.back();
+    work.pop_back();
+    for (const core::Instr& in : functions[f].body)
+      if ((in.op == core::Op::Call || in.op == core::Op::Fold) && in.callee >= 0 && !reached[in.callee]) {
+        reached[in.callee] = true;
+        work.push_back(in.callee);
+      }
+  }
+  std::vector<int> out;
+  for (size_t f = 0; f < n; ++f)
+    if (reached[f] && in_prelude(static_cast<int>(f))) out.push_back(static_cast<int>(f));
+  out.insert(out.end(), users.begin(), users.end());
+  return out;
+}
+
 const TrainingInfo* Program::training() const {
   if (files.empty() || !files[main_file].training) return nullptr;
   return &*files[main_file].training;

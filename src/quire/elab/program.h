@@ -104,14 +104,14 @@ struct FileInfo {
   std::vector<int> fns;
   std::vector<int> optimizers;
   std::optional<TrainingInfo> training;
-  bool prelude = false;    ///< part of the standard library shipped with the compiler
+  bool prelude = false;    ///< part of the standard library shipped with the compiler (quire/prelude/)
 };
 
 struct Program {
   SourceManager sources;
   std::vector<FileInfo> files;
   int main_file = 0;
-  std::vector<int> file_order;  ///< files with every import before its importer; the main file last
+  std::vector<int> file_order;  ///< the prelude's files, then the others with every import before its importer; the main file last
   std::vector<ModuleInfo> modules;
   std::vector<core::Function> functions;
   std::vector<OptimizerInfo> optimizers;
@@ -128,6 +128,14 @@ struct Program {
   std::vector<const ParamInfo*> flatten_decls(const ParamsType& p) const;
   /// The training run of the main file, if it has one.
   const TrainingInfo* training() const;
+  /// Whether the function belongs to a prelude file.
+  bool in_prelude(int function) const;
+  /// The functions whole-program printouts show (`dump --stage elab|core`,
+  /// `check --summary`), in the order they print: the prelude's functions
+  /// that the user's reach, directly or through other prelude functions,
+  /// first (the prelude is imported before every file), then all the user's.
+  /// A program that calls nothing of the prelude prints as if it had none.
+  std::vector<int> shown_functions() const;
 };
 
 }  // namespace quire::elab

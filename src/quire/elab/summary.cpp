@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -28,7 +29,22 @@ std::string fn_signature(const Program& prog, const core::Function& fn, bool sho
   }
   std::string name = fn.name;
   if (short_name && fn.module >= 0) name = name.substr(name.find('.') + 1);
-  return fmt::format("fn {}({}) -> {}", name, fmt::join(args, ", "), tp(fn.result));
+  // A module function's dims are its module's, printed on the module's line.
+  std::string size_params = fn.module < 0 && !fn.dims.empty() ? fmt::format("{{{}}}", fmt::join(fn.dims, " ")) : "";
+  return fmt::format("fn {}{}({}) -> {}", name, size_params, fmt::join(args, ", "), tp(fn.result));
+}
+
+/// Which functions the printouts show (Program::shown_functions), by index.
+std::vector<bool> shown_set(const Program& prog) {
+  std::vector<bool> shown(prog.functions.size(), false);
+  for (int f : prog.shown_functions()) shown[f] = true;
+  return shown;
+}
+
+/// A prelude file is printed only for the functions of it the program reaches.
+bool file_shown(const FileInfo& file, const std::vector<bool>& shown) {
+  if (!file.prelude) return true;
+  return std::any_of(file.fns.begin(), file.fns.end(), [&](int f) { return shown[f]; });
 }
 
 /// Every instance of a module at constant dimensions the program mentions.
@@ -55,9 +71,11 @@ std::vector<ParamsType> instances(const Program& prog) {
 
 std::string print_elab(const Program& prog) {
   TypePrinter tp = prog.printer();
+  std::vector<bool> shown = shown_set(prog);
   std::string out;
   for (int f : prog.file_order) {
     const FileInfo& file = prog.files[f];
+    if (!file_shown(file, shown)) continue;
     out += fmt::format("== {}{}\n", file.path, f == prog.main_file ? " (main)" : "");
     for (const auto& [alias, idx] : file.imports) out += fmt::format("import {} = {}\n", alias, prog.files[idx].path);
     if (!file.dims.empty()) out += fmt::format("dim {}\n", fmt::join(file.dims, " "));
@@ -75,7 +93,8 @@ std::string print_elab(const Program& prog) {
       for (int fi : m.fn_order) out += "  " + fn_signature(prog, prog.functions[fi], true) + "\n";
       out += "}\n";
     }
-    for (int fi : file.fns) out += fn_signature(prog, prog.functions[fi], false) + "\n";
+    for (int fi : file.fns)
+      if (shown[fi]) out += fn_signature(prog, prog.functions[fi], false) + "\n";
     for (int oi : file.optimizers)
       out += fmt::format("optimizer {} ({} fields)\n", prog.optimizers[oi].name, prog.optimizers[oi].fields.size());
     if (file.training) out += "training run\n";
@@ -92,8 +111,10 @@ nlohmann::ordered_json elab_json(const Program& prog) {
   TypePrinter tp = prog.printer();
   nlohmann::ordered_json root;
   root["files"] = nlohmann::ordered_json::array();
+  std::vector<bool> shown = shown_set(prog);
   for (int f : prog.file_order) {
     const FileInfo& file = prog.files[f];
+    if (!file_shown(file, shown)) continue;
     nlohmann::ordered_json j;
     j["path"] = file.path;
     j["main"] = f == prog.main_file;
@@ -122,7 +143,8 @@ nlohmann::ordered_json elab_json(const Program& prog) {
       j["modules"].push_back(mj);
     }
     j["fns"] = nlohmann::ordered_json::array();
-    for (int fi : file.fns) j["fns"].push_back(fn_signature(prog, prog.functions[fi], false));
+    for (int fi : file.fns)
+      if (shown[fi]) j["fns"].push_back(fn_signature(prog, prog.functions[fi], false));
     root["files"].push_back(j);
   }
   root["instances"] = nlohmann::ordered_json::array();
@@ -144,13 +166,17 @@ std::string print_summary(const Program& prog) {
       if (prog.files[f].id == fn.file) return std::filesystem::path(prog.files[f].path).filename().string();
     return std::string("?");
   };
-  for (const core::Function& fn : prog.functions) {
-    out += fmt::format("{} {} : {}\n", file_of(fn), fn.name, tp(fn.result));
+  std::vector<int> shown = prog.shown_functions();
+  for (int f : shown) {
+    const core::Function& fn = prog.functions[f];
+    std::string size_params = fn.module < 0 && !fn.dims.empty() ? fmt::format("{{{}}}", fmt::join(fn.dims, " ")) : "";
+    out += fmt::format("{} {}{} : {}\n", file_of(fn), fn.name, size_params, tp(fn.result));
     for (const core::Instr& in : fn.body)
       if (!in.name.empty() && in.op != core::Op::Field) out += fmt::format("    let {} : {}\n", in.name, tp(in.type));
   }
   out += "-- regularity and effects --\n";
-  for (const core::Function& fn : prog.functions) {
+  for (int f : shown) {
+    const core::Function& fn = prog.functions[f];
     std::vector<std::string> regs;
     for (size_t a = 0; a < fn.args.size(); ++a)
       regs.push_back(fmt::format("{} {}", fn.args[a].name,

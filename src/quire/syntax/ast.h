@@ -142,6 +142,9 @@ struct FnArg {
 
 struct FnDecl {
   Ident name;
+  /// `fn softmax{N}(…)`: size parameters, inferred at each call from the
+  /// arguments' axes (top-level functions only; the parser rejects them in a module).
+  std::vector<Ident> size_params;
   std::vector<FnArg> args;
   TypePtr result;
   ExprPtr body;  ///< a Block (let-lines and the final expression)

@@ -156,7 +156,8 @@ class FilePrinter {
       if (a.default_value) text += " = " + print_expr(*a.default_value);
       return text;
     });
-    line(indent, fmt::format("fn {}({}) -> {} =", ident(f.name), args, type_or_error(f.result)));
+    std::string size_params = f.size_params.empty() ? "" : "{" + joined(f.size_params, ident, " ") + "}";
+    line(indent, fmt::format("fn {}{}({}) -> {} =", ident(f.name), size_params, args, type_or_error(f.result)));
     if (!f.body) return line(indent + 1, kError);
     if (f.body->kind != ast::ExprKind::Block) return line(indent + 1, print_expr(*f.body));
     for (const ast::Let& let : f.body->lets) line(indent + 1, let_line(let));

@@ -475,6 +475,12 @@ void Parser::parse_member(ast::ModuleDecl& module) {
     case TokenKind::KwFn: {
       ast::FnDecl fn;
       bool header_read = parse_fn(fn);
+      // A module's functions take the module's dimensions; their sizes are
+      // fixed by the instance, so there is nothing left to infer at a call.
+      if (!fn.size_params.empty())
+        error("E0203", fn.size_params.front().range, "a module's function cannot declare size parameters",
+              fmt::format("use the module's dimensions (`module {}{{N : dim}}`), or make it a top-level function",
+                          module.name.text));
       module.fns.push_back(std::move(fn));
       if (header_read) return finish_line("the function's result");
       return skip_to_member();
@@ -529,6 +535,20 @@ bool Parser::parse_fn(ast::FnDecl& fn) {
   bool ok = [&] {
     fn.name = expect_ident("the function's name");
     if (fn.name.text.empty()) return false;
+    // `{N M}`, `{N, M}` or `{N M : dim}`: the module header's spelling, with
+    // commas allowed since a call site never writes them.
+    if (at(TokenKind::LBrace)) {
+      const Token& brace = advance();
+      while (true) {
+        fn.size_params.push_back(expect_ident("a size parameter's name"));
+        if (fn.size_params.back().text.empty()) return false;
+        if (accept(TokenKind::Comma) || at(TokenKind::Ident)) continue;
+        break;
+      }
+      if (accept(TokenKind::Colon) && !expect(TokenKind::KwDim, "after `:` (size parameters are `{N M}` or `{N M : dim}`)"))
+        return false;
+      if (!expect_closing(TokenKind::RBrace, brace)) return false;
+    }
     const Token& open = peek();
     if (!expect(TokenKind::LParen, "and the function's arguments")) return false;
     if (!accept(TokenKind::RParen)) {

@@ -138,6 +138,23 @@ TEST(ParserErrors, DeclarationsInTheWrongPlace) {
   EXPECT_EQ(p->file.modules.at(0).params.size(), 1u);
 }
 
+TEST(ParserErrors, SizeParameters) {
+  // Only a top-level function takes them; the module function is still read.
+  auto p = parse("module M {\n  fn f{N}(x : ℝ[N]) -> ℝ[N] = x\n  fn g(x : ℝ[3]) -> ℝ[3] = x\n}\n");
+  EXPECT_EQ(p->errors(), (Errors{"2:8 E0203"})) << p->rendered();
+  EXPECT_EQ(p->sink.all()[0].message, "a module's function cannot declare size parameters");
+  EXPECT_EQ(p->file.modules.at(0).fns.size(), 2u);
+  // An empty list, a trailing comma, `:` without `dim`, a missing `}`: the
+  // header is unreadable, so its body is skipped.
+  auto q = parse(
+      "fn a{}(x : ℝ[3]) -> ℝ[3] = x\nfn b{N,}(x : ℝ[N]) -> ℝ[N] = x\nfn c{N : nat}(x : ℝ[N]) -> ℝ[N] = x\n"
+      "fn d{N(x : ℝ[N]) -> ℝ[N] = x\nfn e{N}(x : ℝ[N]) -> ℝ[N] = x\n");
+  EXPECT_EQ(q->errors(), (Errors{"1:6 E0201", "2:8 E0201", "3:10 E0201", "4:7 E0201"})) << q->rendered();
+  EXPECT_EQ(q->sink.all()[3].message, "expected `}` to close the `{` opened at 4:5, found `(`");
+  EXPECT_EQ(q->file.fns.size(), 5u);
+  EXPECT_EQ(q->file.fns[4].size_params.size(), 1u);
+}
+
 TEST(ParserErrors, UnknownTopLevelItems) {
   // After E0204 the parser skips to the next item (`foo` is not reported again).
   auto p = parse("dim B\nfn f(x : ℝ[B]) -> ℝ[B] =\n  x + 1\n  x + 2\nfoo\ndim T\n}\nconst C : nat = 1\n");

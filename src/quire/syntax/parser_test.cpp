@@ -365,6 +365,28 @@ module Attn{D H : dim} {
   EXPECT_EQ(p->text(go.body->lets[1].range), "let ((c, d), e) = g(x)");
 }
 
+TEST(Parser, SizeParametersOfATopLevelFunction) {
+  // Three spellings of one list: the module header's, with commas, with `: dim`.
+  auto p = parse(R"(fn a{N}(x : ℝ[..., n: N]) -> ℝ[..., n: N] = x
+fn b{N M}(x : ℝ[N, M]) -> ℝ[N] = sum(x)
+fn c{N, M}(x : ℝ[N, M]) -> ℝ[N] = sum(x)
+fn d{N M : dim}(x : ℝ[N, M]) -> ℝ[N] = sum(x)
+)");
+  ASSERT_FALSE(p->sink.has_errors()) << p->rendered();
+  ASSERT_EQ(p->file.fns.size(), 4u);
+  EXPECT_EQ(p->file.fns[0].size_params.size(), 1u);
+  for (size_t i = 1; i < 4; ++i) {
+    ASSERT_EQ(p->file.fns[i].size_params.size(), 2u);
+    EXPECT_EQ(p->file.fns[i].size_params[0].text, "N");
+    EXPECT_EQ(p->file.fns[i].size_params[1].text, "M");
+    EXPECT_EQ(p->text(p->file.fns[i].size_params[1].range), "M");
+  }
+  // Printed in the module header's spelling, without `: dim`.
+  EXPECT_NE(p->printed().find("fn a{N}(x : ℝ[..., n: N]) -> ℝ[..., n: N] ="), std::string::npos) << p->printed();
+  EXPECT_NE(p->printed().find("fn c{N M}(x : ℝ[N, M]) -> ℝ[N] ="), std::string::npos) << p->printed();
+  EXPECT_NE(p->printed().find("fn d{N M}(x : ℝ[N, M]) -> ℝ[N] ="), std::string::npos) << p->printed();
+}
+
 TEST(Parser, ParamsOfAStack) {
   auto p = parse("fn f(θ : params stack{L}(Block)) -> ℝ[] =\n  g(θ)\n");
   ASSERT_FALSE(p->sink.has_errors()) << p->rendered();

@@ -66,6 +66,7 @@ struct Instr {
   int callee = -1;            ///< Call/Fold: index into Program::functions
   std::vector<elab::Size> sizes;  ///< Call/Fold: the callee's dims (module dimensions or inferred size parameters); split/draw/one_hot sizes; Fold's count first
   std::vector<std::pair<int, int>> pairs;  ///< Contract: batch axes (a, b) paired by name
+  std::vector<std::string> paths;  ///< MakeParams: where each part goes ("w", "proj.w"; "proj." or "" for a sub-tree)
   Numerics numerics = Numerics::Default;  ///< the innermost numerics form around it
 };
 

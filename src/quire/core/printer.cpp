@@ -14,8 +14,10 @@ std::vector<int> reachable_functions(const elab::Program& prog, int root) {
   std::function<void(int)> visit = [&](int f) {
     if (f < 0 || seen[f]) return;
     seen[f] = true;
-    for (const Instr& in : prog.functions[f].body)
-      if (in.op == Op::Call || in.op == Op::Fold) visit(in.callee);
+    for (const Instr& in : prog.functions[f].body) {
+      if (in.op == Op::Call || in.op == Op::Fold || in.op == Op::FoldVjp) visit(in.callee);
+      if (in.op == Op::FoldVjp) visit(static_cast<int>(in.integer));
+    }
     order.push_back(f);
   };
   visit(root);
@@ -105,6 +107,44 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
         return fmt::format("fold {} {}{}(stacked {}; acc {})", in.sizes.empty() ? "?" : in.sizes[0].str(), name, dim_text,
                            arg(0), arg(1));
       return fmt::format("call {}{}({})", name, dim_text, fmt::join(args, ", "));
+    }
+    case Op::SumTo: {
+      std::vector<std::string> map;
+      for (int j : in.align.at(0).map) map.push_back(j < 0 ? "_" : std::to_string(j));
+      return fmt::format("sum_to [{}{}] {}, {}", in.align[0].rest ? "..., " : "", fmt::join(map, ", "), arg(0), arg(1));
+    }
+    case Op::Expand: {
+      std::string what = in.integer ? "expand_mean" : "expand";
+      if (in.all_axes) return fmt::format("{} {}, {}", what, arg(0), arg(1));
+      std::vector<std::string> axes;
+      for (int a : in.axes) axes.push_back("axis " + axis_label(operand_type(1), a));
+      return fmt::format("{} {} {}, {}", what, fmt::join(axes, " "), arg(0), arg(1));
+    }
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+      if (in.integer == 0) return fmt::format("{} (dot) {}, {}, {}", info.spelling, arg(0), arg(1), arg(2));
+      return fmt::format("{} (contract axis {}) {}, {}, {}", info.spelling, axis_label(operand_type(1), in.axes.at(0)),
+                         arg(0), arg(1), arg(2));
+    case Op::ConcatGrad:
+      return fmt::format("concat_grad axis {} part {} {}", axis_label(operand_type(1), in.axes.at(0)), in.integer,
+                         fmt::join(args, ", "));
+    case Op::SliceGrad:
+      return fmt::format("slice_grad axis {} [{}:{}:{}] {}, {}", axis_label(operand_type(1), in.axes.at(0)), in.integer,
+                         in.integer2, in.integer3, arg(0), arg(1));
+    case Op::GatherGrad:
+      return fmt::format("gather_grad axis {} {}, {}, {}", axis_label(operand_type(1), in.axes.at(0)), arg(0), arg(1), arg(2));
+    case Op::MakeParams: {
+      std::vector<std::string> parts;
+      for (size_t k = 1; k < in.args.size(); ++k)
+        parts.push_back(fmt::format("{}: {}", k - 1 < in.paths.size() && !in.paths[k - 1].empty() ? in.paths[k - 1] : "(all)", arg(k)));
+      return fmt::format("params like {} {{{}}}", arg(0), fmt::join(parts, ", "));
+    }
+    case Op::FoldVjp: {
+      const Function* callee = in.callee >= 0 ? &prog.functions[in.callee] : nullptr;
+      const Function* vjp = in.integer >= 0 && in.integer < static_cast<int64_t>(prog.functions.size())
+                                ? &prog.functions[in.integer] : nullptr;
+      return fmt::format("fold_vjp {} {} then {}(stacked {}; acc {}; ct {})", in.sizes.empty() ? "?" : in.sizes[0].str(),
+                         callee ? callee->name : "?", vjp ? vjp->name : "?", arg(0), arg(1), arg(2));
     }
     default: return fmt::format("{} {}", info.spelling, fmt::join(args, ", "));
   }

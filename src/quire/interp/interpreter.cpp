@@ -142,6 +142,55 @@ bool copies_elements(Op op) {
   }
 }
 
+/// The plan of `contract axis d a, b` with `rest` leading axes on a: a's
+/// `...`, a's other axes (batched with b's axis of the same name), then b's
+/// axes that are neither d nor batched; d contracted with b's d.
+runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
+                                    const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs) {
+  runtime::ContractPlan plan;
+  for (int i = 0; i < rest; ++i) plan.result.push_back({i, -1});
+  for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
+    if (i == axes[0]) continue;
+    int b = -1;
+    for (const auto& [pa, pb] : pairs)
+      if (pa == i) b = pb;
+    plan.result.push_back({rest + i, b});
+  }
+  for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
+    if (j == axes[1]) continue;
+    bool batch = false;
+    for (const auto& [pa, pb] : pairs) batch = batch || pb == j;
+    if (!batch) plan.result.push_back({-1, j});
+  }
+  plan.contracted = {{rest + axes[0], axes[1]}};
+  return plan;
+}
+
+/// merge's permutation of x's axes: the merged axes gathered, in the order
+/// listed, at the place of the first of them.
+std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged) {
+  int first = *std::min_element(merged.begin(), merged.end());
+  std::vector<int> perm;
+  for (int i = 0; i < rest; ++i) perm.push_back(i);
+  for (int i = 0; i < explicit_axes; ++i) {
+    if (i == first)
+      for (int a : merged) perm.push_back(rest + a);
+    if (std::find(merged.begin(), merged.end(), i) == merged.end()) perm.push_back(rest + i);
+  }
+  return perm;
+}
+
+/// The map from x's axes to a reduction's result: -1 for a reduced axis.
+runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vector<int>& axes) {
+  runtime::AxisMap map;
+  int kept = 0;
+  for (int i = 0; i < rank; ++i) {
+    bool reduced = all_axes || std::find(axes.begin(), axes.end(), i - rest) != axes.end();
+    map.push_back(reduced ? -1 : kept++);
+  }
+  return map;
+}
+
 ParamMap subtree(const ParamMap& tree, const std::string& prefix) {
   ParamMap out;
   std::string p = prefix + ".";
@@ -424,25 +473,9 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     }
     case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc));
     case Op::Contract: {
-      int rest = rest_of(0);
-      std::vector<runtime::ResultAxis> result;
-      for (int i = 0; i < rest; ++i) result.push_back({i, -1});
-      const elab::TensorType& ta = fn.type_of(in.args[0]).tensor;
-      const elab::TensorType& tb = fn.type_of(in.args[1]).tensor;
-      for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
-        if (i == in.axes[0]) continue;
-        int b = -1;
-        for (const auto& [pa, pb] : in.pairs)
-          if (pa == i) b = pb;
-        result.push_back({rest + i, b});
-      }
-      for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
-        if (j == in.axes[1]) continue;
-        bool batch = false;
-        for (const auto& [pa, pb] : in.pairs) batch = batch || pb == j;
-        if (!batch) result.push_back({-1, j});
-      }
-      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), result, {{rest + in.axes[0], in.axes[1]}}, acc));
+      runtime::ContractPlan plan = contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor, fn.type_of(in.args[1]).tensor,
+                                                 in.axes, in.pairs);
+      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), plan.result, plan.contracted, acc));
     }
     case Op::Transpose: {
       int rest = rest_of(0);
@@ -463,15 +496,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       const Tensor& x = tensor_arg(0);
       int rest = rest_of(0);
       int first = *std::min_element(in.axes.begin(), in.axes.end());
-      std::vector<int> perm;
-      for (int i = 0; i < rest; ++i) perm.push_back(i);
-      int n = static_cast<int>(explicit_count(0));
-      for (int i = 0; i < n; ++i) {
-        if (i == first)
-          for (int a : in.axes) perm.push_back(rest + a);
-        if (std::find(in.axes.begin(), in.axes.end(), i) == in.axes.end()) perm.push_back(rest + i);
-      }
-      Tensor t = runtime::transpose(x, perm);
+      Tensor t = runtime::transpose(x, merge_permutation(rest, static_cast<int>(explicit_count(0)), in.axes));
       runtime::Shape shape;
       int at = rest + first;
       int64_t merged = 1;
@@ -518,6 +543,119 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       double p = tensor_arg(1).reals.at(0);
       if (!(p >= 0 && p <= 1)) throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
       return Value::of(runtime::draw_bernoulli(arg(0).key, shape, p));
+    }
+    case Op::SumTo: {
+      // ct has the forward result's shape; x's alignment in the forward op says what it summed over.
+      const Tensor& ct = tensor_arg(0);
+      int result_rest = static_cast<int>(ct.rank() - static_cast<int64_t>(explicit_count(0)));
+      runtime::AxisMap map = axis_map(in.align.at(0), tensor_arg(1).rank(), explicit_count(1), result_rest);
+      return Value::of(runtime::sum_to(ct, map, tensor_arg(1).shape, acc));
+    }
+    case Op::Expand: {
+      const Tensor& ct = tensor_arg(0);
+      const Tensor& x = tensor_arg(1);
+      Tensor r = runtime::broadcast_to(ct, reduced_map(static_cast<int>(x.rank()), rest_of(1), in.all_axes, in.axes),
+                                       x.shape);
+      if (in.integer == 1 && ct.size() > 0) {
+        const double count = static_cast<double>(x.size() / ct.size());
+        for (double& v : r.reals) v = v / count;
+      }
+      return Value::of(std::move(r));
+    }
+    case Op::ContractGradA:
+    case Op::ContractGradB: {
+      const Tensor& a = tensor_arg(1);
+      const Tensor& b = tensor_arg(2);
+      runtime::ContractPlan fwd =
+          in.integer == 0 ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
+                          : contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
+                                          in.axes, in.pairs);
+      if (in.op == Op::ContractGradA) {
+        runtime::ContractPlan p = runtime::contract_adjoint_a(fwd, static_cast<int>(a.rank()));
+        return Value::of(runtime::contract(tensor_arg(0), b, p.result, p.contracted, acc));
+      }
+      runtime::ContractPlan p = runtime::contract_adjoint_b(fwd, static_cast<int>(b.rank()));
+      return Value::of(runtime::contract(a, tensor_arg(0), p.result, p.contracted, acc));
+    }
+    case Op::ReshapeAs: return Value::of(runtime::reshape(tensor_arg(0), tensor_arg(1).shape));
+    case Op::MergeGrad: {
+      const Tensor& x = tensor_arg(1);
+      std::vector<int> perm = merge_permutation(rest_of(1), static_cast<int>(explicit_count(1)), in.axes);
+      runtime::Shape permuted;
+      for (int p : perm) permuted.push_back(x.shape[p]);
+      std::vector<int> inverse(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+      return Value::of(runtime::transpose(runtime::reshape(tensor_arg(0), permuted), inverse));
+    }
+    case Op::ConcatGrad: {
+      int axis = rest_of(1) + in.axes.at(0);
+      int64_t offset = 0;
+      for (int64_t k = 0; k < in.integer; ++k) offset += tensor_arg(1 + k).shape.at(axis);
+      int64_t size = tensor_arg(1 + in.integer).shape.at(axis);
+      return Value::of(runtime::slice(tensor_arg(0), axis, offset, offset + size, 1));
+    }
+    case Op::SliceGrad:
+      return Value::of(runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), in.integer,
+                                              in.integer2, in.integer3));
+    case Op::GatherGrad:
+      return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
+    case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));
+    case Op::MakeParams: {
+      // Every leaf of the model tree at +0.0, then each part added where its path says, in order.
+      ParamMap out;
+      for (const auto& [path, t] : *arg(0).params) out.emplace(path, Tensor::real(t.shape));
+      auto add = [&](const std::string& path, const Tensor& t) {
+        auto it = out.find(path);
+        if (it == out.end() || it->second.shape != t.shape)
+          throw std::logic_error(fmt::format("internal: {} adds to the leaf `{}`, which the tree does not have so",
+                                             core::site_name(fn, in.id), path));
+        for (size_t i = 0; i < t.reals.size(); ++i) it->second.reals[i] = it->second.reals[i] + t.reals[i];
+      };
+      for (size_t k = 1; k < in.args.size(); ++k) {
+        const std::string& path = in.paths.at(k - 1);
+        const Value& part = arg(k);
+        if (part.kind == Value::Kind::Params) {
+          for (const auto& [p, t] : *part.params) add(path + p, t);
+        } else {
+          add(path, part.tensor);
+        }
+      }
+      return Value::of_params(std::make_shared<const ParamMap>(std::move(out)));
+    }
+    case Op::FoldVjp: {
+      // The fold forward, keeping each copy's input, then each copy's vjp from the last.
+      const core::Function& copy_fn = prog_.functions.at(in.callee);
+      std::map<std::string, int64_t> callee_dims = dims_;
+      for (size_t k = 1; k < in.sizes.size() && k - 1 < copy_fn.dims.size(); ++k)
+        callee_dims[copy_fn.dims[k - 1]] = eval_size(in.sizes[k], dims);
+      int64_t copies = eval_size(in.sizes.at(0), dims);
+      const ParamMap& stacked = *arg(0).params;
+      std::vector<Value> thetas, inputs;
+      Value carried = arg(1);
+      for (int64_t i = 0; i < copies; ++i) {
+        thetas.push_back(Value::of_params(std::make_shared<const ParamMap>(slice_copy(stacked, i))));
+        inputs.push_back(carried);
+        carried = eval(in.callee, {thetas.back(), carried}, callee_dims, depth + 1, mode);
+      }
+      Value ct = arg(2);
+      std::vector<ParamMap> grads(copies);
+      for (int64_t i = copies; i-- > 0;) {
+        Value r = eval(static_cast<int>(in.integer), {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode);
+        grads[i] = *r.elements.at(1).params;
+        ct = r.elements.at(2);
+      }
+      // Each leaf's copies stacked along a new leading axis, copy 0 first.
+      ParamMap stacked_grads;
+      for (const auto& [path, t] : stacked) {
+        Tensor g = Tensor::real(t.shape);
+        size_t per_copy = copies > 0 ? g.reals.size() / static_cast<size_t>(copies) : 0;
+        for (int64_t i = 0; i < copies; ++i) {
+          const Tensor& part = grads[i].at(path);
+          std::copy(part.reals.begin(), part.reals.end(), g.reals.begin() + static_cast<std::ptrdiff_t>(i * per_copy));
+        }
+        stacked_grads.emplace(path, std::move(g));
+      }
+      return Value::of_tuple({carried, ct, Value::of_params(std::make_shared<const ParamMap>(std::move(stacked_grads)))});
     }
     case Op::Call:
     case Op::Fold: {

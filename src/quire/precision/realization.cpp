@@ -123,6 +123,11 @@ bool is_copy(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Expand:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
       return true;
     default: return false;
   }
@@ -190,8 +195,9 @@ class Realizer {
                      const std::vector<std::optional<SiteType>>& table, bool reads_high) const {
     const FloatType p = policy();
     const bool reduces = core::op_info(in.op).reduction;
-    const bool product = in.op == Op::Dot || in.op == Op::Contract;
-    const bool constant = in.op == Op::Const || in.op == Op::Real || in.op == Op::OneHot;
+    const bool product =
+        in.op == Op::Dot || in.op == Op::Contract || in.op == Op::ContractGradA || in.op == Op::ContractGradB;
+    const bool constant = in.op == Op::Const || in.op == Op::Real || in.op == Op::OneHot || in.op == Op::ZerosLike;
     const std::string under = fmt::format("under --precision {}", policy_name(options_.policy));
     if (in.op == Op::Cast) {
       if (auto t = runtime::parse_float_type(in.text)) return {*t, *t, false, false, Reason::Cast, fmt::format("`as {}`", in.text)};
@@ -326,6 +332,29 @@ class Realizer {
             if (fixed) break;
           }
           carried(acc, fmt::format("the result of the last copy of {}", prog_.functions[in.callee].name));
+          continue;
+        }
+        case Op::FoldVjp: {
+          // As the interpreter runs it: the copies forward from x, then their
+          // vjps from the last copy back, each table realized for the types it meets.
+          std::optional<std::string> prefix;
+          if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end()) prefix = it->second;
+          const int copies = static_cast<int>(std::min<int64_t>(fold_copies(in), 64));
+          std::vector<Carry> inputs;
+          Carry acc = carry[in.args.at(1)];
+          for (int i = 0; i < copies; ++i) {
+            inputs.push_back(acc);
+            acc = realize_function(in.callee, mode, {Carry{}, acc}, prefix, depth + 1);
+          }
+          Carry ct = carry[in.args.at(2)];
+          for (int i = copies; i-- > 0;) {
+            Carry r = realize_function(static_cast<int>(in.integer), mode, {Carry{}, inputs[i], ct}, prefix, depth + 1);
+            ct = r.tuple && r.elements.size() > 2 ? r.elements[2] : Carry{};
+          }
+          Carry result;
+          result.tuple = true;
+          result.elements = {acc, ct, Carry{}};
+          carry[in.id] = result;
           continue;
         }
         case Op::TupleGet: {

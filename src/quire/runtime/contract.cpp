@@ -133,6 +133,47 @@ Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>&
   return contract_named("contract", a, b, result, contracted, acc);
 }
 
+ContractPlan dot_plan(int xr, int wr) {
+  ContractPlan p;
+  for (int d = 0; d + 1 < xr; ++d) p.result.push_back({d, -1});
+  for (int d = 1; d < wr; ++d) p.result.push_back({-1, d});
+  p.contracted = {{xr - 1, 0}};
+  return p;
+}
+
+ContractPlan contract_adjoint_a(const ContractPlan& fwd, int a_rank) {
+  // ∂a = contract(ct, b): each axis of a is either an axis of y (ct's axis q,
+  // batched with b's axis if it was) or contracted with b's axis jb (now b's alone).
+  ContractPlan p;
+  for (int axis = 0; axis < a_rank; ++axis) {
+    ResultAxis r{-1, -1};
+    for (size_t q = 0; q < fwd.result.size(); ++q)
+      if (fwd.result[q].a_axis == axis) r = {static_cast<int>(q), fwd.result[q].b_axis};
+    for (auto [pa, pb] : fwd.contracted)
+      if (pa == axis) r = {-1, pb};
+    p.result.push_back(r);
+  }
+  for (size_t q = 0; q < fwd.result.size(); ++q)
+    if (fwd.result[q].a_axis < 0) p.contracted.push_back({static_cast<int>(q), fwd.result[q].b_axis});
+  return p;
+}
+
+ContractPlan contract_adjoint_b(const ContractPlan& fwd, int b_rank) {
+  // ∂b = contract(a, ct), symmetrically.
+  ContractPlan p;
+  for (int axis = 0; axis < b_rank; ++axis) {
+    ResultAxis r{-1, -1};
+    for (size_t q = 0; q < fwd.result.size(); ++q)
+      if (fwd.result[q].b_axis == axis) r = {fwd.result[q].a_axis, static_cast<int>(q)};
+    for (auto [pa, pb] : fwd.contracted)
+      if (pb == axis) r = {pa, -1};
+    p.result.push_back(r);
+  }
+  for (size_t q = 0; q < fwd.result.size(); ++q)
+    if (fwd.result[q].b_axis < 0) p.contracted.push_back({fwd.result[q].a_axis, static_cast<int>(q)});
+  return p;
+}
+
 Tensor dot(const Tensor& x, const Tensor& w, FloatType acc) {
   const int xr = static_cast<int>(x.rank()), wr = static_cast<int>(w.rank());
   if (xr < 1 || wr < 1) misuse("dot", fmt::format("operands of rank {} and {}; both need an axis", xr, wr));

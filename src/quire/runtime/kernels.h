@@ -197,6 +197,38 @@ Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>&
 /// contracting x's last axis with w's first (both of rank ≥ 1, Real).
 Tensor dot(const Tensor& x, const Tensor& w, FloatType acc = FloatType::F64);
 
+/// The arguments of one contract call: its result axes and contracted pairs.
+struct ContractPlan {
+  std::vector<ResultAxis> result;
+  std::vector<std::pair<int, int>> contracted;
+};
+/// dot(x, w)'s plan for operands of ranks xr and wr.
+ContractPlan dot_plan(int xr, int wr);
+/// The plans of the two cotangents of y = contract(a, b, fwd): with ct shaped
+/// as y, ∂a = contract(ct, b, adjoint_a(fwd, rank a)) and ∂b = contract(a, ct,
+/// adjoint_b(fwd, rank b)). Each sums over the axes the other operand (or ct)
+/// alone has, in increasing axis order, by contract's own fold.
+ContractPlan contract_adjoint_a(const ContractPlan& fwd, int a_rank);
+ContractPlan contract_adjoint_b(const ContractPlan& fwd, int b_rank);
+
+// ---------------------------------------------------------------------------
+// Adjoints (adjoint.cpp): the cotangents of broadcasting, slicing and gathering,
+// which scatter or sum rather than copy. Each sum folds in row-major order of
+// ct, every step rounded to `acc` (F64: unrounded).
+
+/// The adjoint of broadcasting an operand of `shape` through `map` (as in
+/// aligned_strides) to ct's shape: r[j] = Σ ct[i] over the i that read operand
+/// element j, starting from +0.0.
+Tensor sum_to(const Tensor& ct, const AxisMap& map, const Shape& shape, FloatType acc = FloatType::F64);
+
+/// The adjoint of slice(x, axis, start, stop, step) for x of `shape`: +0.0
+/// everywhere except the sliced positions, which hold ct's elements.
+Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t start, int64_t stop, int64_t step);
+
+/// The adjoint of gather(table, axis, ids) for a table of `shape`: +0.0, then
+/// for each position of ids in row-major order, r[p, ids[i], q] += ct[p, i, q].
+Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids, FloatType acc = FloatType::F64);
+
 // ---------------------------------------------------------------------------
 // Restructuring (restructure.cpp): exact copies of elements, no arithmetic.
 // Every operation keeps the element kind, except one_hot and cast_kind.

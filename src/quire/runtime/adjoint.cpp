@@ -1,0 +1,63 @@
+// The adjoints that scatter or sum: of broadcasting (sum_to), of slicing and
+// of gathering. They exist for the reverse sweep (grad/vjp.cpp) and follow the
+// family's rules: a stated fold order (row-major over ct), each step rounded
+// to the accumulator's type, no fused multiply-add (there is no product).
+#include <fmt/format.h>
+
+#include "quire/runtime/kernels.h"
+
+namespace quire::runtime {
+
+namespace {
+
+double step(FloatType acc, double v) { return acc == FloatType::F64 ? v : round_to(acc, v); }
+
+}  // namespace
+
+Tensor sum_to(const Tensor& ct, const AxisMap& map, const Shape& shape, FloatType acc) {
+  detail::require_well_formed(ct, "sum_to");
+  if (!ct.is_real()) detail::misuse("sum_to", "takes a real cotangent");
+  if (map.size() != ct.shape.size())
+    detail::misuse("sum_to", fmt::format("a map of {} entries for a cotangent of rank {}", map.size(), ct.rank()));
+  Tensor out = Tensor::real(shape);
+  // Where each cotangent element lands: the operand's stride per result axis, 0 where it broadcast.
+  const std::vector<int64_t> strides = detail::aligned_strides("sum_to", out, map, ct.shape);
+  detail::StridedWalk<1> walk(ct.shape, {strides});
+  for (size_t i = 0; i < ct.reals.size(); ++i, walk.next()) {
+    double& r = out.reals[walk.offset(0)];
+    r = step(acc, r + ct.reals[i]);
+  }
+  return out;
+}
+
+Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t start, int64_t stop, int64_t step_by) {
+  detail::require_well_formed(ct, "slice_adjoint");
+  Tensor out = Tensor::real(shape);
+  Tensor probe = out;  // slice's own clipping and size rules decide where ct lands
+  for (size_t i = 0; i < probe.reals.size(); ++i) probe.reals[i] = static_cast<double>(i);
+  Tensor where = slice(probe, axis, start, stop, step_by);
+  if (where.shape != ct.shape)
+    detail::misuse("slice_adjoint", fmt::format("ct has shape {}, the slice {}", shape_string(ct.shape), shape_string(where.shape)));
+  for (size_t i = 0; i < ct.reals.size(); ++i) out.reals[static_cast<size_t>(where.reals[i])] = ct.reals[i];
+  return out;
+}
+
+Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids, FloatType acc) {
+  detail::require_well_formed(ct, "gather_adjoint");
+  detail::require_axis(axis, static_cast<int64_t>(shape.size()), "gather_adjoint");
+  Tensor out = Tensor::real(shape);
+  // The table's flat offsets, gathered as gather would: position k of the
+  // result reads table element index.reals[k]; the adjoint adds ct[k] there.
+  Tensor index = out;
+  for (size_t i = 0; i < index.reals.size(); ++i) index.reals[i] = static_cast<double>(i);
+  Tensor where = gather(index, axis, ids);
+  if (where.shape != ct.shape)
+    detail::misuse("gather_adjoint", fmt::format("ct has shape {}, the gather {}", shape_string(ct.shape), shape_string(where.shape)));
+  for (size_t k = 0; k < ct.reals.size(); ++k) {
+    double& r = out.reals[static_cast<size_t>(where.reals[k])];
+    r = step(acc, r + ct.reals[k]);
+  }
+  return out;
+}
+
+}  // namespace quire::runtime

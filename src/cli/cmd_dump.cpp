@@ -9,6 +9,7 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
+#include "quire/grad/vjp.h"
 #include "quire/precision/realization.h"
 #include "quire/syntax/ast_printer.h"
 #include "quire/syntax/lexer.h"
@@ -42,20 +43,23 @@ Handler setup_dump(CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
-  sub.add_option("--stage", o->stage, "tokens, ast, elab, core or precision")
+  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp or precision")
       ->required()
-      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "precision"}));
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision"}));
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  sub.add_option("--entry", o->entry, "core: only the functions this one reaches; precision: the entry realized");
+  sub.add_option("--entry", o->entry,
+                 "core: only the functions this one reaches; vjp: the function differentiated; precision: the entry realized");
   sub.add_option("--precision", o->precision, "precision: the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
   sub.add_option("--dim", o->dims, "precision: bind a dimension, NAME=SIZE (sizes the parameters' bytes)");
   return [o]() {
-    if (!o->entry.empty() && o->stage != "core" && o->stage != "precision")
-      throw UsageError(fmt::format("--entry applies to --stage core and precision, not to --stage {}", o->stage));
+    if (!o->entry.empty() && o->stage != "core" && o->stage != "precision" && o->stage != "vjp")
+      throw UsageError(fmt::format("--entry applies to --stage core, vjp and precision, not to --stage {}", o->stage));
     if (o->stage == "precision" && o->entry.empty())
       throw UsageError("--stage precision realizes one entry: give --entry NAME");
+    if (o->stage == "vjp" && o->entry.empty())
+      throw UsageError("--stage vjp differentiates one function: give --entry NAME");
     if (o->stage == "tokens" || o->stage == "ast") {
       if (o->format == "json") throw UsageError(fmt::format("--stage {} prints text only", o->stage));
       return dump_syntax(o->file, o->stage);
@@ -68,6 +72,14 @@ Handler setup_dump(CLI::App& sub) {
       return 0;
     }
     int root = o->entry.empty() ? -1 : find_entry(*prog, o->entry);
+    if (o->stage == "vjp") {
+      // The entry's vjp with respect to every argument that can have a cotangent.
+      std::vector<int> wrt = grad::differentiable_args(prog->functions[root]);
+      if (wrt.empty())
+        throw UsageError(fmt::format("`{}` has no argument to differentiate (a real tensor, a parameter tree or a tuple of them)",
+                                     o->entry));
+      root = grad::vjp(*prog, root, wrt);
+    }
     if (o->stage == "precision") {
       precision::RealizeOptions options;
       options.policy = *precision::parse_policy(o->precision);

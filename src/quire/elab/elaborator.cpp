@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "quire/elab/elaborator_impl.h"
+#include "quire/grad/vjp.h"
 #include "quire/prelude/prelude.h"
 #include "quire/syntax/parser.h"
 
@@ -108,11 +109,14 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
     }
     for (const ast::FnDecl& fn : file.fns) declare_function(f, -1, fn);
   }
-  for (size_t i = 0; i < prog_->functions.size(); ++i) {
+  first_gradient_ = static_cast<int>(prog_->functions.size());
+  for (size_t i = 0; i < static_cast<size_t>(first_gradient_); ++i) {
     if (diags_.saturated()) break;
     lower_function_body(*this, static_cast<int>(i));
   }
+  declare_gradients();
   check_call_cycles();
+  build_gradients();
   compute_effects_and_regularity();
   for (int f : prog_->file_order)
     for (const ast::OptimizerDecl& o : asts_[f]->optimizers) elaborate_optimizer(f, o);
@@ -1095,6 +1099,123 @@ void Elaborator::elaborate_training(int fi, const ast::TrainingDecl& t) {
             fmt::format("the objective `{}` takes the parameters and one batch", obj.name));
   }
   file.training = info;
+}
+
+int Elaborator::request_gradient(int target, int wrt, bool with_value, SourceRange at) {
+  for (size_t k = 0; k < gradients_.size(); ++k)
+    if (gradients_[k].target == target && gradients_[k].wrt == wrt && gradients_[k].with_value == with_value)
+      return first_gradient_ + static_cast<int>(k);
+  gradients_.push_back({target, wrt, with_value, at});
+  return first_gradient_ + static_cast<int>(gradients_.size()) - 1;
+}
+
+void Elaborator::declare_gradients() {
+  for (const GradientRequest& req : gradients_) {
+    const core::Function& t = prog_->functions.at(req.target);
+    core::Function g;
+    const core::FnArg& wrt = t.args.at(req.wrt);
+    g.name = fmt::format("{}.{}{}", t.name, req.with_value ? "value_and_grad" : "grad",
+                         req.wrt == 0 ? "" : fmt::format("[{}]", wrt.name));
+    g.module = t.module;
+    g.dims = t.dims;
+    g.args = t.args;
+    g.result = req.with_value ? Type::make_tuple({t.result, wrt.type}) : wrt.type;
+    g.file = t.file;
+    g.loc = req.at;
+    g.checked = false;  // until build_gradients gives it its body
+    core::Instr call;
+    call.op = core::Op::Call;
+    call.id = static_cast<int>(t.args.size()) + 1;
+    call.type = t.result;
+    for (const core::FnArg& a : t.args) call.args.push_back(a.id);
+    call.callee = req.target;
+    for (const std::string& d : t.dims) call.sizes.push_back(Size::symbol(d));
+    call.loc = req.at;
+    g.body.push_back(std::move(call));
+    g.result_value = g.body.back().id;
+    prog_->functions.push_back(std::move(g));
+    fn_decls_.push_back(nullptr);
+    fn_files_.push_back(fn_files_.at(req.target));
+  }
+}
+
+void Elaborator::build_gradients() {
+  // A function that takes a gradient cannot itself be differentiated: that
+  // would differentiate a reverse sweep (second derivatives), not supported.
+  auto reaches_gradient = [&](int root) {
+    std::vector<bool> seen(prog_->functions.size(), false);
+    std::function<bool(int)> visit = [&](int f) {
+      if (f < 0 || seen[f]) return false;
+      seen[f] = true;
+      if (f >= first_gradient_) return true;
+      for (const core::Instr& in : prog_->functions[f].body)
+        if ((in.op == core::Op::Call || in.op == core::Op::Fold) && visit(in.callee)) return true;
+      return false;
+    };
+    return visit(root);
+  };
+  for (size_t k = 0; k < gradients_.size(); ++k) {
+    const GradientRequest req = gradients_[k];
+    const int gi = first_gradient_ + static_cast<int>(k);
+    if (!prog_->functions.at(req.target).checked) continue;
+    if (reaches_gradient(req.target)) {
+      error("E0504", req.at,
+            fmt::format("`{}` takes a gradient itself, so it cannot be differentiated", prog_->functions[req.target].name),
+            "quire computes first derivatives only");
+      continue;
+    }
+    const int v = grad::vjp(*prog_, req.target, {req.wrt});
+    core::Function& g = prog_->functions.at(gi);
+    const core::Function& vf = prog_->functions.at(v);
+    g.body.clear();
+    auto emit = [&](core::Instr in) {
+      in.id = g.value_count() + 1;
+      in.loc = req.at;
+      g.body.push_back(std::move(in));
+      return g.body.back().id;
+    };
+    core::Instr one;
+    one.op = core::Op::Const;
+    one.type = Type::real_scalar();
+    one.number = 1.0;
+    int ct = emit(one);
+    core::Instr call;
+    call.op = core::Op::Call;
+    call.type = vf.result;
+    for (const core::FnArg& a : g.args) call.args.push_back(a.id);
+    call.args.push_back(ct);
+    call.callee = v;
+    for (const std::string& d : g.dims) call.sizes.push_back(Size::symbol(d));
+    int r = emit(call);
+    auto get = [&](int k2) {
+      core::Instr in;
+      in.op = core::Op::TupleGet;
+      in.type = vf.result.elements.at(static_cast<size_t>(k2));
+      in.args = {r};
+      in.integer = k2;
+      return emit(in);
+    };
+    int grad_value = get(1);
+    if (req.with_value) {
+      int value = get(0);
+      core::Instr t;
+      t.op = core::Op::MakeTuple;
+      t.type = g.result;
+      t.args = {value, grad_value};
+      g.result_value = emit(t);
+    } else {
+      g.result_value = grad_value;
+    }
+    g.checked = true;
+  }
+  // The vjps appended for the gradients have no declaration of their own.
+  fn_decls_.resize(prog_->functions.size(), nullptr);
+  while (fn_files_.size() < prog_->functions.size()) {
+    int file = 0;
+    for (size_t i = 0; i < prog_->files.size(); ++i)
+      if (prog_->files[i].id == prog_->functions[fn_files_.size()].file) file = static_cast<int>(i);
+    fn_files_.push_back(file);
+  }
 }
 
 void Elaborator::check_call_cycles() {

@@ -56,6 +56,10 @@ class Elaborator {
   /// A module by qualified name from `file` (`Linear`, `lin.Linear`), or -1 with an error.
   int find_module(const std::vector<ast::Ident>& name, int file, bool report);
   const ast::FnDecl* fn_decl(int function) const { return fn_decls_[function]; }
+  /// The function `grad(f)` (`value_and_grad(f)` when `with_value`) with
+  /// respect to argument `wrt` of `target`, by the index it will have once
+  /// every body is lowered (declare_gradients appends it).
+  int request_gradient(int target, int wrt, bool with_value, SourceRange at);
   int fn_file(int function) const { return fn_files_[function]; }
 
   /// While alive, a top-level function's size parameters are sizes to
@@ -93,6 +97,20 @@ class Elaborator {
   void elaborate_training(int file, const ast::TrainingDecl& t);
   void check_call_cycles();
   void compute_effects_and_regularity();
+  /// Appends the requested gradient functions, each with a provisional body
+  /// (a call of its target) so that the call-cycle check sees the edge.
+  void declare_gradients();
+  /// Gives each gradient function its body: the target's vjp at cotangent 1.
+  void build_gradients();
+
+  struct GradientRequest {
+    int target = -1;
+    int wrt = 0;
+    bool with_value = false;
+    SourceRange at;  ///< the first `grad(…)` that asked for it
+  };
+  std::vector<GradientRequest> gradients_;
+  int first_gradient_ = -1;  // the index the first requested gradient function gets
 
   DiagnosticSink& diags_;
   const FileReader& reader_;

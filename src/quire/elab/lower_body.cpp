@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "quire/elab/elaborator_impl.h"
+#include "quire/grad/vjp.h"
 
 namespace quire::elab {
 
@@ -982,6 +983,12 @@ class BodyLowering {
   NOINLINE Operand lower_call(const ast::Expr& e) {
     if (e.children.empty()) return Operand::error();
     const ast::Expr& callee = *e.children[0];
+    if (callee.kind == ast::ExprKind::Call && !callee.children.empty() &&
+        callee.children[0]->kind == ast::ExprKind::Name) {
+      const std::string& form = callee.children[0]->name;
+      if ((form == "grad" || form == "value_and_grad") && !lookup_local(form) && names_builtin(form, callee))
+        return lower_gradient_call(callee, e);
+    }
     if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name) && names_builtin(callee.name, e)) {
       std::optional<Operand> builtin = lower_builtin(callee.name, e);
       if (builtin) return *builtin;
@@ -997,6 +1004,81 @@ class BodyLowering {
       return Operand::error();
     }
     return call_function(f, e);
+  }
+
+  /// `grad(f)(args…)` and `value_and_grad(f)(args…)`, optionally with
+  /// `wrt = name`: a call of the gradient function the elaborator builds from
+  /// f's vjp once every body is lowered (grad/vjp.h). Its arguments are f's,
+  /// matched as for a call of f; its result is the cotangent of the chosen
+  /// argument (for value_and_grad: f's value, then that cotangent).
+  NOINLINE Operand lower_gradient_call(const ast::Expr& form, const ast::Expr& e) {
+    const std::string& name = form.children[0]->name;
+    const ast::Expr* target_expr = nullptr;
+    const ast::Arg* wrt_arg = nullptr;
+    for (const ast::Arg& a : form.args) {
+      if (a.kind == ast::Arg::Kind::Positional && !target_expr) {
+        target_expr = a.value.get();
+      } else if (a.kind == ast::Arg::Kind::Keyword && a.name && a.name->text == "wrt" && !wrt_arg) {
+        wrt_arg = &a;
+      } else {
+        error("E0405", a.range, fmt::format("`{}` takes a function and, optionally, `wrt = argument`", name));
+        return Operand::error();
+      }
+    }
+    if (!target_expr) {
+      error("E0405", form.range, fmt::format("`{}` takes a function: {}(f) or {}(f, wrt = x)", name, name, name));
+      return Operand::error();
+    }
+    Operand f = lower(*target_expr);
+    if (!f.ok()) return f;
+    if (f.kind != OK::Function) {
+      error("E0401", target_expr->range, fmt::format("`{}` differentiates a function; this is not one", name));
+      return Operand::error();
+    }
+    const core::Function& target = prog_.functions[f.index];
+    if (target.module >= 0 && f.number != 0) {
+      error("E0401", target_expr->range,
+            fmt::format("`{}` takes a module's function with its parameters passed explicitly", name),
+            fmt::format("write `{}({})` and pass the parameter tree first", name, target.name));
+      return Operand::error();
+    }
+    if (!(target.result.kind == TypeKind::Tensor && target.result.tensor.elem == Elem::Real &&
+          target.result.tensor.axes.empty() && !target.result.tensor.rest)) {
+      error("E0401", target_expr->range,
+            fmt::format("`{}` differentiates a function returning ℝ[]; `{}` returns {}", name, target.name,
+                        show(target.result)));
+      return Operand::error();
+    }
+    int wrt = 0;
+    if (wrt_arg) {
+      wrt = -1;
+      const ast::Expr* v = wrt_arg->value.get();
+      if (v && v->kind == ast::ExprKind::Name)
+        for (size_t i = 0; i < target.args.size(); ++i)
+          if (target.args[i].name == v->name) wrt = static_cast<int>(i);
+      if (wrt < 0) {
+        error("E0405", wrt_arg->range, fmt::format("`{}` has no argument named so", target.name));
+        return Operand::error();
+      }
+    }
+    if (target.args.empty() || !grad::differentiable(target.args[wrt].type)) {
+      error("E0401", target_expr->range,
+            target.args.empty() ? fmt::format("`{}` takes no argument to differentiate", target.name)
+                                : fmt::format("cannot differentiate with respect to `{}` : {} (a real tensor, a parameter "
+                                              "tree or a tuple of them)", target.args[wrt].name, show(target.args[wrt].type)));
+      return Operand::error();
+    }
+    Operand call = call_function(f, e);
+    if (!call.ok()) return call;
+    core::Instr& in = fn_.body.back();
+    if (in.op != Op::Call || in.callee != f.index)
+      throw std::logic_error("internal: a gradient call did not lower to one call of its function");
+    Type grad_type = fn_.type_of(in.args.at(static_cast<size_t>(wrt)));
+    Type result = name == "grad" ? grad_type : Type::make_tuple({in.type, grad_type});
+    in.type = result;
+    in.callee = el_.request_gradient(f.index, wrt, name == "value_and_grad", form.range);
+    call.type = result;
+    return call;
   }
 
   /// Whether a call `name(…)` of a plain name that is not a local tries the

@@ -18,12 +18,12 @@ namespace {
 
 bool is_real(const Type& t) { return t.kind == TypeKind::Tensor && t.tensor.elem == elab::Elem::Real; }
 
-bool differentiable(const Type& t, int depth = 0) {
+bool differentiable_at(const Type& t, int depth) {
   if (depth > 64) return false;
   if (is_real(t) || t.kind == TypeKind::Params) return true;
   if (t.kind == TypeKind::Tuple)
     for (const Type& e : t.elements)
-      if (differentiable(e, depth + 1)) return true;
+      if (differentiable_at(e, depth + 1)) return true;
   return false;
 }
 
@@ -602,6 +602,8 @@ class Builder {
 };
 
 }  // namespace
+
+bool differentiable(const elab::Type& t) { return differentiable_at(t, 0); }
 
 std::vector<int> differentiable_args(const core::Function& f) {
   std::vector<int> out;

@@ -29,6 +29,10 @@
 
 namespace quire::grad {
 
+/// Whether a value of this type can have a cotangent: a real tensor, a
+/// parameter tree, or a tuple holding one.
+bool differentiable(const elab::Type& t);
+
 /// f's arguments that can have a cotangent, by index into f.args.
 std::vector<int> differentiable_args(const core::Function& f);
 

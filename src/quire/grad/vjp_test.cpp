@@ -194,5 +194,26 @@ fn loss(θ : params Tower, x : ℝ[b: 2, 3]) -> ℝ[] = mean(Tower.apply(θ, x)^
   }
 }
 
+// The language's forms call the same vjp: grad(f) is its cotangent of the
+// chosen argument at ct = 1, value_and_grad(f) adds f's value.
+TEST(Vjp, GradAndValueAndGradInTheLanguage) {
+  Program p(R"(fn loss(x : ℝ[n: 4], y : ℝ[n: 4]) -> ℝ[] = sum(exp(x) * y)
+fn dx(x : ℝ[n: 4], y : ℝ[n: 4]) -> ℝ[n: 4] = grad(loss)(x, y)
+fn dy(x : ℝ[n: 4], y : ℝ[n: 4]) -> ℝ[n: 4] = grad(loss, wrt = y)(x, y)
+fn both(x : ℝ[n: 4], y : ℝ[n: 4]) -> (ℝ[], ℝ[n: 4]) = value_and_grad(loss)(x, y)
+)");
+  ASSERT_TRUE(p.e->ok()) << p.e->rendered();
+  auto args = random_args({{4}, {4}}, 10);
+  runtime::Tensor gx = p("dx", {args[0].tensor, args[1].tensor});
+  runtime::Tensor gy = p("dy", {args[0].tensor, args[1].tensor});
+  Value both = p.call("both", args);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(gx.reals[i], 1.0 * args[1].tensor.reals[i] * std::exp(args[0].tensor.reals[i]));
+    EXPECT_EQ(gy.reals[i], 1.0 * std::exp(args[0].tensor.reals[i]));
+    EXPECT_EQ(both.elements[1].tensor.reals[i], gx.reals[i]);
+  }
+  EXPECT_EQ(both.elements[0].tensor.reals[0], p("loss", {args[0].tensor, args[1].tensor}).reals[0]);
+}
+
 }  // namespace
 }  // namespace quire::grad

@@ -1,0 +1,385 @@
+// AdamW and SGD (optimizer.h): the optimizer block's reading, one update as a
+// single pass over (parameter, gradient, state) triples, and the state's
+// save and restore.
+// Requires: parameters and gradients of the shapes the optimizer was made
+// for (checked before anything changes, OptimizerError).
+// Keeps: every update's arithmetic in f64, in PyTorch's order of operations;
+// the state and parameters rounded once per update to the master type.
+#include "quire/train/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+// The reference bits forbid fused multiply-add: PyTorch's formulas round
+// after every multiplication. GCC contracts by default in C++ wherever the
+// target has FMA and ignores the standard pragma; Clang honours it.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace quire::train {
+
+namespace {
+
+// ---------------------------------------------------------------- the optimizer block
+
+/// Which algorithms a field belongs to.
+enum class Applies { Both, AdamW, Sgd };
+
+/// What a field's value must be.
+enum class ValueRule {
+  NonNegative,   ///< a number ≥ 0
+  Positive,      ///< a number > 0
+  UnitOpen,      ///< a number in [0, 1)
+  UnitClosed,    ///< a number in [0, 1]
+  Boolean,       ///< true or false
+  ScheduleText,  ///< constant, linear(warmup = W), cosine(warmup = W)
+};
+
+/// One settable field of an optimizer block. `number` is the config member a
+/// numeric field sets (null for the others, which are set by key).
+struct FieldRule {
+  const char* key;
+  const char* greek;  ///< the same field spelled as the formulas do, or null
+  Applies applies;
+  ValueRule rule;
+  double OptimizerConfig::*number;
+};
+
+// The ranges are PyTorch's argument checks ("Invalid beta parameter at index
+// 0", ...), plus clip > 0 (a bound of 0 would zero every gradient) and
+// dampening ≤ 1 (a larger one reverses the gradient's sign in the buffer).
+constexpr FieldRule kFieldRules[] = {
+    {"lr", nullptr, Applies::Both, ValueRule::NonNegative, &OptimizerConfig::lr},
+    {"weight_decay", nullptr, Applies::Both, ValueRule::NonNegative, &OptimizerConfig::weight_decay},
+    {"schedule", nullptr, Applies::Both, ValueRule::ScheduleText, nullptr},
+    {"clip", nullptr, Applies::Both, ValueRule::Positive, nullptr},
+    {"beta1", "β1", Applies::AdamW, ValueRule::UnitOpen, &OptimizerConfig::beta1},
+    {"beta2", "β2", Applies::AdamW, ValueRule::UnitOpen, &OptimizerConfig::beta2},
+    {"eps", "ε", Applies::AdamW, ValueRule::NonNegative, &OptimizerConfig::eps},
+    {"momentum", nullptr, Applies::Sgd, ValueRule::NonNegative, &OptimizerConfig::momentum},
+    {"dampening", nullptr, Applies::Sgd, ValueRule::UnitClosed, &OptimizerConfig::dampening},
+    {"nesterov", nullptr, Applies::Sgd, ValueRule::Boolean, nullptr},
+};
+
+bool applies_to(Applies a, OptimizerKind kind) {
+  return a == Applies::Both || (a == Applies::AdamW) == (kind == OptimizerKind::AdamW);
+}
+
+/// "kind, lr, weight_decay, …": the fields `kind` takes.
+std::string field_list(OptimizerKind kind) {
+  std::string list = "kind";
+  for (const FieldRule& r : kFieldRules)
+    if (applies_to(r.applies, kind)) list += fmt::format(", {}", r.key);
+  return list;
+}
+
+std::string unquote(const std::string& s) {
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') return s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::optional<OptimizerKind> parse_kind(const std::string& name) {
+  if (name == "adamw") return OptimizerKind::AdamW;
+  if (name == "sgd") return OptimizerKind::Sgd;
+  return std::nullopt;
+}
+
+/// The number a numeric field holds, checked against its rule.
+double number_of(const elab::FieldInfo& f, ValueRule rule, const auto& field_error) {
+  if (!f.is_number) throw field_error(f, fmt::format("must be a number literal, got `{}`", f.value));
+  const double x = f.number;
+  switch (rule) {
+    case ValueRule::NonNegative:
+      if (!(x >= 0)) throw field_error(f, fmt::format("must be ≥ 0, got {}", f.value));
+      break;
+    case ValueRule::Positive:
+      if (!(x > 0)) throw field_error(f, fmt::format("must be > 0, got {}", f.value));
+      break;
+    case ValueRule::UnitOpen:
+      if (!(x >= 0 && x < 1)) throw field_error(f, fmt::format("must be in [0, 1), got {}", f.value));
+      break;
+    case ValueRule::UnitClosed:
+      if (!(x >= 0 && x <= 1)) throw field_error(f, fmt::format("must be in [0, 1], got {}", f.value));
+      break;
+    default:
+      break;
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------- one update
+
+/// One trainable parameter's elements, its gradient's and its state's, as
+/// one update sees them. All vectors hold the parameter's element count.
+struct Slot {
+  std::vector<double>* param;
+  const std::vector<double>* grad;
+  std::vector<double>* first;   ///< exp_avg or the momentum buffer
+  std::vector<double>* second;  ///< exp_avg_sq (AdamW only)
+};
+
+/// torch.lerp(self, end, weight) as ATen computes it: the form that is
+/// exact at the nearer end.
+double lerp(double self, double end, double weight) {
+  return std::abs(weight) < 0.5 ? self + weight * (end - self) : end - (end - self) * (1.0 - weight);
+}
+
+/// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
+/// update number t (from 1). `coef` scales every gradient (1: unclipped).
+void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, int64_t t, double coef,
+                bool clipped, runtime::FloatType master) {
+  const double decay = 1.0 - lr * c.weight_decay;
+  const double m_weight = 1.0 - c.beta1;
+  const double v_weight = 1.0 - c.beta2;
+  // Python: beta ** step with step the f32 tensor's value (exact below 2^24).
+  const double bias_correction1 = 1.0 - std::pow(c.beta1, static_cast<double>(t));
+  const double bias_correction2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  for (const Slot& s : slots) {
+    std::vector<double>& p = *s.param;
+    const std::vector<double>& grad = *s.grad;
+    std::vector<double>& m = *s.first;
+    std::vector<double>& v = *s.second;
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double g = clipped ? grad[i] * coef : grad[i];
+      double x = p[i];
+      if (c.weight_decay != 0) x = x * decay;
+      m[i] = runtime::round_to(master, lerp(m[i], g, m_weight));
+      v[i] = runtime::round_to(master, v[i] * c.beta2 + v_weight * g * g);
+      const double denom = std::sqrt(v[i]) / bias_correction2_sqrt + c.eps;
+      p[i] = runtime::round_to(master, x + (-step_size) * m[i] / denom);
+    }
+  }
+}
+
+/// torch.optim.SGD's _single_tensor_sgd. `first_update`: the momentum buffer
+/// is created from this update's gradient.
+void sgd_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, bool first_update, double coef,
+              bool clipped, runtime::FloatType master) {
+  const double buffer_weight = 1.0 - c.dampening;
+  for (const Slot& s : slots) {
+    std::vector<double>& p = *s.param;
+    const std::vector<double>& grad = *s.grad;
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = clipped ? grad[i] * coef : grad[i];
+      if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
+      if (c.momentum != 0) {
+        double& b = (*s.first)[i];
+        b = runtime::round_to(master, first_update ? g : b * c.momentum + buffer_weight * g);
+        g = c.nesterov ? g + c.momentum * b : b;
+      }
+      p[i] = runtime::round_to(master, p[i] + (-lr) * g);
+    }
+  }
+}
+
+}  // namespace
+
+const char* optimizer_kind_name(OptimizerKind kind) { return kind == OptimizerKind::AdamW ? "adamw" : "sgd"; }
+
+OptimizerConfig OptimizerConfig::defaults(OptimizerKind kind, std::string name) {
+  OptimizerConfig c;
+  c.name = std::move(name);
+  c.kind = kind;
+  c.weight_decay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
+  return c;
+}
+
+OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
+  auto field_error = [&](const elab::FieldInfo& f, const std::string& what) {
+    return OptimizerError(fmt::format("optimizer `{}`: field `{}`: {}", info.name, f.key, what), f.loc);
+  };
+
+  const elab::FieldInfo* kind_field = nullptr;
+  for (const elab::FieldInfo& f : info.fields)
+    if (f.key == "kind") kind_field = &f;
+  std::optional<OptimizerKind> kind = parse_kind(kind_field ? unquote(kind_field->value) : info.name);
+  if (!kind && kind_field)
+    throw field_error(*kind_field, fmt::format("unknown algorithm `{}` (adamw, sgd)", kind_field->value));
+  if (!kind)
+    throw OptimizerError(fmt::format("optimizer `{}`: unknown algorithm; name the block `adamw` or `sgd`, or set "
+                                     "`kind = adamw` or `kind = sgd`",
+                                     info.name),
+                         info.loc);
+
+  OptimizerConfig c = defaults(*kind, info.name);
+  std::set<const FieldRule*> seen;  // `beta1` and `β1` are one field
+  for (const elab::FieldInfo& f : info.fields) {
+    if (f.key == "kind") continue;
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : kFieldRules)
+      if (f.key == r.key || (r.greek && f.key == r.greek)) rule = &r;
+    if (f.key == "betas" && c.kind == OptimizerKind::AdamW)
+      throw field_error(f, "write `beta1 = …` and `beta2 = …` (a tuple's elements are not kept by elaboration)");
+    if (!rule || !applies_to(rule->applies, c.kind))
+      throw field_error(
+          f, fmt::format("{} has no such field (its fields: {})", optimizer_kind_name(c.kind), field_list(c.kind)));
+    if (!seen.insert(rule).second) throw field_error(f, fmt::format("`{}` is set twice", rule->key));
+    switch (rule->rule) {
+      case ValueRule::Boolean:
+        if (f.value != "true" && f.value != "false")
+          throw field_error(f, fmt::format("must be true or false, got `{}`", f.value));
+        c.nesterov = f.value == "true";
+        break;
+      case ValueRule::ScheduleText: {
+        std::string why;
+        std::optional<Schedule> s = parse_schedule(f.value, &why);
+        if (!s) throw field_error(f, why);
+        c.schedule = *s;
+        break;
+      }
+      default: {
+        const double x = number_of(f, rule->rule, field_error);
+        if (rule->number)
+          c.*(rule->number) = x;
+        else
+          c.clip = x;
+      }
+    }
+  }
+  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+    for (const elab::FieldInfo& f : info.fields)
+      if (f.key == "nesterov") throw field_error(f, "needs momentum > 0 and dampening = 0 (as in PyTorch)");
+  return c;
+}
+
+// ---------------------------------------------------------------- Optimizer
+
+Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std::set<std::string> frozen)
+    : config_(std::move(config)), frozen_(std::move(frozen)) {
+  const bool has_first = config_.kind == OptimizerKind::AdamW || config_.momentum != 0;
+  const bool has_second = config_.kind == OptimizerKind::AdamW;
+  for (const auto& [path, tensor] : params) {
+    if (frozen_.count(path)) continue;
+    if (!tensor.is_real())
+      throw OptimizerError(fmt::format("optimizer `{}`: parameter `{}` is not real", config_.name, path));
+    const size_t n = static_cast<size_t>(tensor.size());
+    states_.push_back(
+        {path, tensor.shape, std::vector<double>(has_first ? n : 0), std::vector<double>(has_second ? n : 0)});
+  }
+}
+
+StepReport Optimizer::step(interp::ParamMap& params, const interp::ParamMap& grads, runtime::FloatType master,
+                           int64_t total_steps) {
+  auto mismatch = [&](const std::string& what) {
+    return OptimizerError(fmt::format("optimizer `{}`: {}", config_.name, what));
+  };
+  // Check everything before changing anything.
+  std::vector<Slot> slots;
+  slots.reserve(states_.size());
+  for (ParamState& s : states_) {
+    auto p = params.find(s.path);
+    if (p == params.end()) throw mismatch(fmt::format("parameter `{}` is missing", s.path));
+    if (!p->second.is_real() || p->second.shape != s.shape)
+      throw mismatch(fmt::format("parameter `{}` has shape {}, not {}", s.path, runtime::shape_string(p->second.shape),
+                                 runtime::shape_string(s.shape)));
+    auto g = grads.find(s.path);
+    if (g == grads.end()) throw mismatch(fmt::format("no gradient for parameter `{}`", s.path));
+    if (!g->second.is_real() || g->second.shape != s.shape)
+      throw mismatch(fmt::format("the gradient of `{}` has shape {}, not {}", s.path,
+                                 runtime::shape_string(g->second.shape), runtime::shape_string(s.shape)));
+    slots.push_back({&p->second.reals, &g->second.reals, &s.first, &s.second});
+  }
+  auto trainable_count = [&](const interp::ParamMap& m) {
+    return std::count_if(m.begin(), m.end(), [&](const auto& e) { return !frozen_.count(e.first); });
+  };
+  auto first_unknown = [&](const interp::ParamMap& m) {
+    for (const auto& [path, t] : m)
+      if (!frozen_.count(path) && !std::ranges::binary_search(states_, path, {}, &ParamState::path)) return path;
+    return std::string();
+  };
+  if (static_cast<size_t>(trainable_count(params)) != states_.size())
+    throw mismatch(fmt::format("parameter `{}` is not one it was made for", first_unknown(params)));
+  if (static_cast<size_t>(trainable_count(grads)) != states_.size())
+    throw mismatch(fmt::format("gradient `{}` belongs to no trainable parameter", first_unknown(grads)));
+
+  // The joint norm, in path order then element order.
+  double sum_sq = 0;
+  for (const Slot& s : slots)
+    for (double g : *s.grad) sum_sq += g * g;
+  StepReport report;
+  report.step = steps_;
+  report.grad_norm = std::sqrt(sum_sq);
+  double coef = 1.0;
+  if (config_.clip) {
+    // clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.
+    const double c = *config_.clip / (report.grad_norm + 1e-6);
+    report.clipped = c < 1.0;
+    if (report.clipped) coef = c;
+  }
+  report.lr = config_.schedule.lr_at(steps_, config_.lr, total_steps);
+  const int64_t t = ++steps_;
+  if (config_.kind == OptimizerKind::AdamW)
+    adamw_pass(slots, config_, report.lr, t, coef, report.clipped, master);
+  else
+    sgd_pass(slots, config_, report.lr, t == 1, coef, report.clipped, master);
+  return report;
+}
+
+std::vector<std::string> Optimizer::state_kinds() const {
+  if (config_.kind == OptimizerKind::AdamW) return {"exp_avg", "exp_avg_sq"};
+  if (config_.momentum != 0) return {"momentum_buffer"};
+  return {};
+}
+
+io::NamedTensors Optimizer::state_tensors() const {
+  io::NamedTensors out;
+  const std::vector<std::string> kinds = state_kinds();
+  for (size_t k = 0; k < kinds.size(); ++k)
+    for (const ParamState& s : states_) {
+      runtime::Tensor t = runtime::Tensor::real(s.shape);
+      t.reals = k == 0 ? s.first : s.second;
+      out.emplace_back(fmt::format("{}.{}.{}", optimizer_kind_name(config_.kind), kinds[k], s.path), std::move(t));
+    }
+  return out;
+}
+
+nlohmann::json Optimizer::state_json() const { return {{"kind", optimizer_kind_name(config_.kind)}, {"step", steps_}}; }
+
+void Optimizer::restore(const io::NamedTensors& tensors, const nlohmann::json& state) {
+  auto refuse = [&](const std::string& why) {
+    return OptimizerError(fmt::format("optimizer `{}`: cannot restore its state: {}", config_.name, why));
+  };
+  const char* kind = optimizer_kind_name(config_.kind);
+  if (!state.is_object() || !state.contains("kind") || !state["kind"].is_string())
+    throw refuse("the state JSON has no \"kind\"");
+  if (state["kind"].get<std::string>() != kind)
+    throw refuse(fmt::format("the state is {}'s, not {}'s", state["kind"].get<std::string>(), kind));
+  if (!state.contains("step") || !state["step"].is_number_integer() || state["step"].get<int64_t>() < 0)
+    throw refuse("the state JSON's \"step\" is not a natural number");
+  const int64_t steps = state["step"].get<int64_t>();
+
+  std::map<std::string, const runtime::Tensor*> by_name;
+  for (const auto& [name, t] : tensors)
+    if (!by_name.emplace(name, &t).second) throw refuse(fmt::format("tensor `{}` is given twice", name));
+  // Stage the new state so that a refusal changes nothing.
+  std::vector<ParamState> restored = states_;
+  const std::vector<std::string> kinds = state_kinds();
+  for (size_t k = 0; k < kinds.size(); ++k)
+    for (ParamState& s : restored) {
+      const std::string name = fmt::format("{}.{}.{}", kind, kinds[k], s.path);
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw refuse(fmt::format("tensor `{}` is missing", name));
+      const runtime::Tensor& t = *it->second;
+      if (!t.is_real() || t.shape != s.shape)
+        throw refuse(fmt::format("tensor `{}` is {} {}, not real {}", name, runtime::elem_kind_name(t.kind),
+                                 runtime::shape_string(t.shape), runtime::shape_string(s.shape)));
+      (k == 0 ? s.first : s.second) = t.reals;
+      by_name.erase(it);
+    }
+  if (!by_name.empty())
+    throw refuse(fmt::format("tensor `{}` belongs to no trainable parameter", by_name.begin()->first));
+  states_ = std::move(restored);
+  steps_ = steps;
+}
+
+}  // namespace quire::train

@@ -1,0 +1,603 @@
+// AdamW and SGD against scalar re-implementations of PyTorch's single-tensor
+// formulas (one element at a time, one step at a time, written here from
+// torch/optim/adamw.py and sgd.py), under an f64 and an f32 master type; the
+// joint-norm clipping; frozen parameters; the state's save and restore; the
+// reading of optimizer blocks.
+
+#include "quire/train/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "quire/elab/elab_testing.h"
+#include "quire/io/safetensors.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace quire::train {
+namespace {
+
+using interp::ParamMap;
+using runtime::FloatType;
+using runtime::Tensor;
+
+template <class E, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Tensor reals(runtime::Shape shape, std::vector<double> values) {
+  Tensor t = Tensor::real(std::move(shape));
+  t.reals = std::move(values);
+  return t;
+}
+
+/// Values of many magnitudes and both signs, rounded to `type`, so that any
+/// other order of operations would round differently somewhere.
+Tensor random_tensor(runtime::Shape shape, std::mt19937_64& rng, FloatType type, int min_exp = -8, int max_exp = 2) {
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(min_exp, max_exp);
+  Tensor t = Tensor::real(std::move(shape));
+  for (double& v : t.reals) v = runtime::round_to(type, std::ldexp(mantissa(rng), exponent(rng)));
+  return t;
+}
+
+/// Three parameters, one of them a scalar; keys in path order.
+ParamMap initial_params(FloatType type, uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  ParamMap p;
+  p["blocks.proj.w"] = random_tensor({2, 3}, rng, type, -2, 1);
+  p["head.b"] = random_tensor({4}, rng, type, -2, 1);
+  p["scale"] = random_tensor({}, rng, type, -2, 1);
+  return p;
+}
+
+/// The gradients of update `k` (a different draw each update).
+ParamMap gradients(const ParamMap& params, int k, FloatType type) {
+  std::mt19937_64 rng(1000 + k);
+  ParamMap g;
+  for (const auto& [path, t] : params) g[path] = random_tensor(t.shape, rng, type);
+  return g;
+}
+
+bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+
+void expect_close(double got, double want, FloatType master, const std::string& where) {
+  if (master == FloatType::F64) {
+    EXPECT_LE(std::abs(got - want), 1e-15 * std::abs(want)) << where << ": " << got << " vs " << want;
+  } else {
+    EXPECT_TRUE(same_bits(got, want)) << where << ": " << got << " vs " << want;
+    EXPECT_EQ(got, runtime::round_to(FloatType::F32, got)) << where << " is not an f32 value";
+  }
+}
+
+// ---------------------------------------------------------------- the references
+
+/// One element of torch.optim.AdamW (foreach=False), t from 1. The state and
+/// the parameter are stored at `master` after each update.
+struct AdamWElement {
+  double p, m = 0, v = 0;
+
+  void update(double g, double lr, int t, const OptimizerConfig& c, FloatType master) {
+    double param = p;
+    if (c.weight_decay != 0) param *= 1 - lr * c.weight_decay;  // param.mul_(1 - lr * weight_decay)
+    const double w = 1 - c.beta1;                               // exp_avg.lerp_(grad, 1 - beta1)
+    m = runtime::round_to(master, w < 0.5 ? m + w * (g - m) : g - (g - m) * (1 - w));
+    double sq = v * c.beta2;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    sq = sq + (1 - c.beta2) * g * g;
+    v = runtime::round_to(master, sq);
+    const double bias_correction1 = 1 - std::pow(c.beta1, t);
+    const double bias_correction2 = 1 - std::pow(c.beta2, t);
+    const double step_size = lr / bias_correction1;
+    const double denom = std::sqrt(v) / std::sqrt(bias_correction2) + c.eps;
+    p = runtime::round_to(master, param + -step_size * m / denom);  // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
+};
+
+/// One element of torch.optim.SGD (foreach=False).
+struct SgdElement {
+  double p, buf = 0;
+  bool has_buf = false;
+
+  void update(double g, double lr, const OptimizerConfig& c, FloatType master) {
+    if (c.weight_decay != 0) g = g + c.weight_decay * p;  // grad.add(param, alpha=weight_decay)
+    if (c.momentum != 0) {
+      if (!has_buf) {
+        buf = runtime::round_to(master, g);  // torch.clone(grad).detach()
+        has_buf = true;
+      } else {
+        buf = runtime::round_to(master, buf * c.momentum + (1 - c.dampening) * g);
+      }
+      g = c.nesterov ? g + c.momentum * buf : buf;
+    }
+    p = runtime::round_to(master, p + -lr * g);  // param.add_(grad, alpha=-lr)
+  }
+};
+
+/// Runs `steps` updates of `c` over initial_params() with the optimizer and
+/// with the scalar reference, and compares every parameter and state element
+/// after every update.
+void compare_with_reference(const OptimizerConfig& c, FloatType master, int steps, int64_t total_steps) {
+  ParamMap params = initial_params(master);
+  Optimizer opt(c, params);
+  std::map<std::string, std::vector<AdamWElement>> adamw;
+  std::map<std::string, std::vector<SgdElement>> sgd;
+  for (const auto& [path, t] : params)
+    for (double x : t.reals) {
+      adamw[path].push_back({x});
+      sgd[path].push_back({x});
+    }
+  for (int k = 0; k < steps; ++k) {
+    const ParamMap grads = gradients(params, k, master);
+    const StepReport r = opt.step(params, grads, master, total_steps);
+    const double lr = c.schedule.lr_at(k, c.lr, total_steps);
+    EXPECT_EQ(r.step, k);
+    EXPECT_EQ(r.lr, lr);
+    EXPECT_FALSE(r.clipped);
+    const io::NamedTensors state = opt.state_tensors();
+    for (const auto& [path, t] : params)
+      for (size_t i = 0; i < t.reals.size(); ++i) {
+        const double g = grads.at(path).reals[i];
+        const std::string where = fmt::format("update {} {}[{}]", k, path, i);
+        if (c.kind == OptimizerKind::AdamW) {
+          AdamWElement& e = adamw[path][i];
+          e.update(g, lr, k + 1, c, master);
+          expect_close(t.reals[i], e.p, master, where + " p");
+          for (const auto& [name, s] : state) {
+            if (name == "adamw.exp_avg." + path) expect_close(s.reals[i], e.m, master, where + " m");
+            if (name == "adamw.exp_avg_sq." + path) expect_close(s.reals[i], e.v, master, where + " v");
+          }
+        } else {
+          SgdElement& e = sgd[path][i];
+          e.update(g, lr, c, master);
+          expect_close(t.reals[i], e.p, master, where + " p");
+          for (const auto& [name, s] : state)
+            if (name == "sgd.momentum_buffer." + path) expect_close(s.reals[i], e.buf, master, where + " buf");
+        }
+      }
+  }
+}
+
+OptimizerConfig adamw_config() {
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::AdamW, "adamw");
+  c.lr = 0.01;
+  c.weight_decay = 0.1;
+  c.schedule.kind = Schedule::Kind::Cosine;
+  c.schedule.warmup = 2;
+  return c;
+}
+
+// ---------------------------------------------------------------- AdamW
+
+TEST(OptimizerAdamWTest, MatchesTheScalarReferenceUnderF64) {
+  compare_with_reference(adamw_config(), FloatType::F64, 7, 10);
+}
+
+TEST(OptimizerAdamWTest, MatchesTheF32RoundedReferenceExactlyUnderF32) {
+  compare_with_reference(adamw_config(), FloatType::F32, 7, 10);
+}
+
+TEST(OptimizerAdamWTest, DefaultsWithoutWeightDecayOrSchedule) {
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::AdamW);
+  c.weight_decay = 0;
+  compare_with_reference(c, FloatType::F64, 5, 5);
+  compare_with_reference(c, FloatType::F32, 5, 5);
+}
+
+TEST(OptimizerAdamWTest, SmallBeta1TakesLerpsOtherForm) {
+  // 1 − β1 = 0.7 ≥ 0.5: torch.lerp computes end − (end − self)·(1 − w).
+  OptimizerConfig c = adamw_config();
+  c.beta1 = 0.3;
+  c.beta2 = 0.9;
+  c.eps = 1e-3;
+  compare_with_reference(c, FloatType::F64, 5, 10);
+  compare_with_reference(c, FloatType::F32, 5, 10);
+}
+
+TEST(OptimizerAdamWTest, FirstUpdateMovesEachWeightByAboutLr) {
+  // With m̂ = g and v̂ = g² after bias correction, the first update is
+  // −lr·g/(|g| + eps): a known landmark of Adam.
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::AdamW);
+  c.weight_decay = 0;
+  c.eps = 0;
+  ParamMap params{{"w", reals({2}, {1.0, -1.0})}};
+  Optimizer opt(c, params);
+  opt.step(params, {{"w", reals({2}, {0.5, -4.0})}}, FloatType::F64, 1);
+  EXPECT_NEAR(params["w"].reals[0], 1.0 - 1e-3, 1e-15);
+  EXPECT_NEAR(params["w"].reals[1], -1.0 + 1e-3, 1e-15);
+}
+
+// ---------------------------------------------------------------- SGD
+
+TEST(OptimizerSgdTest, MatchesTheScalarReference) {
+  struct Case {
+    const char* name;
+    double momentum, dampening, weight_decay;
+    bool nesterov;
+  };
+  const Case cases[] = {
+      {"plain", 0, 0, 0, false},      {"weight decay", 0, 0, 0.05, false},
+      {"momentum", 0.9, 0, 0, false}, {"momentum, dampening, weight decay", 0.9, 0.25, 0.01, false},
+      {"nesterov", 0.9, 0, 0, true},  {"nesterov, weight decay", 0.8, 0, 0.02, true},
+  };
+  for (const Case& k : cases)
+    for (FloatType master : {FloatType::F64, FloatType::F32}) {
+      SCOPED_TRACE(fmt::format("{} under {}", k.name, runtime::float_type_name(master)));
+      OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd, "sgd");
+      c.lr = 0.1;
+      c.momentum = k.momentum;
+      c.dampening = k.dampening;
+      c.weight_decay = k.weight_decay;
+      c.nesterov = k.nesterov;
+      c.schedule.kind = Schedule::Kind::Linear;
+      c.schedule.warmup = 1;
+      compare_with_reference(c, master, 6, 8);
+    }
+}
+
+TEST(OptimizerSgdTest, PlainSgdByHand) {
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  c.lr = 0.5;
+  ParamMap params{{"w", reals({2}, {1.0, 2.0})}};
+  Optimizer opt(c, params);
+  const StepReport r = opt.step(params, {{"w", reals({2}, {0.25, -1.0})}}, FloatType::F64, 10);
+  EXPECT_EQ(params["w"].reals, (std::vector<double>{0.875, 2.5}));
+  EXPECT_EQ(r.lr, 0.5);
+  EXPECT_EQ(r.grad_norm, std::sqrt(1.0625));
+  EXPECT_TRUE(opt.state_tensors().empty());  // no momentum, no state
+}
+
+// ---------------------------------------------------------------- clipping
+
+TEST(OptimizerClipTest, NormBelowTheBoundLeavesGradientsAlone) {
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  c.lr = 1;
+  c.clip = 10;
+  ParamMap params{{"a", reals({1}, {0.0})}, {"b", reals({1}, {0.0})}};
+  Optimizer opt(c, params);
+  const StepReport r = opt.step(params, {{"a", reals({1}, {3})}, {"b", reals({1}, {4})}}, FloatType::F64, 1);
+  EXPECT_EQ(r.grad_norm, 5.0);
+  EXPECT_FALSE(r.clipped);
+  EXPECT_EQ(params["a"].reals[0], -3.0);
+  EXPECT_EQ(params["b"].reals[0], -4.0);
+}
+
+TEST(OptimizerClipTest, NormAboveTheBoundScalesEveryGradient) {
+  // The norm is joint: 3 and 4 in two tensors make 5, scaled by 1 / (5 + 1e-6).
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  c.lr = 1;
+  c.clip = 1;
+  ParamMap params{{"a", reals({1}, {0.0})}, {"b", reals({1}, {0.0})}};
+  Optimizer opt(c, params);
+  const StepReport r = opt.step(params, {{"a", reals({1}, {3})}, {"b", reals({1}, {4})}}, FloatType::F64, 1);
+  const double coef = 1.0 / (5.0 + 1e-6);
+  EXPECT_EQ(r.grad_norm, 5.0);  // before clipping
+  EXPECT_TRUE(r.clipped);
+  EXPECT_EQ(params["a"].reals[0], -(3 * coef));
+  EXPECT_EQ(params["b"].reals[0], -(4 * coef));
+}
+
+TEST(OptimizerClipTest, ClippedAdamWMatchesTheReferenceOnClippedGradients) {
+  OptimizerConfig c = adamw_config();
+  c.clip = 0.5;
+  ParamMap params = initial_params(FloatType::F64);
+  ParamMap by_hand = params;
+  Optimizer opt(c, params);
+  OptimizerConfig unclipped = c;
+  unclipped.clip.reset();
+  Optimizer reference(unclipped, by_hand);
+  for (int k = 0; k < 3; ++k) {
+    const ParamMap grads = gradients(params, k, FloatType::F64);
+    double sum = 0;
+    for (const auto& [path, g] : grads)
+      for (double x : g.reals) sum += x * x;
+    const double coef = 0.5 / (std::sqrt(sum) + 1e-6);
+    ASSERT_LT(coef, 1.0);
+    ParamMap scaled = grads;
+    for (auto& [path, g] : scaled)
+      for (double& x : g.reals) x *= coef;
+    const StepReport r = opt.step(params, grads, FloatType::F64, 10);
+    EXPECT_TRUE(r.clipped);
+    EXPECT_EQ(r.grad_norm, std::sqrt(sum));
+    reference.step(by_hand, scaled, FloatType::F64, 10);
+    for (const auto& [path, t] : params)
+      for (size_t i = 0; i < t.reals.size(); ++i) EXPECT_TRUE(same_bits(t.reals[i], by_hand[path].reals[i])) << path;
+  }
+}
+
+// ---------------------------------------------------------------- frozen parameters
+
+TEST(OptimizerFrozenTest, FrozenParametersAreNotUpdatedNorCounted) {
+  OptimizerConfig c = adamw_config();
+  c.clip = 1e9;
+  ParamMap params = initial_params(FloatType::F64);
+  const Tensor frozen_before = params["head.b"];
+  Optimizer opt(c, params, {"head.b"});
+  ParamMap grads = gradients(params, 0, FloatType::F64);
+  double sum = 0;
+  for (const auto& [path, g] : grads)
+    if (path != "head.b")
+      for (double x : g.reals) sum += x * x;
+  const StepReport r = opt.step(params, grads, FloatType::F64, 10);
+  EXPECT_EQ(r.grad_norm, std::sqrt(sum));
+  EXPECT_EQ(params["head.b"].reals, frozen_before.reals);
+  for (const auto& [name, t] : opt.state_tensors()) EXPECT_EQ(name.find("head.b"), std::string::npos) << name;
+  EXPECT_EQ(opt.state_tensors().size(), 4u);  // two moments of two parameters
+  // The frozen parameter's gradient may also be left out.
+  grads.erase("head.b");
+  opt.step(params, grads, FloatType::F64, 10);
+  EXPECT_EQ(params["head.b"].reals, frozen_before.reals);
+}
+
+// ---------------------------------------------------------------- state
+
+/// Runs updates [from, to) of `opt` on `params`.
+void run(Optimizer& opt, ParamMap& params, int from, int to, FloatType master) {
+  for (int k = from; k < to; ++k) opt.step(params, gradients(params, k, master), master, 10);
+}
+
+void expect_round_trip_continues_exactly(const OptimizerConfig& c, FloatType master) {
+  ParamMap straight = initial_params(master);
+  Optimizer a(c, straight);
+  run(a, straight, 0, 10, master);
+
+  ParamMap resumed = initial_params(master);
+  Optimizer b(c, resumed);
+  run(b, resumed, 0, 5, master);
+  // Through the bytes a checkpoint holds: safetensors (f64) and JSON text.
+  const io::NamedTensors saved =
+      io::decode_safetensors(io::encode_safetensors(b.state_tensors(), {}, io::StoreType::F64, "state"), "state");
+  const nlohmann::json saved_json = nlohmann::json::parse(b.state_json().dump());
+  Optimizer fresh(c, resumed);
+  fresh.restore(saved, saved_json);
+  EXPECT_EQ(fresh.steps_taken(), 5);
+  run(fresh, resumed, 5, 10, master);
+
+  EXPECT_EQ(fresh.steps_taken(), a.steps_taken());
+  for (const auto& [path, t] : straight)
+    for (size_t i = 0; i < t.reals.size(); ++i) EXPECT_TRUE(same_bits(t.reals[i], resumed[path].reals[i])) << path;
+  const io::NamedTensors sa = a.state_tensors(), sf = fresh.state_tensors();
+  ASSERT_EQ(sa.size(), sf.size());
+  for (size_t k = 0; k < sa.size(); ++k) {
+    EXPECT_EQ(sa[k].first, sf[k].first);
+    for (size_t i = 0; i < sa[k].second.reals.size(); ++i)
+      EXPECT_TRUE(same_bits(sa[k].second.reals[i], sf[k].second.reals[i])) << sa[k].first;
+  }
+}
+
+TEST(OptimizerStateTest, RoundTripContinuesBitForBit) {
+  OptimizerConfig adamw = adamw_config();
+  adamw.clip = 0.75;
+  expect_round_trip_continues_exactly(adamw, FloatType::F64);
+  expect_round_trip_continues_exactly(adamw, FloatType::F32);
+  OptimizerConfig sgd = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.nesterov = true;
+  sgd.weight_decay = 0.01;
+  expect_round_trip_continues_exactly(sgd, FloatType::F64);
+  expect_round_trip_continues_exactly(sgd, FloatType::F32);
+}
+
+TEST(OptimizerStateTest, NamesAndJson) {
+  ParamMap params = initial_params(FloatType::F64);
+  Optimizer opt(adamw_config(), params);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : opt.state_tensors()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"adamw.exp_avg.blocks.proj.w", "adamw.exp_avg.head.b",
+                                             "adamw.exp_avg.scale", "adamw.exp_avg_sq.blocks.proj.w",
+                                             "adamw.exp_avg_sq.head.b", "adamw.exp_avg_sq.scale"}));
+  EXPECT_EQ(opt.state_json(), nlohmann::json::parse(R"({"kind": "adamw", "step": 0})"));
+  OptimizerConfig sgd = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  sgd.momentum = 0.5;
+  Optimizer s(sgd, params);
+  EXPECT_EQ(s.state_tensors().front().first, "sgd.momentum_buffer.blocks.proj.w");
+}
+
+TEST(OptimizerStateTest, RestoreRefusesStateThatDoesNotFit) {
+  ParamMap params = initial_params(FloatType::F64);
+  Optimizer opt(adamw_config(), params);
+  run(opt, params, 0, 2, FloatType::F64);
+  const io::NamedTensors good = opt.state_tensors();
+  const nlohmann::json json = opt.state_json();
+
+  auto refusal = [&](const io::NamedTensors& tensors, const nlohmann::json& j) {
+    Optimizer target(adamw_config(), params);
+    std::string message = error_of<OptimizerError>([&] { target.restore(tensors, j); });
+    EXPECT_EQ(target.steps_taken(), 0) << "a refused restore changed the optimizer";
+    return message;
+  };
+  io::NamedTensors missing = good;
+  missing.erase(missing.begin() + 1);
+  EXPECT_EQ(refusal(missing, json),
+            "optimizer `adamw`: cannot restore its state: tensor `adamw.exp_avg.head.b` is missing");
+  io::NamedTensors extra = good;
+  extra.emplace_back("adamw.exp_avg.gone", Tensor::real({1}));
+  EXPECT_EQ(refusal(extra, json),
+            "optimizer `adamw`: cannot restore its state: tensor `adamw.exp_avg.gone` belongs to no trainable "
+            "parameter");
+  io::NamedTensors misshaped = good;
+  misshaped[0].second = Tensor::real({3, 2});
+  EXPECT_EQ(refusal(misshaped, json),
+            "optimizer `adamw`: cannot restore its state: tensor `adamw.exp_avg.blocks.proj.w` is real [3, 2], not "
+            "real [2, 3]");
+  io::NamedTensors twice = good;
+  twice.push_back(good[0]);
+  EXPECT_NE(refusal(twice, json).find("is given twice"), std::string::npos);
+  EXPECT_NE(refusal(good, nlohmann::json::parse(R"({"kind": "sgd", "step": 2})")).find("the state is sgd's"),
+            std::string::npos);
+  EXPECT_NE(refusal(good, nlohmann::json::parse(R"({"kind": "adamw", "step": -1})")).find("\"step\""),
+            std::string::npos);
+  EXPECT_NE(refusal(good, nlohmann::json::parse(R"({"step": 2})")).find("no \"kind\""), std::string::npos);
+}
+
+TEST(OptimizerStateTest, StepRefusesParametersOrGradientsThatDoNotFit) {
+  ParamMap params = initial_params(FloatType::F64);
+  Optimizer opt(adamw_config(), params);
+  const ParamMap grads = gradients(params, 0, FloatType::F64);
+  auto refusal = [&](ParamMap p, const ParamMap& g) {
+    std::string message = error_of<OptimizerError>([&] { opt.step(p, g, FloatType::F64, 10); });
+    EXPECT_EQ(opt.steps_taken(), 0);
+    return message;
+  };
+  ParamMap no_grad = grads;
+  no_grad.erase("head.b");
+  EXPECT_EQ(refusal(params, no_grad), "optimizer `adamw`: no gradient for parameter `head.b`");
+  ParamMap bad_grad = grads;
+  bad_grad["scale"] = Tensor::real({1});
+  EXPECT_EQ(refusal(params, bad_grad), "optimizer `adamw`: the gradient of `scale` has shape [1], not []");
+  ParamMap extra_grad = grads;
+  extra_grad["other"] = Tensor::real({1});
+  EXPECT_EQ(refusal(params, extra_grad), "optimizer `adamw`: gradient `other` belongs to no trainable parameter");
+  ParamMap extra_param = params;
+  extra_param["other"] = Tensor::real({1});
+  EXPECT_EQ(refusal(extra_param, grads), "optimizer `adamw`: parameter `other` is not one it was made for");
+  ParamMap missing_param = params;
+  missing_param.erase("scale");
+  EXPECT_EQ(refusal(missing_param, grads), "optimizer `adamw`: parameter `scale` is missing");
+}
+
+// ---------------------------------------------------------------- optimizer blocks
+
+/// The config of the only optimizer block of `source`.
+OptimizerConfig config_of(const std::string& source) {
+  auto e = elab::testing::elaborate_text(source);
+  if (!e->ok()) throw std::runtime_error(e->rendered());
+  if (e->prog->optimizers.size() != 1) throw std::runtime_error("expected one optimizer");
+  return OptimizerConfig::from(e->prog->optimizers[0]);
+}
+
+std::string config_error(const std::string& source) {
+  return error_of<OptimizerError>([&] { config_of(source); });
+}
+
+TEST(OptimizerConfigTest, TheTutorialsBlock) {
+  const OptimizerConfig c = config_of(R"(optimizer adamw {
+  lr           : f64 = 0.01
+  weight_decay : f64 = 0.0
+  schedule     : cosine(warmup = 20)
+}
+)");
+  EXPECT_EQ(c.name, "adamw");
+  EXPECT_EQ(c.kind, OptimizerKind::AdamW);
+  EXPECT_EQ(c.lr, 0.01);
+  EXPECT_EQ(c.weight_decay, 0.0);
+  EXPECT_EQ(c.schedule.kind, Schedule::Kind::Cosine);
+  EXPECT_EQ(c.schedule.warmup, 20);
+  EXPECT_EQ(c.beta1, 0.9);
+  EXPECT_EQ(c.beta2, 0.999);
+  EXPECT_EQ(c.eps, 1e-8);
+  EXPECT_FALSE(c.clip);
+}
+
+TEST(OptimizerConfigTest, PyTorchDefaults) {
+  const OptimizerConfig a = config_of("optimizer adamw {\n  lr = 1e-3\n}\n");
+  EXPECT_EQ(a.weight_decay, 1e-2);
+  EXPECT_EQ(a.schedule, Schedule());
+  const OptimizerConfig s = config_of("optimizer sgd {\n  lr = 0.1\n}\n");
+  EXPECT_EQ(s.kind, OptimizerKind::Sgd);
+  EXPECT_EQ(s.lr, 0.1);
+  EXPECT_EQ(s.momentum, 0.0);
+  EXPECT_EQ(s.dampening, 0.0);
+  EXPECT_EQ(s.weight_decay, 0.0);
+  EXPECT_FALSE(s.nesterov);
+  EXPECT_EQ(config_of("optimizer sgd {\n  momentum = 0.9\n}\n").lr, 1e-3);
+}
+
+TEST(OptimizerConfigTest, EveryField) {
+  const OptimizerConfig a = config_of(R"(optimizer fast {
+  kind = adamw
+  beta1 = 0.8
+  beta2 = 0.99
+  eps = 1e-6
+  clip = 1.0
+  schedule = linear(warmup = 5)
+}
+)");
+  EXPECT_EQ(a.kind, OptimizerKind::AdamW);
+  EXPECT_EQ(a.name, "fast");
+  EXPECT_EQ(a.beta1, 0.8);
+  EXPECT_EQ(a.beta2, 0.99);
+  EXPECT_EQ(a.eps, 1e-6);
+  ASSERT_TRUE(a.clip);
+  EXPECT_EQ(*a.clip, 1.0);
+  EXPECT_EQ(a.schedule.to_string(), "linear(warmup = 5)");
+  const OptimizerConfig s = config_of(R"(optimizer plain {
+  kind = sgd
+  momentum = 0.9
+  nesterov = true
+  dampening = 0
+  weight_decay = 5e-4
+}
+)");
+  EXPECT_EQ(s.kind, OptimizerKind::Sgd);
+  EXPECT_EQ(s.momentum, 0.9);
+  EXPECT_TRUE(s.nesterov);
+  EXPECT_EQ(s.weight_decay, 5e-4);
+  // The Greek spellings (`epsilon` lexes as `ε`).
+  const OptimizerConfig g = config_of("optimizer adamw {\n  β1 = 0.5\n  β2 = 0.75\n  epsilon = 1e-4\n}\n");
+  EXPECT_EQ(g.beta1, 0.5);
+  EXPECT_EQ(g.beta2, 0.75);
+  EXPECT_EQ(g.eps, 1e-4);
+}
+
+TEST(OptimizerConfigTest, ErrorsNameTheOptimizerAndTheField) {
+  EXPECT_EQ(config_error("optimizer adamw {\n  momentum = 0.9\n}\n"),
+            "optimizer `adamw`: field `momentum`: adamw has no such field (its fields: kind, lr, weight_decay, "
+            "schedule, clip, beta1, beta2, eps)");
+  EXPECT_EQ(config_error("optimizer sgd {\n  lrr = 0.9\n}\n"),
+            "optimizer `sgd`: field `lrr`: sgd has no such field (its fields: kind, lr, weight_decay, schedule, "
+            "clip, momentum, dampening, nesterov)");
+  EXPECT_EQ(config_error("optimizer adam {\n  lr = 0.1\n}\n"),
+            "optimizer `adam`: unknown algorithm; name the block `adamw` or `sgd`, or set `kind = adamw` or "
+            "`kind = sgd`");
+  EXPECT_EQ(config_error("optimizer o {\n  kind = lamb\n}\n"),
+            "optimizer `o`: field `kind`: unknown algorithm `lamb` (adamw, sgd)");
+  EXPECT_EQ(config_error("optimizer adamw {\n  beta1 = 1.0\n}\n"),
+            "optimizer `adamw`: field `beta1`: must be in [0, 1), got 1.0");
+  EXPECT_EQ(config_error("optimizer adamw {\n  lr = -0.1\n}\n"),
+            "optimizer `adamw`: field `lr`: must be ≥ 0, got -0.1");
+  EXPECT_EQ(config_error("optimizer adamw {\n  clip = 0\n}\n"), "optimizer `adamw`: field `clip`: must be > 0, got 0");
+  EXPECT_EQ(config_error("optimizer adamw {\n  lr = fast\n}\n"),
+            "optimizer `adamw`: field `lr`: must be a number literal, got `fast`");
+  EXPECT_EQ(config_error("optimizer adamw {\n  betas = (0.9, 0.99)\n}\n"),
+            "optimizer `adamw`: field `betas`: write `beta1 = …` and `beta2 = …` (a tuple's elements are not kept "
+            "by elaboration)");
+  EXPECT_EQ(config_error("optimizer adamw {\n  beta1 = 0.5\n  β1 = 0.5\n}\n"),
+            "optimizer `adamw`: field `β1`: `beta1` is set twice");
+  EXPECT_EQ(config_error("optimizer sgd {\n  nesterov = 1\n}\n"),
+            "optimizer `sgd`: field `nesterov`: must be true or false, got `1`");
+  EXPECT_EQ(config_error("optimizer sgd {\n  nesterov = true\n}\n"),
+            "optimizer `sgd`: field `nesterov`: needs momentum > 0 and dampening = 0 (as in PyTorch)");
+  EXPECT_EQ(config_error("optimizer sgd {\n  schedule = step(size = 2)\n}\n"),
+            "optimizer `sgd`: field `schedule`: unknown schedule `step(size = 2)` (constant, linear(warmup = W), "
+            "cosine(warmup = W))");
+}
+
+TEST(OptimizerConfigTest, ErrorsCarryTheFieldsLocation) {
+  auto e = elab::testing::elaborate_text("optimizer adamw {\n  lr = 0.1\n  eps = -1\n}\n");
+  ASSERT_TRUE(e->ok());
+  try {
+    OptimizerConfig::from(e->prog->optimizers[0]);
+    FAIL() << "no error";
+  } catch (const OptimizerError& err) {
+    const LineCol lc = e->prog->sources.line_col(err.loc.begin);
+    EXPECT_EQ(lc.line, 3u);
+    EXPECT_EQ(lc.column, 3u);
+  }
+}
+
+}  // namespace
+}  // namespace quire::train

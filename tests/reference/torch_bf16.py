@@ -13,41 +13,19 @@ quire's side always runs (its dtypes are checked); without PyTorch the
 comparison is skipped and the script exits 77, which CTest reports as skipped.
 """
 import argparse
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+import safetensors_file
+
 PROGRAM = """\
 fn norm(x : ℝ[b: 8, d: 64], γ : ℝ[d: 64]) -> ℝ[b: 8, d: 64] = rms_norm(x as bf16, γ as bf16)
 fn mm(x : ℝ[b: 8, k: 64], w : ℝ[k: 64, o: 32]) -> ℝ[b: 8, o: 32] = x · w
 """
-
-
-def read_safetensors(path):
-    """name -> (dtype, float64 array); BF16 widened exactly through its bits."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        dtype = info["dtype"]
-        if dtype == "BF16":
-            bits = np.frombuffer(data[b:e], dtype="<u2").astype(np.uint32) << 16
-            values = bits.view(np.float32).astype(np.float64)
-        else:
-            values = np.frombuffer(data[b:e], dtype={"F64": "<f8", "F32": "<f4", "F16": "<f2"}[dtype]).astype(np.float64)
-        out[name] = (dtype, values.reshape(info["shape"]))
-    return out
 
 
 def run_quire(quire, program, entry, inputs, tmp):
@@ -59,7 +37,7 @@ def run_quire(quire, program, entry, inputs, tmp):
         check=True,
         capture_output=True,
     )
-    return read_safetensors(out)["result"]
+    return safetensors_file.read(out)["result"]
 
 
 def ulps_apart(a, b):

@@ -7,33 +7,26 @@ in NumPy from the tutorial's definitions, and compares. It also checks that
 reading the weights back (--params) reproduces the same bits.
 """
 import argparse
-import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+import safetensors_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TUTORIAL = os.path.join(HERE, "..", "..", "examples", "tutorial")
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
+    """The parameters quire wrote, each an f64 array."""
     out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F64", info
-        b, e = info["data_offsets"]
-        out[name] = np.frombuffer(data[b:e], dtype="<f8").reshape(info["shape"])
+    for name, (dtype, values) in safetensors_file.read(path).items():
+        assert dtype == "F64", (name, dtype)
+        out[name] = values
     return out
 
 

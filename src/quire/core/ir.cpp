@@ -34,6 +34,23 @@ const OpInfo& op_info(Op op) {
   return table[static_cast<size_t>(op)];
 }
 
+bool copies_elements(Op op) {
+  switch (op) {
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+      return true;
+    default: return false;
+  }
+}
+
 const elab::Type& Function::type_of(int id) const {
   if (id >= 1 && id <= static_cast<int>(args.size())) return args[id - 1].type;
   size_t k = static_cast<size_t>(id) - args.size() - 1;

@@ -39,6 +39,11 @@ struct OpInfo {
 };
 const OpInfo& op_info(Op op);
 
+/// Whether every element of the operation's result is a copy of an operand
+/// element, without arithmetic: restructuring and its cotangents. Such a
+/// result takes its operand's type and is stored without rounding twice.
+bool copies_elements(Op op);
+
 /// The innermost numerics form an instruction was created in: none,
 /// `numerics(high) { … }`, or `precision(bf16|f16) { … }`. The precision
 /// policy reads these marks; the f64 interpreter ignores them.

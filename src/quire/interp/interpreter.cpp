@@ -123,23 +123,11 @@ precision::Carry carry_of(const Value& v, int depth = 0) {
   return c;
 }
 
-/// Operations that copy elements without arithmetic (stored without the f32 step).
-bool copies_elements(Op op) {
-  switch (op) {
-    case Op::Field:
-    case Op::SplitAxis:
-    case Op::MergeAxes:
-    case Op::Transpose:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Gather:
-    case Op::Const:
-    case Op::Real:
-    case Op::OneHot:
-    case Op::Cast:
-      return true;
-    default: return false;
-  }
+/// Results stored without the f32 step: copies, parameter reads, constants
+/// and casts (a cast rounds once, from its operand).
+bool stored_directly(Op op) {
+  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
+         op == Op::Cast;
 }
 
 /// The plan of `contract axis d a, b` with `rest` leading axes on a: a's
@@ -267,7 +255,7 @@ void Interpreter::store(const core::Function& fn, const core::Instr& in, const p
                                          runtime::float_type_name(site.storage), runtime::float_type_name(v.type)));
     return;
   }
-  const bool via_f32 = precision::is_half(site.storage) && !realization_->half_intermediates && !copies_elements(in.op);
+  const bool via_f32 = precision::is_half(site.storage) && !realization_->half_intermediates && !stored_directly(in.op);
   if (via_f32) round_in_place(v.tensor, FloatType::F32);
   round_in_place(v.tensor, site.storage);
   v.type = site.storage;

@@ -16,6 +16,7 @@
 #include "quire/io/safetensors.h"
 #include "quire/runtime/init.h"
 #include "quire/runtime/random.h"
+#include "quire/support/testing.h"
 
 namespace quire::interp {
 namespace {
@@ -55,15 +56,7 @@ elab::ParamsType model(const Program& p, const std::string& name, std::vector<el
   return {};
 }
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
 const char* kAB = R"(module Inner {
   param v : ℝ[3]     init = uniform(-2, 2)

@@ -1,4 +1,5 @@
 #include "quire/io/atomic_file.h"
+#include "quire/support/testing.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -15,21 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A fresh directory under the system's temporary directory, removed after.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "quire-atomic-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> names() const {
-    std::vector<std::string> result;
-    for (const auto& e : fs::directory_iterator(path)) result.push_back(e.path().filename().string());
-    std::sort(result.begin(), result.end());
-    return result;
-  }
+struct ScratchDir : quire::testing::ScratchDir {
+  ScratchDir() : quire::testing::ScratchDir("atomic") {}
 };
 
 }  // namespace

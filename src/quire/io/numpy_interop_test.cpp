@@ -19,6 +19,7 @@
 #include "quire/io/atomic_file.h"
 #include "quire/io/npy.h"
 #include "quire/io/safetensors.h"
+#include "quire/support/testing.h"
 
 #ifndef QUIRE_SOURCE_DIR
 #error "QUIRE_SOURCE_DIR must name the source tree (the CMake build defines it)"
@@ -34,14 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "quire-numpy-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct ScratchDir : quire::testing::ScratchDir {
+  ScratchDir() : quire::testing::ScratchDir("numpy") {}
 };
 
 /// The venv's Python if it exists and imports numpy, else "" and `why`.

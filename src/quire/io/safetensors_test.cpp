@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "quire/io/atomic_file.h"
+#include "quire/io/io_testing.h"
 
 namespace quire::io {
 
@@ -19,33 +20,10 @@ namespace {
 
 const std::string kOrigin = "ckpt/model.safetensors";
 
-void expect_same(const Tensor& a, const Tensor& b) {
-  ASSERT_EQ(a.kind, b.kind);
-  ASSERT_EQ(a.shape, b.shape);
-  ASSERT_EQ(a.reals.size(), b.reals.size());
-  for (size_t i = 0; i < a.reals.size(); ++i) {
-    EXPECT_EQ(std::bit_cast<uint64_t>(a.reals[i]), std::bit_cast<uint64_t>(b.reals[i])) << "element " << i;
-  }
-  EXPECT_EQ(a.ints, b.ints);
-}
-
-Tensor reals(Shape shape, std::vector<double> values) {
-  Tensor t = Tensor::real(std::move(shape));
-  t.reals = std::move(values);
-  return t;
-}
-
-Tensor ints(ElemKind kind, Shape shape, std::vector<int64_t> values) {
-  Tensor t = Tensor::integer(kind, std::move(shape));
-  t.ints = std::move(values);
-  return t;
-}
-
-template <typename T>
-void append_le(std::string& out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i)
-    out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
-}
+using testing::append_le;
+using testing::expect_same;
+using testing::ints;
+using testing::reals;
 
 /// A safetensors file from a header text and a buffer, as a foreign writer
 /// might make it (no padding unless the text has it).

@@ -114,24 +114,9 @@ FloatType wider(FloatType a, FloatType b) {
 
 bool is_region(Numerics m) { return m == Numerics::RegionBf16 || m == Numerics::RegionF16; }
 
-/// Operations whose result is an exact copy of operand elements.
-bool is_copy(Op op) {
-  switch (op) {
-    case Op::SplitAxis:
-    case Op::MergeAxes:
-    case Op::Transpose:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Gather:
-    case Op::Expand:
-    case Op::ReshapeAs:
-    case Op::MergeGrad:
-    case Op::ConcatGrad:
-    case Op::SliceGrad:
-      return true;
-    default: return false;
-  }
-}
+/// Operations whose result takes its operand's type: copies, and `expand`
+/// (a copy, divided by a count for a mean's cotangent).
+bool is_copy(Op op) { return core::copies_elements(op) || op == Op::Expand; }
 
 class Realizer {
  public:

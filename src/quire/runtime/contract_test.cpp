@@ -9,6 +9,7 @@
 
 #include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
+#include "quire/support/testing.h"
 
 // The reference loops below must round like the kernel: product, then sum.
 #if defined(__clang__)
@@ -27,25 +28,9 @@ void expect_bits(const std::vector<double>& got, const std::vector<double>& want
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(bits(got[i]), bits(want[i])) << "at " << i;
 }
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
-// Mixed magnitudes and signs: any other order of the sum rounds differently.
-Tensor random_reals(Shape shape, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
-  std::uniform_int_distribution<int> exponent(-12, 12);
-  Tensor t = Tensor::real(std::move(shape));
-  for (double& v : t.reals) v = std::ldexp(mantissa(rng), exponent(rng));
-  return t;
-}
+Tensor random_reals(Shape shape, unsigned seed) { return kernel_testing::random_reals(std::move(shape), seed, 12); }
 
 // Row-major element of a tensor at a multi-index.
 double at(const Tensor& t, std::initializer_list<int64_t> index) {

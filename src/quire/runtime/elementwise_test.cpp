@@ -8,6 +8,7 @@
 
 #include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
+#include "quire/support/testing.h"
 
 // The expected values below are computed by the very expressions kernels.h
 // promises; a fused multiply-add here would make them disagree for the wrong reason.
@@ -24,15 +25,7 @@ using namespace kernel_testing;
 
 double apply(UnaryOp op, double x) { return unary(op, Tensor::scalar(x)).reals.at(0); }
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
 const std::vector<double> kPoints = {-7.25, -3.5, -1.0, -0.5, -1e-8, 0.25, 1.0, 2.5, 10.0, 31.0};
 

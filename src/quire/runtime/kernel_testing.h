@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "quire/runtime/tensor.h"
@@ -29,6 +30,17 @@ inline Tensor ints(ElemKind kind, Shape shape, std::vector<int64_t> values) {
   Tensor t = Tensor::integer(kind, std::move(shape));
   EXPECT_EQ(t.ints.size(), values.size());
   t.ints = std::move(values);
+  return t;
+}
+
+/// Values of mixed signs and magnitudes, m · 2^e with m in (-1, 1) and e in
+/// [-max_exponent, max_exponent]: any other order of a sum of them rounds differently.
+inline Tensor random_reals(Shape shape, unsigned seed, int max_exponent) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-max_exponent, max_exponent);
+  Tensor t = Tensor::real(std::move(shape));
+  for (double& v : t.reals) v = std::ldexp(mantissa(rng), exponent(rng));
   return t;
 }
 

@@ -9,6 +9,7 @@
 
 #include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
+#include "quire/support/testing.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -21,25 +22,9 @@ namespace {
 
 using namespace kernel_testing;
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
-// Values spanning many magnitudes, so that any other summation order would round differently.
-Tensor random_reals(Shape shape, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
-  std::uniform_int_distribution<int> exponent(-20, 20);
-  Tensor t = Tensor::real(std::move(shape));
-  for (double& v : t.reals) v = std::ldexp(mantissa(rng), exponent(rng));
-  return t;
-}
+Tensor random_reals(Shape shape, unsigned seed) { return kernel_testing::random_reals(std::move(shape), seed, 20); }
 
 // x[i, j, k] of a [I, J, K] tensor.
 double at3(const Tensor& x, int64_t i, int64_t j, int64_t k) {

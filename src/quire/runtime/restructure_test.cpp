@@ -8,6 +8,7 @@
 
 #include "quire/runtime/kernel_testing.h"
 #include "quire/runtime/kernels.h"
+#include "quire/support/testing.h"
 
 namespace quire::runtime {
 namespace {
@@ -21,15 +22,7 @@ void expect_bits(const std::vector<double>& got, const std::vector<double>& want
     EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want[i])) << "at " << i;
 }
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
 using Ints = std::vector<int64_t>;
 

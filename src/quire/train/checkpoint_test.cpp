@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <bit>
@@ -11,6 +10,7 @@
 
 #include "quire/io/atomic_file.h"
 #include "quire/train/sha256.h"
+#include "quire/support/testing.h"
 
 namespace quire::train {
 
@@ -20,23 +20,10 @@ namespace fs = std::filesystem;
 using runtime::ElemKind;
 using runtime::Tensor;
 
-/// A fresh folder under the system's temporary folder, removed after.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "quire-checkpoint-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
+/// A scratch folder that names checkpoint folders in it.
+struct ScratchDir : quire::testing::ScratchDir {
+  ScratchDir() : quire::testing::ScratchDir("checkpoint") {}
   std::string folder(int64_t step) const { return (path / checkpoint_folder_name(step)).string(); }
-  /// The names in the folder, sorted.
-  std::vector<std::string> names() const {
-    std::vector<std::string> result;
-    for (const auto& e : fs::directory_iterator(path)) result.push_back(e.path().filename().string());
-    std::sort(result.begin(), result.end());
-    return result;
-  }
 };
 
 Tensor reals(runtime::Shape shape, std::vector<double> values) {

@@ -1,7 +1,6 @@
 #include "quire/train/data.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +8,7 @@
 
 #include "quire/elab/elaborator.h"
 #include "quire/io/npy.h"
+#include "quire/support/testing.h"
 
 namespace quire::train {
 
@@ -18,15 +18,8 @@ namespace fs = std::filesystem;
 using runtime::ElemKind;
 using runtime::Tensor;
 
-/// A fresh folder under the system's temporary folder, removed after.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "quire-data-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct ScratchDir : quire::testing::ScratchDir {
+  ScratchDir() : quire::testing::ScratchDir("data") {}
 };
 
 elab::Axis axis(const std::string& name, elab::Size size) { return {name, std::move(size)}; }

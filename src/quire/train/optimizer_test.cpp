@@ -14,6 +14,7 @@
 
 #include "quire/elab/elab_testing.h"
 #include "quire/io/safetensors.h"
+#include "quire/support/testing.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -28,15 +29,7 @@ using interp::ParamMap;
 using runtime::FloatType;
 using runtime::Tensor;
 
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using quire::testing::error_of;
 
 Tensor reals(runtime::Shape shape, std::vector<double> values) {
   Tensor t = Tensor::real(std::move(shape));

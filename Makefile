@@ -24,6 +24,10 @@ demo: build
 	@cd $(TUTORIAL) && ../../$(BUILD)/quire check 07_train.qr --summary
 	@echo "== quire run $(TUTORIAL)/07_train.qr --entry loss --dim B=4"
 	@cd $(TUTORIAL) && ../../$(BUILD)/quire run 07_train.qr --entry loss --dim B=4
+	@echo "== quire train $(TUTORIAL)/07_train.qr --run-dir $(BUILD)/demo-run"
+	@rm -rf $(BUILD)/demo-run
+	@cd $(TUTORIAL) && ../../$(BUILD)/quire train 07_train.qr --run-dir ../../$(BUILD)/demo-run \
+		--params-out ../../$(BUILD)/demo-run/trained.safetensors
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

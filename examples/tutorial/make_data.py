@@ -2,7 +2,7 @@
 
 data/pairs.npz holds the tuple a sample is, one array per element: `0` is x and
 `1` is y, each of shape [N, 4] (samples along the first axis).
-Usage: python make_data.py [N]   (default N = 256; seed 0, so the file is reproducible)
+Usage: python make_data.py [N]   (default N = 1024; seed 0, so the file is reproducible)
 """
 import os
 import sys
@@ -11,7 +11,7 @@ import numpy as np
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, size=(n, 4))
     y = 2.0 * x + 1.0

@@ -61,19 +61,10 @@ std::string tensor_text(const runtime::Tensor& t) {
   return out;
 }
 
-io::StoreType store_type(runtime::FloatType t) {
-  switch (t) {
-    case runtime::FloatType::F32: return io::StoreType::F32;
-    case runtime::FloatType::BF16: return io::StoreType::BF16;
-    case runtime::FloatType::F16: return io::StoreType::F16;
-    default: return io::StoreType::F64;  // fp8 results do not arise: fp8 is a storage type of parameters only
-  }
-}
-
 /// The leaves of a result with their realized types, named as `flatten_value` names them.
 void leaf_types(const interp::Value& v, const std::string& path, io::StoreTypes& types, int depth = 0) {
   if (depth > 64) return;
-  if (v.kind == interp::Value::Kind::Tensor) types.by_name[path] = store_type(v.type);
+  if (v.kind == interp::Value::Kind::Tensor) types.by_name[path] = io::store_type_of(v.type);
   if (v.kind == interp::Value::Kind::Tuple)
     for (size_t i = 0; i < v.elements.size(); ++i)
       leaf_types(v.elements[i], fmt::format("{}.{}", path, i), types, depth + 1);
@@ -136,7 +127,7 @@ Handler setup_run(CLI::App& sub) {
     if (!o->params_out.empty()) {
       // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
       io::StoreTypes types;
-      for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = store_type(p.stored);
+      for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = io::store_type_of(p.stored);
       interp::save_params(o->params_out, *prog, fn.args[0].type.params, params, types);
     }
     interp::Interpreter interp(*prog, dims, &realization);

@@ -19,5 +19,6 @@ struct Command {
 Handler setup_check(CLI::App& sub);
 Handler setup_dump(CLI::App& sub);
 Handler setup_run(CLI::App& sub);
+Handler setup_train(CLI::App& sub);
 
 }  // namespace quire::cli

@@ -12,6 +12,8 @@
 #include "quire/interp/interpreter.h"
 #include "quire/io/io_error.h"
 #include "quire/runtime/runtime_error.h"
+#include "quire/train/data.h"
+#include "quire/train/trainer.h"
 
 namespace {
 
@@ -19,6 +21,7 @@ const quire::cli::Command kCommands[] = {
     {"check", "check a program: diagnostics, or nothing (--summary prints what it elaborated)", quire::cli::setup_check},
     {"dump", "print a stage's result: tokens, ast, elab, core, precision", quire::cli::setup_dump},
     {"run", "evaluate an entry function in the reference interpreter, under a precision policy", quire::cli::setup_run},
+    {"train", "run the file's training run: optimizer, data, checkpoints, metrics", quire::cli::setup_train},
 };
 
 }  // namespace
@@ -47,6 +50,10 @@ int main(int argc, char** argv) {
   } catch (const quire::interp::EvalError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const quire::runtime::RuntimeError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::train::TrainError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::train::DataError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const std::bad_alloc&) {
     std::cerr << "quire: error: out of memory (are the dimensions what you meant?)\n";

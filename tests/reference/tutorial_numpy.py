@@ -46,7 +46,7 @@ def tower(p, x):
     for layer in range(p["blocks.proj.w"].shape[0]):
         h = gelu(rms_norm(x, p["blocks.norm.γ"][layer]))
         x = x + (h @ p["blocks.proj.w"][layer] + p["blocks.proj.b"][layer])
-    return rms_norm(x, p["final.γ"])
+    return x @ p["head.w"] + p["head.b"]
 
 
 def run(quire, *args):

@@ -169,12 +169,12 @@ TEST_F(Cli, TheTutorialRunsUnderEveryPolicy) {
   std::string args = "run " + tutorial("07_train.qr").string() + " --entry loss --dim B=4";
   Outcome f64 = quire(args), f64_named = quire(args + " --precision f64");
   EXPECT_EQ(f64.status, 0) << f64.output;
-  EXPECT_EQ(f64.output, "result = 2.213111322812498\n");
+  EXPECT_EQ(f64.output, "result = 3.5135467383329324\n");
   EXPECT_EQ(f64_named.output, f64.output);
   for (const char* policy : {"f32", "bf16", "f16"}) {
     Outcome o = quire(args + " --precision " + policy), again = quire(args + " --precision " + policy);
     EXPECT_EQ(o.status, 0) << policy << ": " << o.output;
-    EXPECT_TRUE(o.output.starts_with(fmt::format("result : {} = 2.2", policy))) << o.output;
+    EXPECT_TRUE(o.output.starts_with(fmt::format("result : {} = 3.5", policy))) << o.output;
     EXPECT_EQ(o.output, again.output) << "same program, seed and policy: same bits";
   }
   Outcome bad = quire(args + " --precision f8");
@@ -193,7 +193,7 @@ TEST_F(Cli, ResultsAreWrittenInTheirRealizedType) {
   std::ifstream in(npy, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(bytes.find("'descr': '<f4'"), std::string::npos);
-  EXPECT_EQ(io::read_npy(npy).reals.at(0), 2.21875);
+  EXPECT_EQ(io::read_npy(npy).reals.at(0), 3.53125);
   Outcome f16 = quire("run " + tutorial("07_train.qr").string() + " --entry loss --dim B=4 --precision f16 --out " + npy);
   ASSERT_EQ(f16.status, 0) << f16.output;
   std::ifstream in16(npy, std::ios::binary);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <optional>
+
 #include "quire/core/printer.h"
 #include "quire/runtime/kernels.h"
 
@@ -13,6 +16,32 @@ using runtime::Tensor;
 namespace {
 
 constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
+
+/// The first NaN or infinity among a value's real elements (tuples and
+/// parameter trees included), if any.
+std::optional<double> first_nonfinite_element(const Value& v, int depth = 0) {
+  if (depth > 64) return std::nullopt;
+  switch (v.kind) {
+    case Value::Kind::Tensor:
+      if (v.tensor.is_real())
+        for (double x : v.tensor.reals)
+          if (!std::isfinite(x)) return x;
+      return std::nullopt;
+    case Value::Kind::Tuple:
+      for (const Value& e : v.elements)
+        if (auto bad = first_nonfinite_element(e, depth + 1)) return bad;
+      return std::nullopt;
+    case Value::Kind::Params:
+      if (v.params)
+        for (const auto& [path, t] : *v.params)
+          if (t.is_real())
+            for (double x : t.reals)
+              if (!std::isfinite(x)) return x;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
 
 /// A size under this run's dimensions. RuntimeError (which the caller places
 /// at its site) when a dimension is unbound or a quotient is not whole.
@@ -363,6 +392,9 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
       env[in.id] = step(fn, in, env, dims, depth, context, table);
       if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
       check_result(fn, in, env[in.id], dims);
+      if (watch_nonfinite_ && !first_nonfinite_)
+        if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
+          first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};
     } catch (const runtime::RuntimeError& e) {
       LineCol lc = prog_.sources.line_col(in.loc.begin);
       throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,

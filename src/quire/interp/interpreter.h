@@ -18,6 +18,7 @@
 // EvalError naming the site and its source position.
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,6 +31,16 @@ namespace quire::interp {
 
 struct EvalError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// The first site, in evaluation order, whose stored value held a NaN or an
+/// infinity: what a training run names when its loss or gradient is not finite.
+struct NonFiniteSite {
+  std::string function;  ///< the function evaluated (`loss`, `Tower.apply.vjp`)
+  std::string site;      ///< the site (`loss %12`, `Block.apply ms`)
+  std::string op;        ///< its operation (`exp`, `contract`)
+  SourceRange loc;       ///< the expression it came from (a backward site: the forward one it differentiates)
+  double value = 0;      ///< the first non-finite element
 };
 
 class Interpreter {
@@ -49,6 +60,15 @@ class Interpreter {
   /// The shape a tensor type has under this run's dimensions (`...` not allowed).
   runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) const;
   const std::map<std::string, int64_t>& dims() const { return dims_; }
+
+  /// While on, every stored value is checked for NaN and infinity and the
+  /// first one found is kept (checking costs a pass over every value, so a
+  /// trainer turns it on only to explain a step already known to be bad).
+  void watch_nonfinite(bool on) {
+    watch_nonfinite_ = on;
+    first_nonfinite_.reset();
+  }
+  const std::optional<NonFiniteSite>& first_nonfinite() const { return first_nonfinite_; }
 
  private:
   Value eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims, int depth,
@@ -70,6 +90,8 @@ class Interpreter {
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;
   const precision::Realization* realization_;
+  bool watch_nonfinite_ = false;
+  std::optional<NonFiniteSite> first_nonfinite_;
 };
 
 }  // namespace quire::interp

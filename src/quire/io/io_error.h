@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "quire/runtime/float_types.h"
 #include "quire/runtime/tensor.h"
 
 namespace quire::io {
@@ -38,6 +39,18 @@ enum class StoreType {
   BF16,
   F16,
 };
+
+/// The store type a value of a float type is written in: F32, BF16 and F16
+/// for themselves, F64 for f64 and for the fp8 types (files do not store
+/// fp8, and f64 holds every fp8 value exactly).
+inline StoreType store_type_of(runtime::FloatType t) {
+  switch (t) {
+    case runtime::FloatType::F32: return StoreType::F32;
+    case runtime::FloatType::BF16: return StoreType::BF16;
+    case runtime::FloatType::F16: return StoreType::F16;
+    default: return StoreType::F64;
+  }
+}
 
 /// The store type of each tensor of a file: one for all, or by name.
 struct StoreTypes {

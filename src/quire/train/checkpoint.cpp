@@ -137,6 +137,7 @@ ParsedState parse_state(const std::string& folder) {
   s.schedule_step = natural(folder, j, "schedule_step");
   s.loss_scale = member(folder, j, "loss_scale", "");
   s.random = member(folder, j, "random", "");
+  s.trainer = member(folder, j, "trainer", "");
   const json& files = member(folder, j, "files", "");
   for (auto [name, record] : {std::pair{kParamsFile, &parsed.params}, std::pair{kOptimizerFile, &parsed.optimizer}}) {
     const json& entry = member(folder, files, name, "files");
@@ -162,6 +163,7 @@ json state_json(const CheckpointState& s, const FileRecord& params, const FileRe
       {"schedule_step", s.schedule_step},
       {"loss_scale", s.loss_scale},
       {"random", s.random},
+      {"trainer", s.trainer},
       {"files", {{kParamsFile, file(params)}, {kOptimizerFile, file(optimizer)}}},
   };
 }

@@ -8,6 +8,7 @@
 //     {"format": "quire-checkpoint", "format_version": 1, "quire_version": "0.1.0",
 //      "step": 150, "epoch": 2, "data_position": {"epoch": 2, "batch": 3, "samples": 152},
 //      "schedule_step": 150, "loss_scale": <caller's JSON>, "random": <caller's JSON>,
+//      "trainer": <caller's JSON: the settings a resume must repeat, the optimizer's counters>,
 //      "files": {"params.safetensors":    {"bytes": N, "sha256": "<64 hex digits>"},
 //                "optimizer.safetensors": {"bytes": M, "sha256": "…"}}}
 //
@@ -58,6 +59,7 @@ struct CheckpointState {
   int64_t schedule_step = 0;  ///< the learning-rate schedule's step
   nlohmann::json loss_scale;  ///< opaque to checkpoints (null when the run has none)
   nlohmann::json random;      ///< opaque to checkpoints: the run's random state
+  nlohmann::json trainer;     ///< opaque to checkpoints: the trainer's own state (settings a resume must repeat, counters)
   std::string quire_version;  ///< read back; write_checkpoint writes kQuireVersion
 };
 

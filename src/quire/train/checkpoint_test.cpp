@@ -51,6 +51,7 @@ CheckpointState state_at(int64_t step) {
   s.schedule_step = step;
   s.loss_scale = {{"scale", 65536.0}, {"good_steps", 12}};
   s.random = {{"key", {1, 2}}};
+  s.trainer = {{"precision", "bf16"}, {"seed", 0}};
   return s;
 }
 
@@ -112,6 +113,7 @@ TEST(Checkpoint, RoundTripKeepsBitsAndStoreTypes) {
   EXPECT_EQ(c.state.schedule_step, 150);
   EXPECT_EQ(c.state.loss_scale, expected.loss_scale);
   EXPECT_EQ(c.state.random, expected.random);
+  EXPECT_EQ(c.state.trainer, expected.trainer);
   EXPECT_EQ(c.state.quire_version, kQuireVersion);
   const Parts parts;
   expect_same_bits(c.params, parts.params);  // w's values are f32 values: stored as F32 exactly

@@ -182,15 +182,15 @@ TEST(DataFile, OpensTheTutorialsPairs) {
   EXPECT_EQ(spec.elements[1].description, "ℝ[model: 4]");
   const Dataset data =
       Dataset::open(std::string(QUIRE_SOURCE_DIR) + "/examples/tutorial/" + run->data.front().path, spec);
-  EXPECT_EQ(data.samples(), 256);
+  EXPECT_EQ(data.samples(), 1024);
 
   const LoaderOptions options = loader_options(*run);
   EXPECT_EQ(options.shuffle_seed, std::optional<uint64_t>(3));
   EXPECT_EQ(options.batch_size, 8);
   EXPECT_EQ(options.epochs, 10);
   Loader loader(data, options);
-  EXPECT_EQ(loader.steps_per_epoch(), 32);
-  EXPECT_EQ(loader.total_steps(), 320);
+  EXPECT_EQ(loader.steps_per_epoch(), 128);
+  EXPECT_EQ(loader.total_steps(), 1280);
   const auto batch = loader.next();
   ASSERT_TRUE(batch);
   EXPECT_EQ(batch->at(0).shape, runtime::Shape({8, 4}));

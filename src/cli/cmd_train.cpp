@@ -1,0 +1,55 @@
+// quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
+//   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
+//   [--params-out F.safetensors] [--dim NAME=N] [--log-every N]
+//
+// Runs the file's `training run` block (quire/train/trainer.h). The progress
+// line is redrawn in place when stdout is a terminal, printed as plain lines
+// otherwise.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "common.h"
+#include "quire/train/trainer.h"
+
+namespace quire::cli {
+
+Handler setup_train(CLI::App& sub) {
+  struct Options {
+    std::string file;
+    std::vector<std::string> dims;
+    int64_t max_steps = -1;
+    train::TrainOptions train;
+  };
+  auto o = std::make_shared<Options>();
+  sub.add_option("file", o->file, "the program (.qr) with a `training run` block")->required();
+  sub.add_option("--precision", o->train.precision, "the run policy: f64 (default), f32, bf16 or f16")
+      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_flag("--half-intermediates", o->train.half_intermediates,
+               "round every intermediate step of a half value to the half (reductions accumulate in it)");
+  sub.add_option("--seed", o->train.seed, "seed of the parameters' initialization (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--params", o->train.params_in, "start from the parameters of a safetensors file instead of the seed");
+  sub.add_option("--run-dir", o->train.run_dir,
+                 "where metrics, the loss curve and relative checkpoint folders go (default runs/<file's stem>)");
+  sub.add_flag("--resume", o->train.resume, "continue from the newest valid checkpoint");
+  sub.add_option("--max-steps", o->max_steps, "stop, with a checkpoint, once this many steps are done in all")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--params-out", o->train.params_out, "write the final parameters to a safetensors file");
+  sub.add_option("--dim", o->dims, "bind a dimension other than the batch's, NAME=SIZE (repeatable)");
+  sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
+      ->check(CLI::PositiveNumber);
+  return [o]() {
+    auto prog = load_program(o->file);
+    if (!prog) return 1;
+    o->train.dims = parse_dims(o->dims, *prog);
+    if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
+    train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1);
+    return 0;
+  };
+}
+
+}  // namespace quire::cli

@@ -1,0 +1,424 @@
+#include "quire/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <set>
+
+#include "quire/grad/vjp.h"
+#include "quire/interp/interpreter.h"
+#include "quire/interp/params.h"
+#include "quire/precision/realization.h"
+#include "quire/support/diagnostics.h"
+#include "quire/train/checkpoint.h"
+#include "quire/train/data.h"
+#include "quire/train/loss_curve.h"
+#include "quire/train/metrics.h"
+#include "quire/train/optimizer.h"
+#include "quire/train/progress.h"
+
+namespace quire::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using interp::ParamMap;
+using interp::Value;
+using runtime::FloatType;
+
+/// A note at `loc` with its source line and caret.
+std::string source_note(const elab::Program& prog, const SourceRange& loc, const std::string& message) {
+  Diagnostic d;
+  d.severity = Severity::Note;
+  d.range = loc;
+  d.message = message;
+  return render_diagnostic(prog.sources, d);
+}
+
+/// A number for messages: "nan" whatever its sign bit, "inf", "-inf", or the shortest exact form.
+std::string number(double x) { return std::isnan(x) ? "nan" : fmt::format("{}", x); }
+
+bool all_finite(const ParamMap& m) {
+  for (const auto& [path, t] : m)
+    for (double x : t.reals)
+      if (!std::isfinite(x)) return false;
+  return true;
+}
+
+double joint_norm(const ParamMap& m) {
+  double sum = 0;
+  for (const auto& [path, t] : m)
+    for (double g : t.reals) sum += g * g;
+  return std::sqrt(sum);
+}
+
+/// Everything a run needs, set up once; then step() after step().
+class Trainer {
+ public:
+  Trainer(elab::Program& prog, const TrainOptions& options, std::ostream& out, bool tty)
+      : prog_(prog), options_(options), out_(out), tty_(tty) {}
+
+  TrainOutcome run();
+
+ private:
+  void set_up();
+  void start_fresh();
+  void resume();
+  /// One step (TrainError when the run cannot go on).
+  void step();
+  /// The first non-finite site of the step just evaluated with `args`, as a note.
+  std::string explain_nonfinite(const std::vector<Value>& args);
+  void write_checkpoint_now();
+  nlohmann::json trainer_state() const;
+  /// Closes the run: a checkpoint of where it stopped (unless `failed`: the
+  /// data has moved past a step that made no update), the loss curve, --params-out.
+  void finish(bool failed = false);
+
+  elab::Program& prog_;
+  const TrainOptions& options_;
+  std::ostream& out_;
+  bool tty_;
+
+  const elab::TrainingInfo* run_ = nullptr;
+  int objective_ = -1;
+  int vjp_ = -1;
+  std::map<std::string, int64_t> dims_;
+  std::string data_path_;
+  std::string run_dir_;
+  std::string checkpoint_dir_;  ///< empty: the run writes no checkpoints
+  int64_t checkpoint_every_ = 0;
+  std::optional<Dataset> data_;
+  std::unique_ptr<Loader> loader_;
+  std::unique_ptr<precision::Realization> realization_;
+  std::unique_ptr<interp::Interpreter> interp_;
+  FloatType master_ = FloatType::F64;
+  io::StoreTypes param_types_;
+  ParamMap params_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<LossScaler> scaler_;
+  std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<Progress> progress_;
+
+  int64_t step_ = 0;  ///< steps done
+  int64_t target_ = 0;  ///< the step this call stops at
+  int64_t last_checkpoint_step_ = -1;
+  TrainOutcome outcome_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+TrainOutcome Trainer::run() {
+  set_up();
+  if (options_.resume) resume();
+  else start_fresh();
+  outcome_.start_step = step_;
+  outcome_.total_steps = loader_->total_steps();
+  outcome_.last_loss = std::numeric_limits<double>::quiet_NaN();
+  target_ = loader_->total_steps();
+  if (options_.max_steps) target_ = std::min(target_, *options_.max_steps);
+  metrics_ = std::make_unique<MetricsFile>((fs::path(run_dir_) / "metrics.jsonl").string(), step_);
+  started_ = std::chrono::steady_clock::now();
+  while (step_ < target_) step();
+  finish();
+  return outcome_;
+}
+
+void Trainer::set_up() {
+  run_ = prog_.training();
+  const std::string& main_path = prog_.files[prog_.main_file].path;
+  if (!run_) throw TrainError(fmt::format("{}: the file has no `training run` block to run", main_path));
+  objective_ = run_->objective;
+  // A copy: grad::vjp below appends to prog_.functions, which moves its elements.
+  const core::Function objective = prog_.functions[objective_];
+
+  // Dimensions: the batch's from `batch(B = b)`, the rest from the command line.
+  dims_ = options_.dims;
+  if (auto it = dims_.find(run_->batch_dim); it != dims_.end() && it->second != run_->batch_size)
+    throw TrainError(fmt::format("--dim {}={}: the training run binds {} with `batch({} = {})`", run_->batch_dim,
+                                 it->second, run_->batch_dim, run_->batch_dim, run_->batch_size));
+  dims_[run_->batch_dim] = run_->batch_size;
+
+  OptimizerConfig config;
+  try {
+    config = OptimizerConfig::from(prog_.optimizers.at(run_->optimizer));
+  } catch (const OptimizerError& e) {
+    Diagnostic d;
+    d.code = "E0602";
+    d.range = e.loc;
+    d.message = e.what();
+    throw TrainError(render_diagnostic(prog_.sources, d));
+  }
+
+  // The data, relative to the program's file, checked before anything runs.
+  data_path_ = (fs::path(main_path).parent_path() / run_->data.front().path).lexically_normal().string();
+  const SampleSpec spec = sample_spec(prog_, objective.args.at(1).type, run_->batch_dim, dims_);
+  data_ = Dataset::open(data_path_, spec);
+  loader_ = std::make_unique<Loader>(*data_, loader_options(*run_));
+
+  // Outputs: the run folder, and the checkpoint folder inside it unless absolute.
+  run_dir_ = options_.run_dir.empty() ? (fs::path("runs") / fs::path(main_path).stem()).string() : options_.run_dir;
+  std::error_code ec;
+  fs::create_directories(run_dir_, ec);
+  if (ec) throw io::IoError(run_dir_, fmt::format("cannot create the run folder: {}", ec.message()));
+  if (!run_->checkpoint_dir.empty()) {
+    fs::path dir = (fs::path(run_dir_) / run_->checkpoint_dir).lexically_normal();
+    if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "run/ckpt/" names as "run/ckpt"
+    checkpoint_dir_ = dir.string();
+    checkpoint_every_ = run_->checkpoint_unit == "epochs" ? run_->checkpoint_every * loader_->steps_per_epoch()
+                                                          : run_->checkpoint_every;
+  }
+
+  // The gradient, realized under the policy like the forward.
+  vjp_ = grad::vjp(prog_, objective_, {0});
+  precision::RealizeOptions realize;
+  const auto policy = precision::parse_policy(options_.precision);
+  if (!policy) throw TrainError(fmt::format("--precision {}: not a policy (f64, f32, bf16, f16)", options_.precision));
+  realize.policy = *policy;
+  realize.half_intermediates = options_.half_intermediates;
+  realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
+  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
+  master_ = *policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
+  if (*policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
+
+  std::set<std::string> frozen;
+  for (const precision::ParamStorage& p : realization_->params) {
+    param_types_.by_name[p.path] = io::store_type_of(p.stored);
+    if (p.frozen) frozen.insert(p.path);
+  }
+  const elab::ParamsType& model = objective.args[0].type.params;
+  params_ = options_.params_in.empty() ? interp::init_params(prog_, model, options_.seed, dims_)
+                                       : interp::load_params(options_.params_in, prog_, model, dims_);
+  // Each parameter at its stored type from the start: the f32 master a
+  // PyTorch run would hold after `.float()`.
+  for (auto& [path, t] : params_)
+    if (const precision::ParamStorage* p = realization_->param(path); p && t.is_real())
+      for (double& x : t.reals) x = runtime::round_to(p->stored, x);
+  optimizer_ = std::make_unique<Optimizer>(config, params_, frozen);
+
+  progress_ = std::make_unique<Progress>(
+      out_, tty_, options_.log_every > 0 ? options_.log_every : default_log_every(loader_->total_steps()));
+  int64_t elements = 0;
+  for (const auto& [path, t] : params_) elements += t.size();
+  progress_->message(fmt::format(
+      "training {}: objective `{}`, {} parameters ({} elements), {} {}, {} ({} samples, batch {}: {} steps × {} epochs "
+      "= {}), policy {}{}",
+      main_path, objective.name, params_.size(), elements, optimizer_kind_name(config.kind),
+      fmt::format("lr {} {}", config.lr, config.schedule.to_string()), data_path_, data_->samples(), run_->batch_size,
+      loader_->steps_per_epoch(), loader_options(*run_).epochs, loader_->total_steps(), options_.precision,
+      scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : ""));
+}
+
+nlohmann::json Trainer::trainer_state() const {
+  return {{"precision", options_.precision},
+          {"half_intermediates", options_.half_intermediates},
+          {"total_steps", loader_->total_steps()},
+          {"batch_size", run_->batch_size},
+          {"optimizer", optimizer_->state_json()}};
+}
+
+void Trainer::start_fresh() {
+  if (checkpoint_dir_.empty()) return;
+  // Starting over would interleave a new run's checkpoints with an old one's.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoint_dir_, ec))
+    if (entry.path().filename().string().rfind("step-", 0) == 0)
+      throw TrainError(fmt::format(
+          "{} holds checkpoints of an earlier run ({}): pass --resume to continue it, or remove the folder (or "
+          "choose another --run-dir) to start over",
+          checkpoint_dir_, entry.path().filename().string()));
+}
+
+void Trainer::resume() {
+  if (checkpoint_dir_.empty())
+    throw TrainError("--resume: the training run writes no checkpoints (add `checkpoint every N steps to \"dir/\"`)");
+  LatestCheckpoint latest = find_latest(checkpoint_dir_);
+  for (const RefusedCheckpoint& r : latest.refused)
+    progress_->message(fmt::format("refused checkpoint {}", r.message()));
+  if (!latest.checkpoint) {
+    progress_->message(fmt::format("no valid checkpoint in {}: starting from step 0", checkpoint_dir_));
+    return;
+  }
+  const Checkpoint& c = *latest.checkpoint;
+  auto refuse = [&](const std::string& why) { return TrainError(fmt::format("cannot resume from {}: {}", c.path, why)); };
+  const nlohmann::json expected = trainer_state();
+  for (const char* key : {"precision", "half_intermediates", "total_steps", "batch_size"}) {
+    if (!c.state.trainer.is_object() || !c.state.trainer.contains(key))
+      throw refuse(fmt::format("its state has no trainer.{}", key));
+    if (c.state.trainer[key] != expected[key])
+      throw refuse(fmt::format("it was written with {} = {}, this run has {} (a resume must repeat the run)", key,
+                               c.state.trainer[key].dump(), expected[key].dump()));
+  }
+  const nlohmann::json shuffle = loader_->options().shuffle_seed ? nlohmann::json(*loader_->options().shuffle_seed)
+                                                                 : nlohmann::json(nullptr);
+  if (!c.state.random.is_object() || c.state.random.value("shuffle_seed", nlohmann::json()) != shuffle)
+    throw refuse("its data order (shuffle seed) differs from this run's");
+
+  // The parameters: the same paths and shapes as the model's.
+  ParamMap restored;
+  for (const auto& [name, t] : c.params) restored[name] = t;
+  for (const auto& [path, t] : params_) {
+    auto it = restored.find(path);
+    if (it == restored.end()) throw refuse(fmt::format("parameter `{}` is missing", path));
+    if (it->second.kind != t.kind || it->second.shape != t.shape)
+      throw refuse(fmt::format("parameter `{}` has shape {}, the model's is {}", path,
+                               runtime::shape_string(it->second.shape), runtime::shape_string(t.shape)));
+  }
+  if (restored.size() != params_.size())
+    for (const auto& [path, t] : restored)
+      if (!params_.count(path)) throw refuse(fmt::format("parameter `{}` is not the model's", path));
+  try {
+    optimizer_->restore(c.optimizer, c.state.trainer.value("optimizer", nlohmann::json()));
+    if (scaler_) scaler_->restore(c.state.loss_scale);
+    loader_->seek(c.state.data);
+  } catch (const OptimizerError& e) {
+    throw refuse(e.what());
+  } catch (const LossScaleError& e) {
+    throw refuse(e.what());
+  } catch (const DataError& e) {
+    throw refuse(e.what());
+  }
+  params_ = std::move(restored);
+  step_ = c.state.step;
+  last_checkpoint_step_ = step_;
+  outcome_.checkpoint = c.path;
+  progress_->message(fmt::format("resumed from {} (step {}, epoch {})", c.path, c.state.step, c.state.epoch));
+}
+
+std::string Trainer::explain_nonfinite(const std::vector<Value>& args) {
+  interp_->watch_nonfinite(true);
+  interp_->call(vjp_, args);
+  const std::optional<interp::NonFiniteSite> site = interp_->first_nonfinite();
+  interp_->watch_nonfinite(false);
+  if (!site) return "no stored value was found not finite when the step was evaluated again\n";
+  return source_note(prog_, site->loc,
+                     fmt::format("the first value that was not finite, in evaluation order: `{}` ({}) = {}",
+                                 site->site, site->op, number(site->value)));
+}
+
+void Trainer::step() {
+  const DataPosition at = loader_->position();
+  std::optional<std::vector<runtime::Tensor>> batch = loader_->next();
+  if (!batch) throw std::logic_error("internal: the loader ran out before the run's last step");
+  Value batch_value;
+  if (data_->spec().tuple) {
+    std::vector<Value> elements;
+    for (runtime::Tensor& t : *batch) elements.push_back(Value::of(std::move(t)));
+    batch_value = Value::of_tuple(std::move(elements));
+  } else {
+    batch_value = Value::of(std::move(batch->front()));
+  }
+  const double seed = scaler_ ? scaler_->scale() : 1.0;
+  const std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
+                                Value::of(runtime::Tensor::scalar(seed))};
+  const Value result = interp_->call(vjp_, args);
+  const double loss = result.elements.at(0).tensor.reals.at(0);
+  ParamMap grads = *result.elements.at(1).params;
+
+  StepRecord record;
+  record.step = step_ + 1;
+  record.total_steps = loader_->total_steps();
+  record.epoch = at.epoch;
+  record.epochs = loader_->options().epochs;
+  record.loss = loss;
+  record.lr = optimizer_->config().schedule.lr_at(optimizer_->steps_taken(), optimizer_->config().lr,
+                                                  loader_->total_steps());
+  const bool grads_finite = all_finite(grads);
+  if (!std::isfinite(loss) || (!grads_finite && !scaler_)) {
+    record.grad_norm = joint_norm(grads);
+    metrics_->append(record);
+    progress_->finish();
+    const std::string what = !std::isfinite(loss) ? fmt::format("the loss is {}", number(loss))
+                                                  : fmt::format("the gradient is not finite (norm {})", number(record.grad_norm));
+    const std::string note = explain_nonfinite(args);
+    finish(/*failed=*/true);
+    throw TrainError(fmt::format("step {} (epoch {}): {}; training stopped before updating the parameters{}\n{}",
+                                 record.step, at.epoch, what,
+                                 last_checkpoint_step_ >= 0 ? fmt::format(" (the last checkpoint is step {})",
+                                                                          last_checkpoint_step_)
+                                                            : "",
+                                 note));
+  }
+  bool take = true;
+  if (scaler_) {
+    record.loss_scale = scaler_->scale();
+    take = scaler_->unscale(grads);
+    if (!take) {
+      record.grad_norm = joint_norm(grads);
+      scaler_->update(true);
+      record.skipped = true;
+      ++outcome_.skipped;
+      std::string note = explain_nonfinite(args);
+      if (!note.empty() && note.back() == '\n') note.pop_back();
+      progress_->message(fmt::format("step {}: gradients not finite at loss scale {}: update skipped, scale now {}\n{}",
+                                     record.step, *record.loss_scale, scaler_->scale(), note));
+    }
+  }
+  if (take) {
+    const StepReport report = optimizer_->step(params_, grads, master_, loader_->total_steps());
+    record.lr = report.lr;
+    record.grad_norm = report.grad_norm;
+    record.clipped = report.clipped;
+    if (scaler_) scaler_->update(false);
+  }
+  ++step_;
+  outcome_.last_loss = loss;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const int64_t done_here = step_ - outcome_.start_step;
+  record.elapsed_s = elapsed;
+  record.samples_per_s = elapsed > 0 ? static_cast<double>(done_here * run_->batch_size) / elapsed : 0;
+  record.eta_s = done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(target_ - step_) : 0;
+  metrics_->append(record);
+  progress_->step(record);
+  if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) write_checkpoint_now();
+}
+
+void Trainer::write_checkpoint_now() {
+  CheckpointState state;
+  state.step = step_;
+  state.data = loader_->position();
+  state.epoch = state.data.epoch;
+  state.schedule_step = optimizer_->steps_taken();
+  state.loss_scale = scaler_ ? scaler_->state_json() : nlohmann::json(nullptr);
+  state.random = {{"shuffle_seed", loader_->options().shuffle_seed ? nlohmann::json(*loader_->options().shuffle_seed)
+                                                                    : nlohmann::json(nullptr)}};
+  state.trainer = trainer_state();
+  io::NamedTensors params(params_.begin(), params_.end());
+  const io::StoreTypes optimizer_types = io::store_type_of(master_);
+  outcome_.checkpoint = write_checkpoint(checkpoint_dir_, state, params, param_types_, optimizer_->state_tensors(),
+                                         optimizer_types);
+  last_checkpoint_step_ = step_;
+  progress_->message(fmt::format("checkpoint {}", outcome_.checkpoint));
+}
+
+void Trainer::finish(bool failed) {
+  progress_->finish();
+  outcome_.steps_done = step_;
+  // A run that stops (at its end or at --max-steps) leaves a checkpoint of where it stopped.
+  if (!failed && !checkpoint_dir_.empty() && last_checkpoint_step_ != step_) write_checkpoint_now();
+  const std::string metrics_path = metrics_->path();
+  std::vector<CurvePoint> points;
+  for (const StepRecord& r : read_metrics(metrics_path)) points.push_back({r.step, r.loss, r.skipped});
+  const std::string curve = (fs::path(run_dir_) / "loss.svg").string();
+  write_loss_curve(curve, points,
+                   fmt::format("{}: loss per step ({})", prog_.files[prog_.main_file].path, options_.precision));
+  if (!options_.params_out.empty())
+    interp::save_params(options_.params_out, prog_, prog_.functions[objective_].args[0].type.params, params_,
+                        param_types_);
+  if (!failed)
+    progress_->message(fmt::format("stopped at step {} of {}{}, last loss {}: metrics {}, loss curve {}", step_,
+                                   loader_->total_steps(), step_ >= loader_->total_steps() ? " (done)" : "",
+                                   number(outcome_.last_loss), metrics_path, curve));
+}
+
+}  // namespace
+
+TrainOutcome train(elab::Program& prog, const TrainOptions& options, std::ostream& out, bool tty) {
+  Trainer trainer(prog, options, out, tty);
+  return trainer.run();
+}
+
+}  // namespace quire::train

@@ -1,0 +1,88 @@
+#pragma once
+// The training run: `quire train FILE` runs the main file's `training run`
+// block. One step is
+//
+//   batch  ← the loader's next batch (data.h)
+//   (L, ∂θ) ← objective.vjp(θ, batch, s)     s = the loss scale under f16, else 1
+//   check   L and ∂θ finite (see NON-FINITE below)
+//   f16:    ∂θ ← ∂θ · f32(1/s); skip the update if any element is not finite
+//   θ, state ← the optimizer's update (optimizer.h: clip, AdamW/SGD, schedule)
+//   log     a metrics line (metrics.h) and the progress line (progress.h)
+//   every N steps (or epochs): an atomic checkpoint (checkpoint.h)
+//
+// The gradient is the objective's vjp (grad/vjp.h) with respect to θ only,
+// realized under the run's policy like any other function, and evaluated by
+// the reference interpreter, so a step's bits depend only on the program,
+// the data, the policy and the state, never on time or threads.
+//
+// PRECISION. θ is kept at its stored type: f64 under f64, f32 masters under
+// f32, bf16 and f16 (frozen parameters as their readers read them); the
+// optimizer's moments are kept at the same master type. The realization reads
+// the masters down where the policy says. Under f16 the loss is scaled
+// dynamically (loss_scale.h, GradScaler's defaults): the backward pass is
+// seeded with the scale instead of 1, which is the same as scaling the loss.
+//
+// NON-FINITE. A loss that is not finite stops the run (scaling cannot help a
+// forward value). A gradient that is not finite stops it too, except under
+// f16 loss scaling, where the update is skipped and the scale halved. Either
+// way the step is evaluated once more with the interpreter watching every
+// stored value, and the first site whose value was not finite, in evaluation
+// order (the forward sweep comes first), is named with its operation and
+// source line.
+//
+// RESUME. A checkpoint holds θ, the optimizer's state, the data position,
+// the loss scale and the settings a resume must repeat (the policy). A run
+// resumed from step k evaluates exactly the steps a run never stopped
+// evaluates after step k, so it ends with the same bits.
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "quire/elab/program.h"
+#include "quire/train/loss_scale.h"
+
+namespace quire::train {
+
+/// A training run that cannot start or go on: no training block, a bad
+/// optimizer block, a resume that does not fit, a loss that is not finite.
+/// what() is the whole message, source excerpts included where they apply.
+struct TrainError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainOptions {
+  std::string precision = "f64";  ///< the run policy: f64, f32, bf16 or f16
+  bool half_intermediates = false;
+  uint64_t seed = 0;              ///< the parameters' initialization (ignored with params_in or a resume)
+  std::string run_dir;            ///< metrics, the loss curve, and relative checkpoint folders go here
+  bool resume = false;            ///< continue from the newest valid checkpoint
+  std::optional<int64_t> max_steps;  ///< stop (with a checkpoint) once this many steps are done in all
+  std::string params_in;          ///< initial parameters from a safetensors file instead of the seed
+  std::string params_out;         ///< where to write the final parameters (empty: nowhere)
+  std::map<std::string, int64_t> dims;  ///< dimensions the program needs besides the batch's
+  int64_t log_every = 0;          ///< plain progress lines every N steps; 0: progress.h's default
+  LossScaleConfig loss_scale;     ///< f16 runs only
+};
+
+/// What a call of train() did.
+struct TrainOutcome {
+  int64_t start_step = 0;    ///< the step it started from (a resumed run's checkpoint)
+  int64_t steps_done = 0;    ///< the step count when it stopped
+  int64_t total_steps = 0;   ///< the run's steps over every epoch
+  int64_t skipped = 0;       ///< f16 steps whose update was skipped, in this call
+  double last_loss = 0;      ///< the loss of the last step taken (NaN if none)
+  std::string checkpoint;    ///< the last checkpoint written or resumed from ("" if none)
+  bool finished() const { return steps_done >= total_steps; }
+};
+
+/// Runs the main file's training run. `prog` gains the objective's vjp.
+/// Progress goes to `out`, updated in place when `tty`, in plain lines
+/// otherwise. Throws TrainError, io::IoError (a file that cannot be read or
+/// written, data that does not match the objective), or DataError.
+TrainOutcome train(elab::Program& prog, const TrainOptions& options, std::ostream& out, bool tty);
+
+}  // namespace quire::train

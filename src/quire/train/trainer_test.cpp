@@ -1,0 +1,293 @@
+#include "quire/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "quire/elab/elaborator.h"
+#include "quire/io/atomic_file.h"
+#include "quire/io/npy.h"
+#include "quire/train/checkpoint.h"
+#include "quire/train/data.h"
+#include "quire/train/metrics.h"
+#include "quire/support/testing.h"
+
+namespace quire::train {
+namespace {
+
+namespace fs = std::filesystem;
+using quire::testing::error_of;
+using quire::testing::ScratchDir;
+
+const std::string kTutorial = std::string(QUIRE_SOURCE_DIR) + "/examples/tutorial/07_train.qr";
+
+std::unique_ptr<elab::Program> load(const std::string& path) {
+  DiagnosticSink sink;
+  auto prog = elab::elaborate(path, sink);
+  EXPECT_FALSE(sink.has_errors()) << sink.render(prog->sources);
+  return prog;
+}
+
+struct TrainedRun {
+  TrainOutcome outcome;
+  std::string output;
+};
+
+/// Trains `program` (a fresh elaboration each time, as a new process would).
+TrainedRun train_file(const std::string& program, TrainOptions options) {
+  auto prog = load(program);
+  std::ostringstream out;
+  TrainedRun r;
+  r.outcome = train(*prog, options, out, /*tty=*/false);
+  r.output = out.str();
+  return r;
+}
+
+/// The final parameters of a run, as the bytes of its --params-out file.
+std::string bytes_of(const std::string& path) { return io::read_file(path); }
+
+// A small regression, y = x · [[1], [-2], [0.5]] + 0.25, with its data: 48
+// samples, batches of 8, 3 epochs, a checkpoint every 5 steps.
+struct Regression {
+  ScratchDir dir{"trainer"};
+  std::string program;
+  explicit Regression(const std::string& precision_body = "", const std::string& extra = "",
+                      const std::string& data_shape = "3") {
+    program = dir.file("reg.qr");
+    std::ofstream(program) << R"(dim B
+module Lin {
+  param w : ℝ[3, 1]  init = xavier_uniform
+  param b : ℝ[1]     init = zeros
+  fn apply(x : ℝ[..., 3]) -> ℝ[..., 1] = x · w + b
+}
+fn loss(θ : params Lin, batch : (ℝ[batch: B, 3], ℝ[batch: B, 1])) -> ℝ[] =
+  let (x, y) = batch
+  )" + (precision_body.empty() ? std::string("mean((Lin.apply(θ, x) - y)^2)") : precision_body) +
+                                  R"(
+optimizer adamw {
+  lr : f64 = 0.05
+  weight_decay : f64 = 0.01
+  schedule : linear(warmup = 2)
+  )" + extra + R"(
+}
+training run {
+  model     = Lin
+  objective = loss
+  optimizer = adamw
+  data      = stream "pairs.npz" |> shuffle(seed = 5) |> batch(B = 8)
+  epochs    : nat = 3
+  checkpoint every 5 steps to "ckpt/"
+}
+)";
+    const int64_t n = 48;
+    runtime::Tensor x = runtime::Tensor::real({n, std::stoll(data_shape)});
+    runtime::Tensor y = runtime::Tensor::real({n, 1});
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0.25;
+      const double w[3] = {1.0, -2.0, 0.5};
+      for (int64_t j = 0; j < x.shape[1]; ++j) {
+        x.reals[i * x.shape[1] + j] = std::sin(0.7 * static_cast<double>(i) + 1.3 * static_cast<double>(j));
+        if (j < 3) sum += w[j] * x.reals[i * x.shape[1] + j];
+      }
+      y.reals[i] = sum;
+    }
+    io::write_npz(dir.file("pairs.npz"), {{"0", x}, {"1", y}});
+  }
+  TrainOptions options(const std::string& run_dir, const std::string& out = "") const {
+    TrainOptions o;
+    o.run_dir = dir.file(run_dir);
+    o.params_out = out.empty() ? "" : dir.file(out);
+    return o;
+  }
+};
+
+TEST(Trainer, TheTutorialTrainsBelow1e3WithinItsEpochs) {
+  ScratchDir dir("trainer");
+  TrainOptions o;
+  o.run_dir = dir.file("run");
+  const TrainedRun r = train_file(kTutorial, o);
+  EXPECT_TRUE(r.outcome.finished());
+  EXPECT_EQ(r.outcome.total_steps, 1280);  // 1024 samples, batch 8, 10 epochs
+  const std::vector<StepRecord> steps = read_metrics(dir.file("run/metrics.jsonl"));
+  ASSERT_EQ(steps.size(), 1280u);
+  // The last epoch's 128 losses, and the last one, are under 1e-3; the first is not.
+  double last_epoch = 0;
+  for (size_t i = steps.size() - 128; i < steps.size(); ++i) last_epoch += steps[i].loss / 128;
+  EXPECT_LT(last_epoch, 1e-3);
+  EXPECT_LT(steps.back().loss, 1e-3);
+  EXPECT_GT(steps.front().loss, 1.0);
+  EXPECT_TRUE(fs::exists(dir.file("run/loss.svg")));
+  EXPECT_TRUE(fs::exists(dir.file("run/ckpt/step-00001280/state.json")));
+}
+
+TEST(Trainer, SameSeedSameBitsAnotherSeedOthers) {
+  Regression reg;
+  train_file(reg.program, reg.options("a", "a.safetensors"));
+  train_file(reg.program, reg.options("b", "b.safetensors"));
+  TrainOptions other = reg.options("c", "c.safetensors");
+  other.seed = 1;
+  train_file(reg.program, other);
+  EXPECT_EQ(bytes_of(reg.dir.file("a.safetensors")), bytes_of(reg.dir.file("b.safetensors")));
+  EXPECT_NE(bytes_of(reg.dir.file("a.safetensors")), bytes_of(reg.dir.file("c.safetensors")));
+}
+
+TEST(Trainer, StoppingAndResumingGivesTheBitsOfARunNeverStopped) {
+  for (const char* precision : {"f64", "f32", "bf16", "f16"}) {
+    Regression reg;
+    TrainOptions whole = reg.options("whole", "whole.safetensors");
+    whole.precision = precision;
+    const TrainedRun uninterrupted = train_file(reg.program, whole);
+    ASSERT_EQ(uninterrupted.outcome.steps_done, 18);
+    // Stops at a checkpoint (5), between checkpoints (7: --max-steps writes one), and mid-epoch (13).
+    TrainOptions part = reg.options("parts", "parts.safetensors");
+    part.precision = precision;
+    int64_t start = 0;
+    for (int64_t stop : {5, 7, 13}) {
+      part.max_steps = stop;
+      const TrainedRun r = train_file(reg.program, part);
+      EXPECT_EQ(r.outcome.start_step, start) << precision;
+      EXPECT_EQ(r.outcome.steps_done, stop) << precision;
+      part.resume = true;
+      start = stop;
+    }
+    part.max_steps.reset();
+    const TrainedRun last = train_file(reg.program, part);
+    EXPECT_EQ(last.outcome.start_step, 13);
+    EXPECT_TRUE(last.outcome.finished());
+    EXPECT_EQ(bytes_of(reg.dir.file("whole.safetensors")), bytes_of(reg.dir.file("parts.safetensors"))) << precision;
+    // The optimizer's state too, and every step logged once.
+    EXPECT_EQ(bytes_of(reg.dir.file("whole/ckpt/step-00000018/optimizer.safetensors")),
+              bytes_of(reg.dir.file("parts/ckpt/step-00000018/optimizer.safetensors")))
+        << precision;
+    const std::vector<StepRecord> a = read_metrics(reg.dir.file("whole/metrics.jsonl"));
+    const std::vector<StepRecord> b = read_metrics(reg.dir.file("parts/metrics.jsonl"));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b[i].step, static_cast<int64_t>(i + 1));
+      EXPECT_EQ(a[i].loss, b[i].loss) << precision << " step " << i + 1;
+      EXPECT_EQ(a[i].grad_norm, b[i].grad_norm);
+    }
+  }
+}
+
+TEST(Trainer, ACorruptedCheckpointIsRefusedAndThePreviousOneUsed) {
+  Regression reg;
+  const TrainedRun whole = train_file(reg.program, reg.options("whole", "whole.safetensors"));
+  TrainOptions part = reg.options("part", "part.safetensors");
+  part.max_steps = 12;  // checkpoints at 5, 10 and 12
+  train_file(reg.program, part);
+  // Flip one byte of step 12's parameters.
+  const std::string params = reg.dir.file("part/ckpt/step-00000012/params.safetensors");
+  std::string bytes = io::read_file(params);
+  bytes[bytes.size() - 3] ^= 0x01;
+  io::write_file_atomically(params, bytes);
+  part.max_steps.reset();
+  part.resume = true;
+  const TrainedRun resumed = train_file(reg.program, part);
+  EXPECT_NE(resumed.output.find("refused checkpoint " + fs::path(reg.dir.file("part/ckpt/step-00000012")).string() +
+                                ": params.safetensors: checksum mismatch"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + reg.dir.file("part/ckpt/step-00000010") + " (step 10"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(resumed.outcome.start_step, 10);
+  EXPECT_EQ(bytes_of(reg.dir.file("whole.safetensors")), bytes_of(reg.dir.file("part.safetensors")));
+}
+
+TEST(Trainer, DataOfTheWrongShapeIsRefusedBeforeTraining) {
+  Regression reg("", "", /*data_shape=*/"4");
+  const std::string message = error_of<io::IoError>([&] { train_file(reg.program, reg.options("run")); });
+  EXPECT_EQ(message, reg.dir.file("pairs.npz") +
+                         ": array `0`: expected shape [N, 3] for N samples of ℝ[3], found [48, 4]");
+  EXPECT_FALSE(fs::exists(reg.dir.file("run/metrics.jsonl")));
+}
+
+TEST(Trainer, F16RecoversFromAnOverflowBySkippingAndRescaling) {
+  // The tutorial under f16: GradScaler's first scale, 2^16, overflows the
+  // half gradients; the step is skipped, the scale halved, and training goes on.
+  ScratchDir dir("trainer");
+  TrainOptions o;
+  o.run_dir = dir.file("run");
+  o.precision = "f16";
+  o.max_steps = 200;
+  const TrainedRun r = train_file(kTutorial, o);
+  EXPECT_GE(r.outcome.skipped, 1);
+  const std::vector<StepRecord> steps = read_metrics(dir.file("run/metrics.jsonl"));
+  ASSERT_EQ(steps.size(), 200u);
+  ASSERT_TRUE(steps[0].skipped) << r.output;
+  EXPECT_EQ(steps[0].loss_scale, 65536.0);
+  EXPECT_EQ(steps[1].loss_scale, 32768.0);
+  EXPECT_NE(r.output.find("step 1: gradients not finite at loss scale 65536: update skipped, scale now 32768"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("note: the first value that was not finite"), std::string::npos) << r.output;
+  int64_t taken = 0;
+  for (const StepRecord& s : steps) taken += !s.skipped;
+  EXPECT_GE(taken, 190);
+  EXPECT_LT(steps.back().loss, steps.front().loss / 10);
+}
+
+TEST(Trainer, ANonFiniteLossStopsTheRunAndNamesItsFirstSite) {
+  // log of a negative number: the forward value at that site is NaN.
+  Regression reg("mean(log(Lin.apply(θ, x) - y - 100.0))");
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, reg.options("run")); });
+  EXPECT_NE(message.find("step 1 (epoch 0): the loss is nan; training stopped before updating the parameters"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("reg.qr:9:8: note: the first value that was not finite, in evaluation order"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("`loss.vjp[0]/%10` (log) = nan\n"), std::string::npos) << message;
+  EXPECT_NE(message.find("mean(log(Lin.apply(θ, x) - y - 100.0))"), std::string::npos) << message;
+  // No checkpoint of a step that made no update.
+  EXPECT_FALSE(fs::exists(reg.dir.file("run/ckpt")));
+  EXPECT_EQ(read_metrics(reg.dir.file("run/metrics.jsonl")).size(), 1u);
+}
+
+TEST(Trainer, AResumeMustRepeatThePolicy) {
+  Regression reg;
+  TrainOptions o = reg.options("run");
+  o.max_steps = 5;
+  train_file(reg.program, o);
+  o.resume = true;
+  o.precision = "bf16";
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, o); });
+  EXPECT_EQ(message, "cannot resume from " + reg.dir.file("run/ckpt/step-00000005") +
+                         ": it was written with precision = \"f64\", this run has \"bf16\" (a resume must repeat the run)");
+}
+
+TEST(Trainer, AFreshRunDoesNotMixWithAnEarlierRunsCheckpoints) {
+  Regression reg;
+  TrainOptions o = reg.options("run");
+  o.max_steps = 5;
+  train_file(reg.program, o);
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, o); });
+  EXPECT_EQ(message, reg.dir.file("run/ckpt") +
+                         " holds checkpoints of an earlier run (step-00000005): pass --resume to continue it, or "
+                         "remove the folder (or choose another --run-dir) to start over");
+}
+
+TEST(Trainer, ABadOptimizerFieldIsPlacedInTheSource) {
+  Regression reg("", "beta1 = 1.5");
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, reg.options("run")); });
+  EXPECT_NE(message.find("reg.qr:14:3: error[E0602]: optimizer `adamw`: field `beta1`: must be in [0, 1), got 1.5"),
+            std::string::npos)
+      << message;
+}
+
+TEST(Trainer, AProgramWithoutATrainingRunIsRefused) {
+  ScratchDir dir("trainer");
+  const std::string program = dir.file("plain.qr");
+  std::ofstream(program) << "fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n";
+  TrainOptions o;
+  o.run_dir = dir.file("run");
+  EXPECT_EQ(error_of<TrainError>([&] { train_file(program, o); }),
+            program + ": the file has no `training run` block to run");
+}
+
+}  // namespace
+}  // namespace quire::train

@@ -1,6 +1,6 @@
 // quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
-//   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors]
+//   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
 //
 // Every run evaluates under a realization (f64 unless --precision says
 // otherwise); results are printed with their realized type and written in it.
@@ -78,6 +78,7 @@ Handler setup_run(CLI::App& sub) {
     std::vector<std::string> dims;
     int64_t seed = 0;
     bool half_intermediates = false;
+    std::string remat = "store";
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -92,6 +93,9 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
+  sub.add_option("--remat", o->remat,
+                 "how a gradient's backward pass gets the forward values of calls: store (default) or recompute")
+      ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_option("--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
   return [o]() {
@@ -131,6 +135,7 @@ Handler setup_run(CLI::App& sub) {
       interp::save_params(o->params_out, *prog, fn.args[0].type.params, params, types);
     }
     interp::Interpreter interp(*prog, dims, &realization);
+    interp.set_remat(*interp::parse_remat(o->remat));
     auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
     interp::Value result = interp.call(entry, args);
     std::vector<std::pair<std::string, runtime::Tensor>> leaves;

@@ -1,6 +1,6 @@
 // quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
-//   [--params-out F.safetensors] [--dim NAME=N] [--log-every N]
+//   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
 // line is redrawn in place when stdout is a terminal, printed as plain lines
@@ -22,6 +22,7 @@ Handler setup_train(CLI::App& sub) {
     std::string file;
     std::vector<std::string> dims;
     int64_t max_steps = -1;
+    std::string remat = "store";
     train::TrainOptions train;
   };
   auto o = std::make_shared<Options>();
@@ -40,6 +41,10 @@ Handler setup_train(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params-out", o->train.params_out, "write the final parameters to a safetensors file");
   sub.add_option("--dim", o->dims, "bind a dimension other than the batch's, NAME=SIZE (repeatable)");
+  sub.add_option("--remat", o->remat,
+                 "store (default): keep the forward values of calls for the backward pass; recompute: evaluate them "
+                 "again there")
+      ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
       ->check(CLI::PositiveNumber);
   return [o]() {
@@ -47,6 +52,7 @@ Handler setup_train(CLI::App& sub) {
     if (!prog) return 1;
     o->train.dims = parse_dims(o->dims, *prog);
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
+    o->train.remat = *interp::parse_remat(o->remat);
     train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1);
     return 0;
   };

@@ -97,6 +97,9 @@ struct Function {
   bool uses_rand = false;           ///< the effect Rand, itself or through a call
   std::vector<Regularity> arg_regularity;  ///< of the result in each argument
   bool checked = false;             ///< elaborated without error
+  /// A vjp (grad/vjp.h): the function it differentiates, whose body is its
+  /// first instructions, one for one; -1 for any other function.
+  int primal = -1;
 
   /// Total number of values (arguments and instructions).
   int value_count() const { return static_cast<int>(args.size() + body.size()); }

@@ -623,6 +623,7 @@ int vjp(elab::Program& prog, int function, const std::vector<int>& wrt) {
     if (prog.functions[k].name == name && prog.functions[k].file == f.file) return static_cast<int>(k);
   Builder b(prog, function, wrt);
   core::Function built = b.build(name);
+  built.primal = function;
   prog.functions.push_back(std::move(built));
   return static_cast<int>(prog.functions.size()) - 1;
 }

@@ -17,6 +17,19 @@ namespace {
 
 constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
 
+/// The bytes a value takes at its realized type (tensors and tuples of them;
+/// parameter trees and keys are shared with the caller, not copies).
+int64_t value_bytes(const Value& v, int depth = 0) {
+  if (depth > 64) return 0;
+  if (v.kind == Value::Kind::Tuple) {
+    int64_t sum = 0;
+    for (const Value& e : v.elements) sum += value_bytes(e, depth + 1);
+    return sum;
+  }
+  if (v.kind != Value::Kind::Tensor) return 0;
+  return v.tensor.size() * (v.tensor.is_real() ? runtime::float_type_info(v.type).storage_bits / 8 : 8);
+}
+
 /// The first NaN or infinity among a value's real elements (tuples and
 /// parameter trees included), if any.
 std::optional<double> first_nonfinite_element(const Value& v, int depth = 0) {
@@ -245,6 +258,14 @@ runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std:
   return s;
 }
 
+std::optional<Remat> parse_remat(std::string_view name) {
+  if (name == "recompute") return Remat::Recompute;
+  if (name == "store") return Remat::Store;
+  return std::nullopt;
+}
+
+const char* remat_name(Remat r) { return r == Remat::Store ? "store" : "recompute"; }
+
 Value Interpreter::call(int function, const std::vector<Value>& args) {
   if (!realization_) return eval(function, args, dims_, 0, core::Numerics::Default);
   if (realization_->entry != function)
@@ -366,7 +387,7 @@ void Interpreter::check_result(const core::Function& fn, const core::Instr& in, 
 }
 
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
-                        int depth, core::Numerics context) {
+                        int depth, core::Numerics context, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
   if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
   const core::Function& fn = prog_.functions.at(function);
   if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
@@ -387,11 +408,26 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
       throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
                                          fn.name, sig, core::numerics_name(context)));
   }
-  for (const core::Instr& in : fn.body) {
+  // A vjp's forward instructions are its primal's, one for one: under Store
+  // they come from the primal's evaluation that the caller's forward kept.
+  size_t first = 0;
+  Kept kept;
+  if (reuse && fn.primal >= 0) {
+    const core::Function& primal = prog_.functions.at(fn.primal);
+    for (; first < primal.body.size(); ++first) env[fn.body[first].id] = reuse->env.at(primal.body[first].id);
+    kept = reuse->kept;
+    stats_.reused += static_cast<int64_t>(first);
+  }
+  // A frame keeps its callees' forward values when a reverse sweep will read
+  // them: it is a vjp's (its own reverse sweep follows), or a kept one.
+  Kept* keeping = remat_ == Remat::Store && (fn.primal >= 0 || keep) ? &kept : nullptr;
+  for (size_t k = first; k < fn.body.size(); ++k) {
+    const core::Instr& in = fn.body[k];
     try {
-      env[in.id] = step(fn, in, env, dims, depth, context, table);
+      env[in.id] = step(fn, in, env, dims, depth, context, table, keeping);
       if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
       check_result(fn, in, env[in.id], dims);
+      ++stats_.evaluated;
       if (watch_nonfinite_ && !first_nonfinite_)
         if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
           first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};
@@ -401,12 +437,23 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
                                   core::site_name(fn, in.id), e.what()));
     }
   }
-  return env[fn.result_value];
+  Value result = env[fn.result_value];
+  if (keep) {
+    auto saved = std::make_shared<Saved>();
+    for (const core::Instr& in : fn.body) saved->bytes += value_bytes(env[in.id]);
+    saved->env = std::move(env);
+    saved->kept = std::move(kept);
+    saved->live = &stored_bytes_;
+    stored_bytes_ += saved->bytes;
+    stats_.stored_bytes_peak = std::max(stats_.stored_bytes_peak, stored_bytes_);
+    *keep = std::move(saved);
+  }
+  return result;
 }
 
 Value Interpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
                         const std::map<std::string, int64_t>& dims, int depth, core::Numerics context,
-                        const precision::FunctionRealization* table) {
+                        const precision::FunctionRealization* table, Kept* kept) {
   auto arg = [&](size_t k) -> const Value& { return env.at(in.args.at(k)); };
   const precision::SiteType* site = table && table->values[in.id] ? &*table->values[in.id] : nullptr;
   // A site that reads down sees its real operands rounded to its type (scalar constants excepted).
@@ -651,16 +698,27 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       int64_t copies = eval_size(in.sizes.at(0), dims);
       const ParamMap& stacked = *arg(0).params;
       std::vector<Value> thetas, inputs;
-      Value carried = arg(1);
-      for (int64_t i = 0; i < copies; ++i) {
+      for (int64_t i = 0; i < copies; ++i)
         thetas.push_back(Value::of_params(std::make_shared<const ParamMap>(slice_copy(stacked, i))));
-        inputs.push_back(carried);
-        carried = eval(in.callee, {thetas.back(), carried}, callee_dims, depth + 1, mode);
+      const SavedFold* saved = nullptr;
+      if (kept)
+        if (auto it = kept->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != kept->folds.end())
+          saved = it->second.get();
+      Value carried = arg(1);
+      if (saved) {
+        inputs = saved->inputs;
+        carried = saved->result;
+      } else {
+        for (int64_t i = 0; i < copies; ++i) {
+          inputs.push_back(carried);
+          carried = eval(in.callee, {thetas[i], carried}, callee_dims, depth + 1, mode);
+        }
       }
       Value ct = arg(2);
       std::vector<ParamMap> grads(copies);
       for (int64_t i = copies; i-- > 0;) {
-        Value r = eval(static_cast<int>(in.integer), {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode);
+        Value r = eval(static_cast<int>(in.integer), {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode,
+                       saved ? saved->copies.at(static_cast<size_t>(i)).get() : nullptr);
         grads[i] = *r.elements.at(1).params;
         ct = r.elements.at(2);
       }
@@ -688,14 +746,34 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       if (in.op == Op::Call) {
         std::vector<Value> args;
         for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-        return eval(in.callee, args, callee_dims, depth + 1, mode);
+        if (!kept) return eval(in.callee, args, callee_dims, depth + 1, mode);
+        if (callee.primal >= 0) {
+          // A vjp: its operands are the forward call's, then the cotangent.
+          std::vector<int> forward(in.args.begin(), in.args.end() - 1);
+          auto it = kept->calls.find({callee.primal, forward});
+          return eval(in.callee, args, callee_dims, depth + 1, mode, it != kept->calls.end() ? it->second.get() : nullptr);
+        }
+        std::shared_ptr<const Saved> saved;
+        Value result = eval(in.callee, args, callee_dims, depth + 1, mode, nullptr, &saved);
+        kept->calls[{in.callee, in.args}] = std::move(saved);
+        return result;
       }
       int64_t copies = eval_size(in.sizes.at(0), dims);
       const ParamMap& stacked = *arg(0).params;
       Value carried = arg(1);
+      auto saved = kept ? std::make_shared<SavedFold>() : nullptr;
       for (int64_t i = 0; i < copies; ++i) {
         Value theta = Value::of_params(std::make_shared<const ParamMap>(slice_copy(stacked, i)));
-        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
+        if (saved) {
+          saved->inputs.push_back(carried);
+          saved->copies.emplace_back();
+        }
+        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode, nullptr,
+                       saved ? &saved->copies.back() : nullptr);
+      }
+      if (saved) {
+        saved->result = carried;
+        kept->folds[{in.callee, in.args}] = std::move(saved);
       }
       return carried;
     }

@@ -18,7 +18,9 @@
 // EvalError naming the site and its source position.
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,6 +43,31 @@ struct NonFiniteSite {
   std::string op;        ///< its operation (`exp`, `contract`)
   SourceRange loc;       ///< the expression it came from (a backward site: the forward one it differentiates)
   double value = 0;      ///< the first non-finite element
+};
+
+/// How the reverse sweep of a vjp gets the forward values of the functions
+/// the forward called (`--remat`). Both give the same bits; they trade memory
+/// for work.
+enum class Remat {
+  /// Each function keeps its own values only: a callee's vjp evaluates the
+  /// callee's forward again (a fold's, every copy's), so a step holds one
+  /// function's values at a time per call depth.
+  Recompute,
+  /// A call's and a fold's forward values, with those of everything they
+  /// call, are kept from the forward sweep until the reverse sweep's vjp of
+  /// that call takes them instead of evaluating them again.
+  Store,
+};
+
+/// "store", "recompute"; nullopt for anything else.
+std::optional<Remat> parse_remat(std::string_view name);
+const char* remat_name(Remat r);
+
+/// What evaluations did since the last reset_stats(): the cost --remat trades.
+struct EvalStats {
+  int64_t evaluated = 0;          ///< instructions evaluated
+  int64_t reused = 0;             ///< vjp instructions whose forward value was taken from a stored forward
+  int64_t stored_bytes_peak = 0;  ///< the most bytes of forward values kept at once for a reverse sweep
 };
 
 class Interpreter {
@@ -70,12 +97,47 @@ class Interpreter {
   }
   const std::optional<NonFiniteSite>& first_nonfinite() const { return first_nonfinite_; }
 
+  /// Recompute unless set.
+  void set_remat(Remat r) { remat_ = r; }
+  Remat remat() const { return remat_; }
+  const EvalStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
  private:
+  struct Saved;
+  struct SavedFold;
+  /// The forward evaluations a frame keeps for its reverse sweep (Store), by
+  /// callee and operand value numbers: the key a vjp call shares with the
+  /// forward call it differentiates.
+  struct Kept {
+    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const Saved>> calls;
+    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const SavedFold>> folds;
+  };
+  /// One function's forward evaluation: its values by number and what it kept.
+  struct Saved {
+    std::vector<Value> env;
+    Kept kept;
+    int64_t bytes = 0;      ///< of env's computed values, at their realized types
+    int64_t* live = nullptr;  ///< the interpreter's count of bytes kept, given back on destruction
+    ~Saved() {
+      if (live) *live -= bytes;
+    }
+  };
+  /// A fold's forward: each copy's input and evaluation, and its result.
+  struct SavedFold {
+    std::vector<Value> inputs;
+    std::vector<std::shared_ptr<const Saved>> copies;
+    Value result;
+  };
+
+  /// Evaluates a function. `reuse` (a stored forward of fn.primal) supplies
+  /// a vjp's forward instructions instead of evaluating them; `keep`, when
+  /// given, receives this evaluation's values for a later reverse sweep.
   Value eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims, int depth,
-             core::Numerics context);
+             core::Numerics context, const Saved* reuse = nullptr, std::shared_ptr<const Saved>* keep = nullptr);
   Value step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
              const std::map<std::string, int64_t>& dims, int depth, core::Numerics context,
-             const precision::FunctionRealization* table);
+             const precision::FunctionRealization* table, Kept* kept);
   /// Rounds a computed value to its site's realized type (or checks a carried one).
   void store(const core::Function& fn, const core::Instr& in, const precision::SiteType& site, Value& v) const;
   /// An entry argument cast as the realization says (input type, stored parameter types).
@@ -92,6 +154,9 @@ class Interpreter {
   const precision::Realization* realization_;
   bool watch_nonfinite_ = false;
   std::optional<NonFiniteSite> first_nonfinite_;
+  Remat remat_ = Remat::Recompute;
+  EvalStats stats_;
+  int64_t stored_bytes_ = 0;  ///< bytes of forward values kept now
 };
 
 }  // namespace quire::interp

@@ -181,6 +181,7 @@ void Trainer::set_up() {
   realize.half_intermediates = options_.half_intermediates;
   realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
   interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
+  interp_->set_remat(options_.remat);
   master_ = *policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
   if (*policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
 
@@ -205,11 +206,11 @@ void Trainer::set_up() {
   for (const auto& [path, t] : params_) elements += t.size();
   progress_->message(fmt::format(
       "training {}: objective `{}`, {} parameters ({} elements), {} {}, {} ({} samples, batch {}: {} steps × {} epochs "
-      "= {}), policy {}{}",
+      "= {}), policy {}{}, remat {}",
       main_path, objective.name, params_.size(), elements, optimizer_kind_name(config.kind),
       fmt::format("lr {} {}", config.lr, config.schedule.to_string()), data_path_, data_->samples(), run_->batch_size,
       loader_->steps_per_epoch(), loader_options(*run_).epochs, loader_->total_steps(), options_.precision,
-      scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : ""));
+      scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat)));
 }
 
 nlohmann::json Trainer::trainer_state() const {
@@ -314,7 +315,9 @@ void Trainer::step() {
   const double seed = scaler_ ? scaler_->scale() : 1.0;
   const std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
                                 Value::of(runtime::Tensor::scalar(seed))};
+  interp_->reset_stats();
   const Value result = interp_->call(vjp_, args);
+  outcome_.per_step = interp_->stats();
   const double loss = result.elements.at(0).tensor.reals.at(0);
   ParamMap grads = *result.elements.at(1).params;
 
@@ -408,10 +411,17 @@ void Trainer::finish(bool failed) {
   if (!options_.params_out.empty())
     interp::save_params(options_.params_out, prog_, prog_.functions[objective_].args[0].type.params, params_,
                         param_types_);
-  if (!failed)
+  if (!failed) {
     progress_->message(fmt::format("stopped at step {} of {}{}, last loss {}: metrics {}, loss curve {}", step_,
                                    loader_->total_steps(), step_ >= loader_->total_steps() ? " (done)" : "",
                                    number(outcome_.last_loss), metrics_path, curve));
+    if (step_ > outcome_.start_step)
+      progress_->message(fmt::format(
+          "one step (remat {}): {} instructions evaluated, {} forward values reused, at most {} bytes kept for the "
+          "reverse sweep",
+          interp::remat_name(options_.remat), outcome_.per_step.evaluated, outcome_.per_step.reused,
+          outcome_.per_step.stored_bytes_peak));
+  }
 }
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include <string>
 
 #include "quire/elab/program.h"
+#include "quire/interp/interpreter.h"
 #include "quire/train/loss_scale.h"
 
 namespace quire::train {
@@ -66,6 +67,7 @@ struct TrainOptions {
   std::map<std::string, int64_t> dims;  ///< dimensions the program needs besides the batch's
   int64_t log_every = 0;          ///< plain progress lines every N steps; 0: progress.h's default
   LossScaleConfig loss_scale;     ///< f16 runs only
+  interp::Remat remat = interp::Remat::Store;  ///< how the reverse sweep gets its callees' forward values
 };
 
 /// What a call of train() did.
@@ -76,6 +78,7 @@ struct TrainOutcome {
   int64_t skipped = 0;       ///< f16 steps whose update was skipped, in this call
   double last_loss = 0;      ///< the loss of the last step taken (NaN if none)
   std::string checkpoint;    ///< the last checkpoint written or resumed from ("" if none)
+  interp::EvalStats per_step;  ///< the interpreter's work and memory of one step (the last taken)
   bool finished() const { return steps_done >= total_steps; }
 };
 

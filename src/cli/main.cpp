@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   } catch (const quire::runtime::RuntimeError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const quire::train::TrainError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
+    if (e.diagnostic) std::cerr << e.what();
+    else std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const quire::train::DataError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const std::bad_alloc&) {

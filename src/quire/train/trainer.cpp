@@ -150,7 +150,7 @@ void Trainer::set_up() {
     d.code = "E0602";
     d.range = e.loc;
     d.message = e.what();
-    throw TrainError(render_diagnostic(prog_.sources, d));
+    throw TrainError(render_diagnostic(prog_.sources, d), /*diagnostic=*/true);
   }
 
   // The data, relative to the program's file, checked before anything runs.

@@ -52,7 +52,10 @@ namespace quire::train {
 /// optimizer block, a resume that does not fit, a loss that is not finite.
 /// what() is the whole message, source excerpts included where they apply.
 struct TrainError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit TrainError(const std::string& message, bool diagnostic = false)
+      : std::runtime_error(message), diagnostic(diagnostic) {}
+  /// what() is a rendered `file:line:col: error[E…]` diagnostic, printed as it is.
+  bool diagnostic = false;
 };
 
 struct TrainOptions {

@@ -206,6 +206,52 @@ fn f(θ : params M, x : ℝ[b: 2, 8]) -> (ℝ[b: 2, 8], ℝ[b: 2, 8], ℝ[]) = M
   EXPECT_TRUE(seen);
 }
 
+bool is_real(const elab::Type& t) { return t.is_tensor() && t.tensor.elem == elab::Elem::Real; }
+
+// The gradient is appended before the realization: its reverse sweep carries
+// the forward marks (the backward of an island is an island), and a numerics
+// form around a `grad` call realizes all that the call appends in its context.
+TEST(Realization, TheGradientCarriesTheForwardMarks) {
+  auto e = elaborate_text(R"(fn loss(x : ℝ[4], w : ℝ[4, 4]) -> ℝ[] =
+  let h = x · w
+  let s = numerics(high) { exp(h) }
+  sum(s * h)
+fn g(x : ℝ[4], w : ℝ[4, 4]) -> ℝ[4] = grad(loss)(x, w)
+fn hg(x : ℝ[4], w : ℝ[4, 4]) -> ℝ[4] = numerics(high) { grad(loss)(x, w) }
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  const int vjp = e->prog->find_function("loss.vjp[0]");
+  ASSERT_GE(vjp, 0);
+  const core::Function& fn = e->prog->functions[vjp];
+  const size_t forward = e->prog->functions[fn.primal].body.size();
+
+  Realization plain = realize(*e->prog, e->prog->find_function("g"), {Policy::BF16, false}, {});
+  const FunctionRealization* t = plain.find(vjp, core::Numerics::Default);
+  ASSERT_TRUE(t);
+  int marked = 0, unmarked_half = 0;
+  for (size_t k = forward; k < fn.body.size(); ++k) {
+    const core::Instr& in = fn.body[k];
+    if (!t->values[in.id] || !is_real(in.type)) continue;
+    if (in.numerics == core::Numerics::High) {
+      ++marked;
+      EXPECT_EQ(t->values[in.id]->storage, FloatType::F32) << core::site_name(fn, in.id);
+    } else if (t->values[in.id]->storage == FloatType::BF16) {
+      ++unmarked_half;
+    }
+  }
+  EXPECT_GT(marked, 0) << "exp's rule carries its mark";
+  EXPECT_GT(unmarked_half, 0) << "the rest of the backward is bf16";
+
+  Realization high = realize(*e->prog, e->prog->find_function("hg"), {Policy::BF16, false}, {});
+  EXPECT_EQ(high.find(vjp, core::Numerics::Default), nullptr);
+  const FunctionRealization* h = high.find(vjp, core::Numerics::High);
+  ASSERT_TRUE(h);
+  for (const core::Instr& in : fn.body) {
+    if (!h->values[in.id] || !is_real(in.type)) continue;
+    EXPECT_NE(h->values[in.id]->storage, FloatType::BF16) << core::site_name(fn, in.id) << " under numerics(high)";
+  }
+}
+
 TEST(Realization, JsonHasOneObjectPerSiteAndParameter) {
   Realized x = realize_under(Policy::BF16);
   auto j = realization_json(*x.e->prog, x.r);

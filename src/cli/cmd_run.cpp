@@ -1,9 +1,11 @@
-// quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16]
+// quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16|exact] [--bits N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
 //
 // Every run evaluates under a realization (f64 unless --precision says
 // otherwise); results are printed with their realized type and written in it.
+// `--precision exact` runs the exact reference (MPFR at --bits N, 128 by
+// default) instead, and writes the f64 rounding of its result.
 
 #include <fmt/format.h>
 
@@ -11,6 +13,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "quire/exact/exact_interpreter.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -32,33 +35,77 @@ std::string element(const runtime::Tensor& t, size_t i) {
   return std::to_string(t.ints[i]);
 }
 
-/// Nested brackets, row-major, every element exact (shortest round-trip form).
-std::string tensor_text(const runtime::Tensor& t) {
-  if (t.shape.empty()) return element(t, 0);
+/// Nested brackets, row-major, with `element(i)` for element i; a long
+/// tensor shows its first six elements.
+template <class Element>
+std::string nested_text(const runtime::Shape& shape, Element element) {
+  const int64_t size = runtime::element_count(shape);
+  if (shape.empty()) return element(0);
   const size_t limit = 256;
-  if (static_cast<size_t>(t.size()) > limit) {
+  if (static_cast<size_t>(size) > limit) {
     std::vector<std::string> head;
-    for (size_t i = 0; i < 6; ++i) head.push_back(element(t, i));
-    return fmt::format("shape {}: {}, … ({} elements; write them with --out)", runtime::shape_string(t.shape),
-                       fmt::join(head, ", "), t.size());
+    for (size_t i = 0; i < 6; ++i) head.push_back(element(i));
+    return fmt::format("shape {}: {}, … ({} elements; write them with --out)", runtime::shape_string(shape),
+                       fmt::join(head, ", "), size);
   }
   std::string out;
-  std::vector<int64_t> strides = runtime::contiguous_strides(t.shape);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      if (i % (strides[d] * t.shape[d]) == 0) out += "[";
-    out += element(t, static_cast<size_t>(i));
+  std::vector<int64_t> strides = runtime::contiguous_strides(shape);
+  for (int64_t i = 0; i < size; ++i) {
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (i % (strides[d] * shape[d]) == 0) out += "[";
+    out += element(static_cast<size_t>(i));
     size_t closed = 0;
-    for (size_t d = t.shape.size(); d-- > 0;)
-      if ((i + 1) % (strides[d] * t.shape[d]) == 0) {
+    for (size_t d = shape.size(); d-- > 0;)
+      if ((i + 1) % (strides[d] * shape[d]) == 0) {
         out += "]";
         ++closed;
       } else {
         break;
       }
-    if (i + 1 < t.size()) out += closed ? ",\n" + std::string(t.shape.size() - closed, ' ') : ", ";
+    if (i + 1 < size) out += closed ? ",\n" + std::string(shape.size() - closed, ' ') : ", ";
   }
   return out;
+}
+
+/// Every element exact (shortest round-trip form).
+std::string tensor_text(const runtime::Tensor& t) {
+  return nested_text(t.shape, [&](size_t i) { return element(t, i); });
+}
+
+/// An exact run's result leaf: a real one with `digits` significant digits.
+std::string exact_text(const exact::ExactValue& v, int digits) {
+  if (!v.is_real) return tensor_text(v.other);
+  return nested_text(v.real.shape, [&](size_t i) { return v.real.elems[i].str(digits); });
+}
+
+/// `quire run --precision exact`: the entry in the exact interpreter at `bits`;
+/// each real leaf printed with the digits that tell N-bit values apart, the
+/// f64 rounding written by --out.
+int run_exact(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+              const std::vector<interp::Value>& args, int bits, const std::string& out) {
+  exact::ExactInterpreter interp(prog, dims, bits);
+  exact::ExactValue result = interp.call(entry, args);
+  std::vector<std::pair<std::string, exact::ExactValue>> exact_leaves;
+  exact::flatten(result, "result", exact_leaves);
+  const int digits = exact::Big::digits_for(bits);
+  for (const auto& [path, leaf] : exact_leaves)
+    std::cout << fmt::format("{}{} = {}\n", path, leaf.is_real ? fmt::format(" : exact({})", bits) : "",
+                             exact_text(leaf, digits));
+  if (out.empty()) return 0;
+  interp::Value rounded = exact::to_f64(result);
+  std::vector<std::pair<std::string, runtime::Tensor>> leaves;
+  interp::flatten_value(rounded, "result", leaves);
+  if (ends_with(out, ".npy")) {
+    if (rounded.kind != interp::Value::Kind::Tensor)
+      throw UsageError(fmt::format("--out {}: the result is a tuple; write it as .npz or .safetensors", out));
+    io::write_npy(out, rounded.tensor, io::StoreType::F64);
+  } else if (ends_with(out, ".npz")) {
+    io::write_npz(out, leaves, io::StoreType::F64);
+  } else {
+    io::write_safetensors(out, leaves, {{"format", "quire"}, {"precision", fmt::format("exact({})", bits)}},
+                          io::StoreType::F64);
+  }
+  return 0;
 }
 
 /// The leaves of a result with their realized types, named as `flatten_value` names them.
@@ -79,6 +126,7 @@ Handler setup_run(CLI::App& sub) {
     int64_t seed = 0;
     bool half_intermediates = false;
     std::string remat = "store";
+    int bits = 128;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -89,8 +137,10 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--params-out", o->params_out, "write the parameters used to a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (x, batch.0)");
-  sub.add_option("--precision", o->precision, "the run policy: f64 (default), f32, bf16 or f16")
-      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_option("--precision", o->precision,
+                 "the run policy: f64 (default), f32, bf16 or f16; or exact, the MPFR reference at --bits")
+      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16", "exact"}));
+  CLI::Option* bits = sub.add_option("--bits", o->bits, "with --precision exact: the bits of every real (default 128)");
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
   sub.add_option("--remat", o->remat,
@@ -98,7 +148,15 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_option("--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
-  return [o]() {
+  return [o, bits]() {
+    const bool exact = o->precision == "exact";
+    if (bits->count() > 0 && !exact)
+      throw UsageError(fmt::format("--bits {}: the number of bits applies only with --precision exact", o->bits));
+    if (exact && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
+      throw UsageError(fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits,
+                                   exact::kMaxBits));
+    if (exact && o->half_intermediates)
+      throw UsageError("--half-intermediates: the exact reference has no half values");
     if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz") &&
         !ends_with(o->out, ".safetensors"))
       throw UsageError(fmt::format("--out {}: the result is written as .npy, .npz or .safetensors", o->out));
@@ -124,6 +182,11 @@ Handler setup_run(CLI::App& sub) {
     }
     std::optional<std::string> inputs;
     if (!o->inputs.empty()) inputs = o->inputs;
+    if (exact) {
+      if (!o->params_out.empty()) interp::save_params(o->params_out, *prog, fn.args[0].type.params, params);
+      auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
+      return run_exact(*prog, entry, dims, args, o->bits, o->out);
+    }
     precision::RealizeOptions options;
     options.policy = *precision::parse_policy(o->precision);
     options.half_intermediates = o->half_intermediates;

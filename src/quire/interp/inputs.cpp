@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "quire/interp/core_geometry.h"
 #include "quire/interp/interpreter.h"
 #include "quire/io/npy.h"
 #include "quire/runtime/random.h"
@@ -147,6 +148,71 @@ void flatten_value(const Value& v, const std::string& path, std::vector<std::pai
       for (const auto& [p, t] : *v.params) out.emplace_back(path + "." + p, t);
       return;
   }
+}
+
+void check_argument(const elab::Program& prog, const elab::Type& declared, const Value& v,
+                    const std::map<std::string, int64_t>& dims, const std::string& what, int depth) {
+  using elab::TypeKind;
+  if (depth > 64) return;
+  switch (declared.kind) {
+    case TypeKind::Tensor: {
+      if (v.kind != Value::Kind::Tensor) throw EvalError(fmt::format("{}: expected a tensor", what));
+      const elab::TensorType& t = declared.tensor;
+      size_t n = t.axes.size();
+      if (v.tensor.shape.size() < n || (!t.rest && v.tensor.shape.size() != n))
+        throw EvalError(fmt::format("{}: expected {} ({} axes), found shape {}", what, prog.printer().tensor(t),
+                                    n, runtime::shape_string(v.tensor.shape)));
+      size_t lead = v.tensor.shape.size() - n;
+      for (size_t i = 0; i < n; ++i) {
+        auto want = t.axes[i].size.evaluate(dims);
+        if (want && *want != v.tensor.shape[lead + i])
+          throw EvalError(fmt::format("{}: expected {}, found shape {}", what, prog.printer().tensor(t),
+                                      runtime::shape_string(v.tensor.shape)));
+      }
+      bool want_int = t.elem == elab::Elem::I32 || t.elem == elab::Elem::I64;
+      bool is_int = v.tensor.kind == runtime::ElemKind::I32 || v.tensor.kind == runtime::ElemKind::I64;
+      if (want_int != is_int || (t.elem == elab::Elem::Bool) != (v.tensor.kind == runtime::ElemKind::Bool))
+        throw EvalError(fmt::format("{}: expected {} elements, found {}", what, elab::elem_name(t.elem),
+                                    runtime::elem_kind_name(v.tensor.kind)));
+      return;
+    }
+    case TypeKind::Tuple:
+      if (v.kind != Value::Kind::Tuple || v.elements.size() != declared.elements.size())
+        throw EvalError(fmt::format("{}: expected a tuple of {}", what, declared.elements.size()));
+      for (size_t i = 0; i < declared.elements.size(); ++i)
+        check_argument(prog, declared.elements[i], v.elements[i], dims, fmt::format("{}.{}", what, i), depth + 1);
+      return;
+    case TypeKind::Key:
+      if (v.kind != Value::Kind::Key) throw EvalError(fmt::format("{}: expected a key", what));
+      return;
+    case TypeKind::Scalar:
+      if (v.kind != Value::Kind::Host) throw EvalError(fmt::format("{}: expected a host scalar", what));
+      return;
+    case TypeKind::Params: {
+      if (v.kind != Value::Kind::Params) throw EvalError(fmt::format("{}: expected a parameter tree", what));
+      for (const auto& [path, type] : prog.flatten(declared.params)) {
+        auto it = v.params->find(path);
+        if (it == v.params->end()) throw EvalError(fmt::format("{}: parameter `{}` is missing", what, path));
+        runtime::Shape want = concrete_shape(type, dims);
+        if (it->second.shape != want)
+          throw EvalError(fmt::format("{}: parameter `{}` has shape {}, expected {}", what, path,
+                                      runtime::shape_string(it->second.shape), runtime::shape_string(want)));
+      }
+      return;
+    }
+  }
+}
+
+
+runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) {
+  if (t.rest) throw EvalError("a type with `...` has no concrete shape");
+  runtime::Shape s;
+  try {
+    for (const elab::Axis& a : t.axes) s.push_back(eval_size(a.size, dims));
+  } catch (const runtime::RuntimeError& e) {
+    throw EvalError(e.what());
+  }
+  return s;
 }
 
 }  // namespace quire::interp

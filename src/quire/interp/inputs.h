@@ -25,4 +25,15 @@ std::vector<Value> entry_arguments(const elab::Program& prog, int function, cons
 /// The leaves of a value under their paths (`batch.0`): tuples flatten, tensors stay.
 void flatten_value(const Value& v, const std::string& path, std::vector<std::pair<std::string, runtime::Tensor>>& out);
 
+/// Checks a value against an argument's declared type at this run's
+/// dimensions: kind, element type and sizes (a `...` takes any leading axes;
+/// a parameter tree needs every path of its model at its shape). EvalError
+/// "WHAT: expected …, found …" otherwise.
+void check_argument(const elab::Program& prog, const elab::Type& declared, const Value& v,
+                    const std::map<std::string, int64_t>& dims, const std::string& what, int depth = 0);
+
+/// The shape of a tensor type without `...` at this run's dimensions
+/// (EvalError for `...`, an unbound dimension or a size below 1).
+runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims);
+
 }  // namespace quire::interp

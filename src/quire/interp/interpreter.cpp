@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "quire/core/printer.h"
+#include "quire/interp/core_geometry.h"
+#include "quire/interp/inputs.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::interp {
@@ -56,89 +58,6 @@ std::optional<double> first_nonfinite_element(const Value& v, int depth = 0) {
   }
 }
 
-/// A size under this run's dimensions. RuntimeError (which the caller places
-/// at its site) when a dimension is unbound or a quotient is not whole.
-int64_t eval_size(const elab::Size& s, const std::map<std::string, int64_t>& dims) {
-  auto v = s.evaluate(dims);
-  std::vector<std::string> bound;
-  if (v && *v >= 1) return *v;
-  if (v) {  // `D - 2` at D = 1
-    for (const std::string& sym : s.symbols()) bound.push_back(fmt::format("{} = {}", sym, dims.at(sym)));
-    throw runtime::RuntimeError(
-        fmt::format("the size {} is {} at {}: an axis must have a positive size", s.str(), *v, fmt::join(bound, ", ")));
-  }
-  for (const std::string& sym : s.symbols()) {
-    auto it = dims.find(sym);
-    if (it == dims.end())
-      throw runtime::RuntimeError(
-          fmt::format("the size {} needs the dimension {} (give --dim {}=N)", s.str(), sym, sym));
-    bound.push_back(fmt::format("{} = {}", sym, it->second));
-  }
-  throw runtime::RuntimeError(fmt::format("the size {} is not a whole number at {}", s.str(), fmt::join(bound, ", ")));
-}
-
-/// The run-time alignment map of one operand of an element-wise instruction:
-/// its `...` lines up with the result's from the right, its explicit axes by
-/// the static map.
-runtime::AxisMap axis_map(const elab::OperandAlignment& a, int64_t operand_rank, size_t operand_explicit,
-                          int64_t result_rest) {
-  runtime::AxisMap map;
-  int64_t rest = a.rest ? operand_rank - static_cast<int64_t>(operand_explicit) : 0;
-  for (int64_t i = 0; i < result_rest; ++i) {
-    int64_t k = i - (result_rest - rest);
-    map.push_back(k >= 0 ? static_cast<int>(k) : -1);
-  }
-  for (int j : a.map) map.push_back(j >= 0 ? static_cast<int>(rest + j) : -1);
-  return map;
-}
-
-runtime::UnaryOp unary_op(Op op) {
-  switch (op) {
-    case Op::Neg: return runtime::UnaryOp::Neg;
-    case Op::Abs: return runtime::UnaryOp::Abs;
-    case Op::Exp: return runtime::UnaryOp::Exp;
-    case Op::Log: return runtime::UnaryOp::Log;
-    case Op::Sqrt: return runtime::UnaryOp::Sqrt;
-    case Op::Rsqrt: return runtime::UnaryOp::Rsqrt;
-    case Op::Tanh: return runtime::UnaryOp::Tanh;
-    case Op::Erf: return runtime::UnaryOp::Erf;
-    case Op::Sigmoid: return runtime::UnaryOp::Sigmoid;
-    case Op::Relu: return runtime::UnaryOp::Relu;
-    case Op::Gelu: return runtime::UnaryOp::Gelu;
-    case Op::GeluTanh: return runtime::UnaryOp::GeluTanh;
-    case Op::Silu: return runtime::UnaryOp::Silu;
-    default: return runtime::UnaryOp::Not;
-  }
-}
-
-runtime::BinaryOp binary_op(Op op) {
-  switch (op) {
-    case Op::Add: return runtime::BinaryOp::Add;
-    case Op::Sub: return runtime::BinaryOp::Sub;
-    case Op::Mul: return runtime::BinaryOp::Mul;
-    case Op::Div: return runtime::BinaryOp::Div;
-    case Op::Pow: return runtime::BinaryOp::Pow;
-    case Op::Min: return runtime::BinaryOp::Min;
-    case Op::Max: return runtime::BinaryOp::Max;
-    case Op::Lt: return runtime::BinaryOp::Lt;
-    case Op::Le: return runtime::BinaryOp::Le;
-    case Op::Gt: return runtime::BinaryOp::Gt;
-    case Op::Ge: return runtime::BinaryOp::Ge;
-    case Op::Eq: return runtime::BinaryOp::Eq;
-    default: return runtime::BinaryOp::Ne;
-  }
-}
-
-runtime::ReduceOp reduce_op(Op op) {
-  switch (op) {
-    case Op::Sum: return runtime::ReduceOp::Sum;
-    case Op::Mean: return runtime::ReduceOp::Mean;
-    case Op::ReduceMax: return runtime::ReduceOp::Max;
-    case Op::ReduceMin: return runtime::ReduceOp::Min;
-    default: return runtime::ReduceOp::LogSumExp;
-  }
-}
-
 using runtime::FloatType;
 
 /// Every element rounded to `type` in one step (F64: unchanged).
@@ -172,63 +91,6 @@ bool stored_directly(Op op) {
          op == Op::Cast;
 }
 
-/// The plan of `contract axis d a, b` with `rest` leading axes on a: a's
-/// `...`, a's other axes (batched with b's axis of the same name), then b's
-/// axes that are neither d nor batched; d contracted with b's d.
-runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
-                                    const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs) {
-  runtime::ContractPlan plan;
-  for (int i = 0; i < rest; ++i) plan.result.push_back({i, -1});
-  for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
-    if (i == axes[0]) continue;
-    int b = -1;
-    for (const auto& [pa, pb] : pairs)
-      if (pa == i) b = pb;
-    plan.result.push_back({rest + i, b});
-  }
-  for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
-    if (j == axes[1]) continue;
-    bool batch = false;
-    for (const auto& [pa, pb] : pairs) batch = batch || pb == j;
-    if (!batch) plan.result.push_back({-1, j});
-  }
-  plan.contracted = {{rest + axes[0], axes[1]}};
-  return plan;
-}
-
-/// merge's permutation of x's axes: the merged axes gathered, in the order
-/// listed, at the place of the first of them.
-std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged) {
-  int first = *std::min_element(merged.begin(), merged.end());
-  std::vector<int> perm;
-  for (int i = 0; i < rest; ++i) perm.push_back(i);
-  for (int i = 0; i < explicit_axes; ++i) {
-    if (i == first)
-      for (int a : merged) perm.push_back(rest + a);
-    if (std::find(merged.begin(), merged.end(), i) == merged.end()) perm.push_back(rest + i);
-  }
-  return perm;
-}
-
-/// The map from x's axes to a reduction's result: -1 for a reduced axis.
-runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vector<int>& axes) {
-  runtime::AxisMap map;
-  int kept = 0;
-  for (int i = 0; i < rank; ++i) {
-    bool reduced = all_axes || std::find(axes.begin(), axes.end(), i - rest) != axes.end();
-    map.push_back(reduced ? -1 : kept++);
-  }
-  return map;
-}
-
-ParamMap subtree(const ParamMap& tree, const std::string& prefix) {
-  ParamMap out;
-  std::string p = prefix + ".";
-  for (auto it = tree.lower_bound(p); it != tree.end() && it->first.compare(0, p.size(), p) == 0; ++it)
-    out.emplace(it->first.substr(p.size()), it->second);
-  return out;
-}
-
 /// Copy `i` of a stack: every leaf loses its leading axis.
 ParamMap slice_copy(const ParamMap& tree, int64_t i) {
   ParamMap out;
@@ -248,14 +110,7 @@ Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_
     : prog_(prog), dims_(std::move(dims)), realization_(realization) {}
 
 runtime::Shape Interpreter::concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) const {
-  if (t.rest) throw EvalError("a type with `...` has no concrete shape");
-  runtime::Shape s;
-  try {
-    for (const elab::Axis& a : t.axes) s.push_back(eval_size(a.size, dims));
-  } catch (const runtime::RuntimeError& e) {
-    throw EvalError(e.what());
-  }
-  return s;
+  return interp::concrete_shape(t, dims);
 }
 
 std::optional<Remat> parse_remat(std::string_view name) {
@@ -311,59 +166,6 @@ void Interpreter::store(const core::Function& fn, const core::Instr& in, const p
   v.type = site.storage;
 }
 
-void Interpreter::check_arg(const elab::Type& declared, const Value& v, const std::map<std::string, int64_t>& dims,
-                            const std::string& what, int depth) const {
-  using elab::TypeKind;
-  if (depth > 64) return;
-  switch (declared.kind) {
-    case TypeKind::Tensor: {
-      if (v.kind != Value::Kind::Tensor) throw EvalError(fmt::format("{}: expected a tensor", what));
-      const elab::TensorType& t = declared.tensor;
-      size_t n = t.axes.size();
-      if (v.tensor.shape.size() < n || (!t.rest && v.tensor.shape.size() != n))
-        throw EvalError(fmt::format("{}: expected {} ({} axes), found shape {}", what, prog_.printer().tensor(t),
-                                    n, runtime::shape_string(v.tensor.shape)));
-      size_t lead = v.tensor.shape.size() - n;
-      for (size_t i = 0; i < n; ++i) {
-        auto want = t.axes[i].size.evaluate(dims);
-        if (want && *want != v.tensor.shape[lead + i])
-          throw EvalError(fmt::format("{}: expected {}, found shape {}", what, prog_.printer().tensor(t),
-                                      runtime::shape_string(v.tensor.shape)));
-      }
-      bool want_int = t.elem == elab::Elem::I32 || t.elem == elab::Elem::I64;
-      bool is_int = v.tensor.kind == runtime::ElemKind::I32 || v.tensor.kind == runtime::ElemKind::I64;
-      if (want_int != is_int || (t.elem == elab::Elem::Bool) != (v.tensor.kind == runtime::ElemKind::Bool))
-        throw EvalError(fmt::format("{}: expected {} elements, found {}", what, elab::elem_name(t.elem),
-                                    runtime::elem_kind_name(v.tensor.kind)));
-      return;
-    }
-    case TypeKind::Tuple:
-      if (v.kind != Value::Kind::Tuple || v.elements.size() != declared.elements.size())
-        throw EvalError(fmt::format("{}: expected a tuple of {}", what, declared.elements.size()));
-      for (size_t i = 0; i < declared.elements.size(); ++i)
-        check_arg(declared.elements[i], v.elements[i], dims, fmt::format("{}.{}", what, i), depth + 1);
-      return;
-    case TypeKind::Key:
-      if (v.kind != Value::Kind::Key) throw EvalError(fmt::format("{}: expected a key", what));
-      return;
-    case TypeKind::Scalar:
-      if (v.kind != Value::Kind::Host) throw EvalError(fmt::format("{}: expected a host scalar", what));
-      return;
-    case TypeKind::Params: {
-      if (v.kind != Value::Kind::Params) throw EvalError(fmt::format("{}: expected a parameter tree", what));
-      for (const auto& [path, type] : prog_.flatten(declared.params)) {
-        auto it = v.params->find(path);
-        if (it == v.params->end()) throw EvalError(fmt::format("{}: parameter `{}` is missing", what, path));
-        runtime::Shape want = concrete_shape(type, dims);
-        if (it->second.shape != want)
-          throw EvalError(fmt::format("{}: parameter `{}` has shape {}, expected {}", what, path,
-                                      runtime::shape_string(it->second.shape), runtime::shape_string(want)));
-      }
-      return;
-    }
-  }
-}
-
 void Interpreter::check_result(const core::Function& fn, const core::Instr& in, const Value& v,
                                const std::map<std::string, int64_t>& dims) const {
   if (!in.type.is_tensor()) return;
@@ -395,7 +197,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
     throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
   std::vector<Value> env(fn.value_count() + 1);
   for (size_t i = 0; i < args.size(); ++i) {
-    if (depth == 0) check_arg(fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name), 0);
+    if (depth == 0) check_argument(prog_, fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name));
     env[i + 1] = args[i];
   }
   const precision::FunctionRealization* table = nullptr;
@@ -691,10 +493,8 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     }
     case Op::FoldVjp: {
       // The fold forward, keeping each copy's input, then each copy's vjp from the last.
-      const core::Function& copy_fn = prog_.functions.at(in.callee);
-      std::map<std::string, int64_t> callee_dims = dims_;
-      for (size_t k = 1; k < in.sizes.size() && k - 1 < copy_fn.dims.size(); ++k)
-        callee_dims[copy_fn.dims[k - 1]] = eval_size(in.sizes[k], dims);
+      const std::map<std::string, int64_t> callee_dims =
+          interp::callee_dims(prog_.functions.at(in.callee), in, /*first=*/1, dims_, dims);
       int64_t copies = eval_size(in.sizes.at(0), dims);
       const ParamMap& stacked = *arg(0).params;
       std::vector<Value> thetas, inputs;
@@ -739,10 +539,8 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Fold: {
       if (in.callee < 0) throw EvalError("a call whose callee did not elaborate");
       const core::Function& callee = prog_.functions[in.callee];
-      std::map<std::string, int64_t> callee_dims = dims_;
-      size_t first = in.op == Op::Fold ? 1 : 0;
-      for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k)
-        callee_dims[callee.dims[k - first]] = eval_size(in.sizes[k], dims);
+      const std::map<std::string, int64_t> callee_dims =
+          interp::callee_dims(callee, in, /*first=*/in.op == Op::Fold ? 1 : 0, dims_, dims);
       if (in.op == Op::Call) {
         std::vector<Value> args;
         for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));

@@ -142,8 +142,6 @@ class Interpreter {
   void store(const core::Function& fn, const core::Instr& in, const precision::SiteType& site, Value& v) const;
   /// An entry argument cast as the realization says (input type, stored parameter types).
   Value cast_entry_argument(const Value& v, int depth) const;
-  void check_arg(const elab::Type& declared, const Value& v, const std::map<std::string, int64_t>& dims,
-                 const std::string& what, int depth) const;
   /// The invariant between elaboration and evaluation: a tensor value has the
   /// kind and the sizes its site's static type gives it (std::logic_error if not).
   void check_result(const core::Function& fn, const core::Instr& in, const Value& v,

@@ -1,0 +1,141 @@
+#include "quire/interp/core_geometry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace quire::interp {
+
+using core::Op;
+
+int64_t eval_size(const elab::Size& s, const std::map<std::string, int64_t>& dims) {
+  auto v = s.evaluate(dims);
+  std::vector<std::string> bound;
+  if (v && *v >= 1) return *v;
+  if (v) {  // `D - 2` at D = 1
+    for (const std::string& sym : s.symbols()) bound.push_back(fmt::format("{} = {}", sym, dims.at(sym)));
+    throw runtime::RuntimeError(
+        fmt::format("the size {} is {} at {}: an axis must have a positive size", s.str(), *v, fmt::join(bound, ", ")));
+  }
+  for (const std::string& sym : s.symbols()) {
+    auto it = dims.find(sym);
+    if (it == dims.end())
+      throw runtime::RuntimeError(
+          fmt::format("the size {} needs the dimension {} (give --dim {}=N)", s.str(), sym, sym));
+    bound.push_back(fmt::format("{} = {}", sym, it->second));
+  }
+  throw runtime::RuntimeError(fmt::format("the size {} is not a whole number at {}", s.str(), fmt::join(bound, ", ")));
+}
+
+runtime::AxisMap axis_map(const elab::OperandAlignment& a, int64_t operand_rank, size_t operand_explicit,
+                          int64_t result_rest) {
+  runtime::AxisMap map;
+  int64_t rest = a.rest ? operand_rank - static_cast<int64_t>(operand_explicit) : 0;
+  for (int64_t i = 0; i < result_rest; ++i) {
+    int64_t k = i - (result_rest - rest);
+    map.push_back(k >= 0 ? static_cast<int>(k) : -1);
+  }
+  for (int j : a.map) map.push_back(j >= 0 ? static_cast<int>(rest + j) : -1);
+  return map;
+}
+
+runtime::UnaryOp unary_op(Op op) {
+  switch (op) {
+    case Op::Neg: return runtime::UnaryOp::Neg;
+    case Op::Abs: return runtime::UnaryOp::Abs;
+    case Op::Exp: return runtime::UnaryOp::Exp;
+    case Op::Log: return runtime::UnaryOp::Log;
+    case Op::Sqrt: return runtime::UnaryOp::Sqrt;
+    case Op::Rsqrt: return runtime::UnaryOp::Rsqrt;
+    case Op::Tanh: return runtime::UnaryOp::Tanh;
+    case Op::Erf: return runtime::UnaryOp::Erf;
+    case Op::Sigmoid: return runtime::UnaryOp::Sigmoid;
+    case Op::Relu: return runtime::UnaryOp::Relu;
+    case Op::Gelu: return runtime::UnaryOp::Gelu;
+    case Op::GeluTanh: return runtime::UnaryOp::GeluTanh;
+    case Op::Silu: return runtime::UnaryOp::Silu;
+    default: return runtime::UnaryOp::Not;
+  }
+}
+
+runtime::BinaryOp binary_op(Op op) {
+  switch (op) {
+    case Op::Add: return runtime::BinaryOp::Add;
+    case Op::Sub: return runtime::BinaryOp::Sub;
+    case Op::Mul: return runtime::BinaryOp::Mul;
+    case Op::Div: return runtime::BinaryOp::Div;
+    case Op::Pow: return runtime::BinaryOp::Pow;
+    case Op::Min: return runtime::BinaryOp::Min;
+    case Op::Max: return runtime::BinaryOp::Max;
+    case Op::Lt: return runtime::BinaryOp::Lt;
+    case Op::Le: return runtime::BinaryOp::Le;
+    case Op::Gt: return runtime::BinaryOp::Gt;
+    case Op::Ge: return runtime::BinaryOp::Ge;
+    case Op::Eq: return runtime::BinaryOp::Eq;
+    default: return runtime::BinaryOp::Ne;
+  }
+}
+
+runtime::ReduceOp reduce_op(Op op) {
+  switch (op) {
+    case Op::Sum: return runtime::ReduceOp::Sum;
+    case Op::Mean: return runtime::ReduceOp::Mean;
+    case Op::ReduceMax: return runtime::ReduceOp::Max;
+    case Op::ReduceMin: return runtime::ReduceOp::Min;
+    default: return runtime::ReduceOp::LogSumExp;
+  }
+}
+
+runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
+                                    const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs) {
+  runtime::ContractPlan plan;
+  for (int i = 0; i < rest; ++i) plan.result.push_back({i, -1});
+  for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
+    if (i == axes[0]) continue;
+    int b = -1;
+    for (const auto& [pa, pb] : pairs)
+      if (pa == i) b = pb;
+    plan.result.push_back({rest + i, b});
+  }
+  for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
+    if (j == axes[1]) continue;
+    bool batch = false;
+    for (const auto& [pa, pb] : pairs) batch = batch || pb == j;
+    if (!batch) plan.result.push_back({-1, j});
+  }
+  plan.contracted = {{rest + axes[0], axes[1]}};
+  return plan;
+}
+
+std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged) {
+  int first = *std::min_element(merged.begin(), merged.end());
+  std::vector<int> perm;
+  for (int i = 0; i < rest; ++i) perm.push_back(i);
+  for (int i = 0; i < explicit_axes; ++i) {
+    if (i == first)
+      for (int a : merged) perm.push_back(rest + a);
+    if (std::find(merged.begin(), merged.end(), i) == merged.end()) perm.push_back(rest + i);
+  }
+  return perm;
+}
+
+runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vector<int>& axes) {
+  runtime::AxisMap map;
+  int kept = 0;
+  for (int i = 0; i < rank; ++i) {
+    bool reduced = all_axes || std::find(axes.begin(), axes.end(), i - rest) != axes.end();
+    map.push_back(reduced ? -1 : kept++);
+  }
+  return map;
+}
+
+std::map<std::string, int64_t> callee_dims(const core::Function& callee, const core::Instr& in, size_t first,
+                                           const std::map<std::string, int64_t>& run,
+                                           const std::map<std::string, int64_t>& caller) {
+  std::map<std::string, int64_t> dims = run;
+  for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k)
+    dims[callee.dims[k - first]] = eval_size(in.sizes[k], caller);
+  return dims;
+}
+
+}  // namespace quire::interp

@@ -1,0 +1,68 @@
+#pragma once
+// The geometry of Core's instructions at run time, shared by the reference
+// interpreter (interpreter.cpp) and the exact one (exact/): how a size, an
+// operand's alignment, a contraction, a merge or a reduction of the language
+// becomes the positional arguments of the runtime kernels. One copy, so that
+// the two interpreters cannot disagree on which elements an operation reads.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "quire/core/ir.h"
+#include "quire/elab/size.h"
+#include "quire/runtime/kernels.h"
+
+namespace quire::interp {
+
+/// A size under a run's dimensions. runtime::RuntimeError (which the caller
+/// places at its site) when a dimension is unbound, the size is below 1, or a
+/// quotient is not whole.
+int64_t eval_size(const elab::Size& s, const std::map<std::string, int64_t>& dims);
+
+/// The run-time alignment map of one operand of an element-wise instruction:
+/// its `...` lines up with the result's from the right, its explicit axes by
+/// the static map.
+runtime::AxisMap axis_map(const elab::OperandAlignment& a, int64_t operand_rank, size_t operand_explicit,
+                          int64_t result_rest);
+
+/// The runtime kernels' operation for a Core element-wise or reduction op.
+runtime::UnaryOp unary_op(core::Op op);
+runtime::BinaryOp binary_op(core::Op op);
+runtime::ReduceOp reduce_op(core::Op op);
+
+/// The plan of `contract` over explicit axes `axes` = {d in a, d in b}:
+/// `...`, a's other axes (batched with b's axis of the same name), then b's
+/// axes that are neither d nor batched; d contracted with b's d.
+runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
+                                    const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs);
+
+/// merge's permutation of x's axes: the merged axes gathered, in the order
+/// listed, at the place of the first of them.
+std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged);
+
+/// The map from x's axes to a reduction's result: -1 for a reduced axis.
+runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vector<int>& axes);
+
+/// The dimensions a called function runs under: the run's (`run`), with the
+/// callee's own dimensions (a module's, or inferred size parameters) bound to
+/// the instruction's sizes from `first` on, evaluated in the caller's `caller`
+/// dimensions. A call's sizes start at 0; a fold's at 1 (sizes[0] is its count).
+std::map<std::string, int64_t> callee_dims(const core::Function& callee, const core::Instr& in, size_t first,
+                                           const std::map<std::string, int64_t>& run,
+                                           const std::map<std::string, int64_t>& caller);
+
+/// The sub-tree of a parameter tree (path → leaf) under `prefix`, its paths
+/// relative to it: subtree({"proj.w": …, "norm.γ": …}, "proj") = {"w": …}.
+template <class Tree>
+Tree subtree(const Tree& tree, const std::string& prefix) {
+  Tree out;
+  const std::string p = prefix + ".";
+  for (auto it = tree.lower_bound(p); it != tree.end() && it->first.compare(0, p.size(), p) == 0; ++it)
+    out.emplace(it->first.substr(p.size()), it->second);
+  return out;
+}
+
+}  // namespace quire::interp

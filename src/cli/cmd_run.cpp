@@ -170,20 +170,15 @@ Handler setup_run(CLI::App& sub) {
     if (ends_with(o->out, ".npy") && fn.result.kind != elab::TypeKind::Tensor)
       throw UsageError(fmt::format("--out {}: `{}` returns {}; write it as .npz", o->out, fn.name,
                                    prog->printer()(fn.result)));
-    interp::ParamMap params;
-    const interp::ParamMap* params_ptr = nullptr;
-    if (!fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params) {
-      const elab::ParamsType& model = fn.args[0].type.params;
-      params = o->params.empty() ? interp::init_params(*prog, model, static_cast<uint64_t>(o->seed), dims)
-                                 : interp::load_params(o->params, *prog, model, dims);
-      params_ptr = &params;
-    } else if (!o->params.empty() || !o->params_out.empty()) {
+    std::optional<interp::ParamMap> params = entry_params(*prog, fn, o->params, static_cast<uint64_t>(o->seed), dims);
+    const interp::ParamMap* params_ptr = params ? &*params : nullptr;
+    if (!params && (!o->params.empty() || !o->params_out.empty())) {
       throw UsageError(fmt::format("`{}` takes no parameter tree: --params and --params-out do not apply", fn.name));
     }
     std::optional<std::string> inputs;
     if (!o->inputs.empty()) inputs = o->inputs;
     if (exact) {
-      if (!o->params_out.empty()) interp::save_params(o->params_out, *prog, fn.args[0].type.params, params);
+      if (!o->params_out.empty()) interp::save_params(o->params_out, *prog, fn.args[0].type.params, *params);
       auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
       return run_exact(*prog, entry, dims, args, o->bits, o->out);
     }
@@ -195,7 +190,7 @@ Handler setup_run(CLI::App& sub) {
       // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
       io::StoreTypes types;
       for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = io::store_type_of(p.stored);
-      interp::save_params(o->params_out, *prog, fn.args[0].type.params, params, types);
+      interp::save_params(o->params_out, *prog, fn.args[0].type.params, *params, types);
     }
     interp::Interpreter interp(*prog, dims, &realization);
     interp.set_remat(*interp::parse_remat(o->remat));

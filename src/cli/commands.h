@@ -16,6 +16,7 @@ struct Command {
   Handler (*setup)(CLI::App& sub);
 };
 
+Handler setup_calibrate(CLI::App& sub);
 Handler setup_check(CLI::App& sub);
 Handler setup_dump(CLI::App& sub);
 Handler setup_run(CLI::App& sub);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "quire/elab/elaborator.h"
+#include "quire/interp/params.h"
 
 namespace quire::cli {
 
@@ -55,6 +56,14 @@ int find_entry(const elab::Program& prog, const std::string& name) {
   for (const core::Function& fn : prog.functions)
     if (!prelude.count(fn.file)) names.push_back(fn.name);
   throw UsageError(fmt::format("--entry {}: no such function (the program has: {})", name, fmt::join(names, ", ")));
+}
+
+std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const core::Function& fn,
+                                             const std::string& file, uint64_t seed,
+                                             const std::map<std::string, int64_t>& dims) {
+  if (fn.args.empty() || fn.args[0].type.kind != elab::TypeKind::Params) return std::nullopt;
+  const elab::ParamsType& model = fn.args[0].type.params;
+  return file.empty() ? interp::init_params(prog, model, seed, dims) : interp::load_params(file, prog, model, dims);
 }
 
 }  // namespace quire::cli

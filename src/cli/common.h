@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "quire/elab/program.h"
+#include "quire/interp/value.h"
 
 namespace quire::cli {
 
@@ -24,6 +26,12 @@ std::unique_ptr<elab::Program> load_program(const std::string& path);
 
 /// `B=4` flags → {B: 4}; each name must be a `dim` of the program and each size ≥ 1.
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags, const elab::Program& prog);
+
+/// The parameter tree `fn` takes first: read from `file` (when given) or
+/// initialized from `seed`; nullopt when `fn` takes none.
+std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const core::Function& fn,
+                                             const std::string& file, uint64_t seed,
+                                             const std::map<std::string, int64_t>& dims);
 
 /// The entry function by name (`loss`, `Tower.apply`), or a UsageError listing the choices.
 int find_entry(const elab::Program& prog, const std::string& name);

@@ -429,8 +429,51 @@ ExactValue ExactInterpreter::eval(int function, const std::vector<ExactValue>& a
       throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,
                                   core::site_name(fn, in.id), e.what()));
     }
+    if (observer_) observer_(fn, in, env[in.id], env);
   }
   return env[fn.result_value];
+}
+
+bool ExactInterpreter::adds_terms(Op op) {
+  switch (op) {
+    case Op::Sum:
+    case Op::Mean:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SumTo:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::GatherGrad: return true;
+    default: return false;
+  }
+}
+
+ExactValue ExactInterpreter::absolute_terms(const core::Function& fn, const core::Instr& in,
+                                            const std::vector<ExactValue>& env) {
+  if (!adds_terms(in.op))
+    throw std::logic_error(fmt::format("internal: {} (`{}`) adds no terms", core::site_name(fn, in.id),
+                                       core::op_info(in.op).spelling));
+  // Only the operands' slots are filled: `step` reads nothing else for these operations.
+  std::vector<ExactValue> absolute(env.size());
+  for (size_t k = 0; k < in.args.size(); ++k) {
+    const ExactValue& x = env.at(static_cast<size_t>(in.args[k]));
+    ExactValue& a = absolute.at(static_cast<size_t>(in.args[k]));
+    const bool positions = in.op == Op::GatherGrad && k == 2;  // ids: where to add, not what
+    if (x.kind != ExactValue::Kind::Tensor || positions || (!x.is_real && x.other.kind == runtime::ElemKind::Bool)) {
+      a = x;  // keys, trees, indices and booleans (0 or 1) as they are
+    } else if (!x.is_real) {
+      a = x;
+      a.other = runtime::unary(runtime::UnaryOp::Abs, x.other);
+    } else {
+      BigTensor t;
+      t.shape = x.real.shape;
+      t.elems.reserve(x.real.elems.size());
+      for (const Big& e : x.real.elems) t.elems.push_back(abs(e));
+      a = ExactValue::of(std::move(t));
+    }
+  }
+  // None of these operations calls a function or reads a dimension.
+  return step(fn, in, absolute, dims_, 0);
 }
 
 ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env,

@@ -22,6 +22,7 @@
 // throws interp::EvalError naming the site and its source position, as the
 // reference interpreter does.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,27 @@ class ExactInterpreter {
 
   int bits() const { return bits_; }
 
+  /// Sees every instruction's value as it is evaluated, in evaluation order
+  /// (a callee's instructions before its call's result; once per call, fold
+  /// copy and vjp re-evaluation). `env[k]` holds value %k of `fn` for every
+  /// operand k of `in`. The measurements of precision/envelope.h are taken
+  /// this way; without an observer evaluation is unchanged.
+  using Observer = std::function<void(const core::Function& fn, const core::Instr& in, const ExactValue& value,
+                                      const std::vector<ExactValue>& env)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
+  /// Whether `op` adds terms: a sum or mean, a contraction, or a reverse-sweep
+  /// sum (sum_to, contract_grad_a/b, gather_grad): the operations
+  /// absolute_terms applies to.
+  static bool adds_terms(core::Op op);
+
+  /// Such an instruction evaluated again, in the same order and at N bits, on
+  /// the absolute values of its operands: each result element is then Σ|terms|
+  /// of the original's (Σ|x_i| for a sum, Σ|a_i·b_i| for a contraction; a mean
+  /// is Σ|x_i| / n). Index operands (gather_grad's ids) stay as they are.
+  /// `env` is as the observer receives it. std::logic_error for another op.
+  ExactValue absolute_terms(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env);
+
  private:
   ExactValue eval(int function, const std::vector<ExactValue>& args, const std::map<std::string, int64_t>& dims,
                   int depth);
@@ -56,6 +78,7 @@ class ExactInterpreter {
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;
   int bits_;
+  Observer observer_;
 };
 
 /// An f64 argument exactly (tuples, trees and tensors element by element).

@@ -16,9 +16,12 @@
 
 #include "quire/interp/inputs.h"
 #include "quire/interp/interp_testing.h"
+#include "quire/support/testing.h"
 
 namespace quire::exact {
 namespace {
+
+using quire::testing::read_text;
 
 using interp::Value;
 using interp::testing::ints;
@@ -295,13 +298,6 @@ TEST(ExactInterpret, AgreementIsMeasuredNotAssumed) {
 // ---------------------------------------------------------------------------
 // The tutorial: 07_train.qr's loss and its gradient, with the parameters and
 // the batch `quire run` would give it.
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 struct Tutorial {
   std::unique_ptr<elab::testing::Elaborated> e;

@@ -1,0 +1,86 @@
+// quire calibrate FILE --entry NAME [--dim B=4] [--bits N] [--samples K] [--seed N]
+//   [--params F.safetensors] [--inputs F.npz] [--out envelope.json] [--top N]
+//
+// The envelope (docs/precision.md): the entry runs in the exact reference at
+// N bits on K samples, and every site's largest |x|, condition number (sums
+// and contractions) and rounding error in f32, bf16 and f16 are printed as
+// three tables and, with --out, written as JSON (atomically). Without --out
+// nothing is written.
+//
+// The parameters are read from --params or drawn once from --seed; sample k's
+// other arguments are drawn from seed + k (as `quire run --seed seed+k` would
+// draw them), or read from --inputs, which is one sample.
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "common.h"
+#include "quire/exact/big.h"
+#include "quire/interp/inputs.h"
+#include "quire/interp/params.h"
+#include "quire/io/atomic_file.h"
+#include "quire/precision/envelope.h"
+
+namespace quire::cli {
+
+Handler setup_calibrate(CLI::App& sub) {
+  struct Options {
+    std::string file, entry, params, inputs, out;
+    std::vector<std::string> dims;
+    int64_t seed = 0;
+    int bits = 128;
+    int samples = 1;
+    int top = 10;
+  };
+  auto o = std::make_shared<Options>();
+  sub.add_option("file", o->file, "the program (.qr)")->required();
+  sub.add_option("--entry", o->entry, "the function to measure (e.g. loss, Tower.apply)")->required();
+  sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
+  sub.add_option("--bits", o->bits, "the bits of every real in the exact reference (default 128)");
+  sub.add_option("--samples", o->samples,
+                 "how many samples to run; sample k draws its inputs from seed + k (default 1)");
+  sub.add_option("--seed", o->seed, "seed of the parameters' draw and of the first sample's inputs (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--params", o->params, "read the parameters from a safetensors file");
+  sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (one sample)");
+  sub.add_option("--out", o->out, "write the envelope as JSON (atomically); without it nothing is written");
+  sub.add_option("--top", o->top, "rows per printed table (default 10)")->check(CLI::NonNegativeNumber);
+  return [o]() {
+    if (o->bits < exact::kMinBits || o->bits > exact::kMaxBits)
+      throw UsageError(
+          fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits, exact::kMaxBits));
+    if (o->samples < 1) throw UsageError(fmt::format("--samples {}: at least one sample is needed", o->samples));
+    if (!o->inputs.empty() && o->samples != 1)
+      throw UsageError(fmt::format("--inputs {} is one sample; --samples {} asks for more", o->inputs, o->samples));
+    if (!o->inputs.empty() && (o->inputs.size() < 4 || o->inputs.compare(o->inputs.size() - 4, 4, ".npz") != 0))
+      throw UsageError(fmt::format("--inputs {}: inputs are read from an .npz", o->inputs));
+    auto prog = load_program(o->file);
+    if (!prog) return 1;
+    auto dims = parse_dims(o->dims, *prog);
+    const int entry = find_entry(*prog, o->entry);
+    const core::Function& fn = prog->functions[static_cast<size_t>(entry)];
+    std::optional<interp::ParamMap> params = entry_params(*prog, fn, o->params, static_cast<uint64_t>(o->seed), dims);
+    const interp::ParamMap* params_ptr = params ? &*params : nullptr;
+    if (!params && !o->params.empty()) {
+      throw UsageError(fmt::format("`{}` takes no parameter tree: --params does not apply", fn.name));
+    }
+    std::optional<std::string> inputs;
+    if (!o->inputs.empty()) inputs = o->inputs;
+    std::vector<std::vector<interp::Value>> samples;
+    for (int k = 0; k < o->samples; ++k)
+      samples.push_back(interp::entry_arguments(*prog, entry, params_ptr, dims,
+                                                static_cast<uint64_t>(o->seed) + static_cast<uint64_t>(k), inputs));
+    precision::Envelope envelope = precision::calibrate(*prog, entry, dims, samples, o->bits);
+    envelope.seed = static_cast<uint64_t>(o->seed);
+    std::cout << precision::print_envelope(envelope, o->top);
+    if (!o->out.empty()) {
+      io::write_file_atomically(o->out, precision::envelope_json(envelope).dump(2) + "\n");
+      std::cout << fmt::format("calibrate: wrote {}\n", o->out);
+    }
+    return 0;
+  };
+}
+
+}  // namespace quire::cli

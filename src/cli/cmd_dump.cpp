@@ -1,4 +1,5 @@
-// quire dump FILE --stage tokens|ast|elab|core [--format text|json] [--entry E]
+// quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity [--format text|json] [--entry E]
+//   sensitivity: --entry E [--dim B=4] [--bits N] [--seed N] [--sites K]
 
 #include <fmt/format.h>
 
@@ -9,8 +10,11 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
+#include "quire/exact/big.h"
 #include "quire/grad/vjp.h"
+#include "quire/interp/inputs.h"
 #include "quire/precision/realization.h"
+#include "quire/precision/sensitivity.h"
 #include "quire/syntax/ast_printer.h"
 #include "quire/syntax/lexer.h"
 #include "quire/syntax/parser.h"
@@ -40,22 +44,41 @@ Handler setup_dump(CLI::App& sub) {
     std::string file, stage, format = "text", entry, precision = "f64";
     std::vector<std::string> dims;
     bool half_intermediates = false;
+    int bits = 128;
+    int64_t seed = 0;
+    int sites = 30;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
-  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp or precision")
+  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp, precision or sensitivity")
       ->required()
-      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision"}));
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision", "sensitivity"}));
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub.add_option("--entry", o->entry,
-                 "core: only the functions this one reaches; vjp: the function differentiated; precision: the entry realized");
+                 "core: only the functions this one reaches; vjp: the function differentiated; "
+                 "precision: the entry realized; sensitivity: the scalar L differentiated");
   sub.add_option("--precision", o->precision, "precision: the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
-  sub.add_option("--dim", o->dims, "precision: bind a dimension, NAME=SIZE (sizes the parameters' bytes)");
+  sub.add_option("--dim", o->dims,
+                 "precision, sensitivity: bind a dimension, NAME=SIZE (sizes the parameters' bytes; "
+                 "the run's tensors)");
+  sub.add_option("--bits", o->bits, "sensitivity: the bits of every real in the exact reference (default 128)");
+  sub.add_option("--seed", o->seed,
+                 "sensitivity: seed of the parameters and inputs, as `quire run` draws them (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--sites", o->sites, "sensitivity: how many sites the second table lists (default 30)")
+      ->check(CLI::NonNegativeNumber);
   return [o]() {
-    if (!o->entry.empty() && o->stage != "core" && o->stage != "precision" && o->stage != "vjp")
-      throw UsageError(fmt::format("--entry applies to --stage core, vjp and precision, not to --stage {}", o->stage));
+    if (!o->entry.empty() && o->stage != "core" && o->stage != "precision" && o->stage != "vjp" &&
+        o->stage != "sensitivity")
+      throw UsageError(
+          fmt::format("--entry applies to --stage core, vjp, precision and sensitivity, not to --stage {}", o->stage));
+    if (o->stage == "sensitivity" && o->entry.empty())
+      throw UsageError("--stage sensitivity differentiates one scalar function: give --entry NAME");
+    if (o->stage == "sensitivity" && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
+      throw UsageError(
+          fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits, exact::kMaxBits));
     if (o->stage == "precision" && o->entry.empty())
       throw UsageError("--stage precision realizes one entry: give --entry NAME");
     if (o->stage == "vjp" && o->entry.empty())
@@ -79,6 +102,22 @@ Handler setup_dump(CLI::App& sub) {
         throw UsageError(fmt::format("`{}` has no argument to differentiate (a real tensor, a parameter tree or a tuple of them)",
                                      o->entry));
       root = grad::vjp(*prog, root, wrt);
+    }
+    if (o->stage == "sensitivity") {
+      // The parameters and inputs `quire run` draws from the seed.
+      const auto dims = parse_dims(o->dims, *prog);
+      const core::Function& fn = prog->functions[static_cast<size_t>(root)];
+      const elab::Type& result = fn.result;
+      if (!result.is_tensor() || result.tensor.elem != elab::Elem::Real || !result.tensor.axes.empty() ||
+          result.tensor.rest)
+        throw UsageError(fmt::format("`{}` does not return a scalar ℝ[]: --stage sensitivity needs one", o->entry));
+      std::optional<interp::ParamMap> params = entry_params(*prog, fn, "", static_cast<uint64_t>(o->seed), dims);
+      std::vector<interp::Value> args = interp::entry_arguments(*prog, root, params ? &*params : nullptr, dims,
+                                                                static_cast<uint64_t>(o->seed), std::nullopt);
+      const precision::Sensitivities s = precision::sensitivities(*prog, root, dims, args, o->bits);
+      if (o->format == "json") std::cout << precision::sensitivities_json(s).dump(2) << "\n";
+      else std::cout << precision::print_sensitivities(s, o->sites);
+      return 0;
     }
     if (o->stage == "precision") {
       precision::RealizeOptions options;

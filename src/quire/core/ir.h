@@ -100,6 +100,11 @@ struct Function {
   /// A vjp (grad/vjp.h): the function it differentiates, whose body is its
   /// first instructions, one for one; -1 for any other function.
   int primal = -1;
+  /// A vjp: for each value %n of `primal` (index n), the value of this
+  /// function holding its total cotangent once the reverse sweep is done; 0
+  /// where it has none (not a real tensor, or no cotangent reached it). Several
+  /// values may share one (a cotangent that passes through unchanged).
+  std::vector<int> cotangent_of;
 
   /// Total number of values (arguments and instructions).
   int value_count() const { return static_cast<int>(args.size() + body.size()); }

@@ -107,10 +107,16 @@ class Builder {
     Instr seed_at;
     seed_at.loc = src_.loc;
     seed(cts_[src_.result_value], src_.result, ct.id, seed_at);
+    // When the sweep reaches instruction k every reader of its value (a later
+    // instruction) has run its rule, so cts_[in.id] is the total cotangent.
+    out_.cotangent_of.assign(src_.value_count() + 1, 0);
     for (size_t k = src_.body.size(); k-- > 0;) {
       const Instr& in = src_.body[k];
+      if (is_real(in.type)) out_.cotangent_of[in.id] = cts_[in.id].leaf;
       if (!cts_[in.id].empty()) reverse(in);
     }
+    for (const core::FnArg& a : src_.args)
+      if (is_real(a.type)) out_.cotangent_of[a.id] = cts_[a.id].leaf;
     // The result: the forward's, then each requested cotangent.
     Instr at;
     at.loc = src_.loc;

@@ -17,6 +17,10 @@
 // backward of a sensitive value as sensitive; the gradient is appended before
 // any realization runs and is realized like the forward.
 //
+// The vjp records, for each value of f that is a real tensor, which of its
+// own values holds that value's total cotangent when the reverse sweep is
+// done (core::Function::cotangent_of); precision/sensitivity.h reads them.
+//
 // Differentiable arguments are real tensors, parameter trees and tuples of
 // them; the cotangent of a parameter tree is a tree of the same shape. Values
 // that are not real (integers, booleans, keys, host scalars) have no cotangent.

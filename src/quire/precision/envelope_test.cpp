@@ -74,7 +74,7 @@ TEST(EnvelopeCondition, ZeroSumsAndMeans) {
   EXPECT_EQ(*only(run(p, "f", {{v(reals({3}, {2, -2, 0}))}}), "f", "sum").condition, kInf);
   EXPECT_EQ(*only(run(p, "f", {{v(reals({3}, {0, 0, 0}))}}), "f", "sum").condition, 1.0);
   // A mean's condition is its sum's; the worst row counts: (3 + 1) / |3 − 1| = 2 over 1.
-  const SiteEnvelope& m = only(run(p, "m", {{v(reals({2, 2}, {3, -1, 5, 7}))}}), "m", "mean");
+  const SiteEnvelope m = only(run(p, "m", {{v(reals({2, 2}, {3, -1, 5, 7}))}}), "m", "mean");
   EXPECT_EQ(*m.condition, 2.0);
 }
 
@@ -83,11 +83,11 @@ TEST(EnvelopeCondition, DotAndContract) {
 fn c(a : ℝ[k: 3, i: 2], b : ℝ[k: 3]) -> ℝ[i: 2] = contract(axis k, a, b)
 )");
   // Σ|aᵢbᵢ| = 4 + 10 + 18 = 32, Σaᵢbᵢ = 12: 8/3, rounded once to a double.
-  const SiteEnvelope& d = only(run(p, "d", {{v(reals({3}, {1, 2, 3})), v(reals({3}, {4, -5, 6}))}}), "d", "dot");
+  const SiteEnvelope d = only(run(p, "d", {{v(reals({3}, {1, 2, 3})), v(reals({3}, {4, -5, 6}))}}), "d", "dot");
   EXPECT_EQ(*d.condition, 8.0 / 3.0);
   EXPECT_EQ(d.max_abs, 12.0);
   // Column 0: (1·1 + 2·1 + 4·1) / |1 − 2 + 4| = 7/3; column 1: (1 + 1 + 1) / 1 = 3 (no cancellation: 1).
-  const SiteEnvelope& c =
+  const SiteEnvelope c =
       only(run(p, "c", {{v(reals({3, 2}, {1, 1, -2, 1, 4, 1})), v(reals({3}, {1, 1, 1}))}}), "c", "contract");
   EXPECT_EQ(*c.condition, 7.0 / 3.0);
   // Sites that add no terms have no condition number.
@@ -176,7 +176,7 @@ TEST(EnvelopeRounding, OneThirdInF32) {
   EXPECT_EQ(rounding_error(third, FloatType::F32).to_double(), exact::abs(exact::sub(f32_third, third)).to_double());
   // And through a run: the site x / 3 at x = 1, with its relative error against u·max|x|.
   Program p("fn f(x : ℝ[]) -> ℝ[] = x / 3.0\n");
-  const SiteEnvelope& s = only(run(p, "f", {{v(Tensor::scalar(1.0))}}), "f", "div");
+  const SiteEnvelope s = only(run(p, "f", {{v(Tensor::scalar(1.0))}}), "f", "div");
   EXPECT_EQ(s.rounding.at("f32"), want);
   EXPECT_EQ(s.max_abs, 1.0 / 3.0);
   EXPECT_DOUBLE_EQ(s.relative.at("f32"), want / (0x1p-24 * (1.0 / 3.0)));

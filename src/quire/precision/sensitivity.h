@@ -1,0 +1,62 @@
+#pragma once
+// The sensitivities: ‖∂L/∂v‖₁ at every site, from one reverse sweep in the
+// exact reference (DESIGN.md §5 step 2, docs/precision.md).
+//
+// L is the entry's scalar result. The entry's vjp (grad/vjp.h) runs in the
+// exact interpreter at N bits with the cotangent 1; every vjp it evaluates
+// (the entry's, each call's, each fold copy's) holds, for each value v of the
+// function it differentiates, v's total cotangent ∂L/∂v in that evaluation
+// (core::Function::cotangent_of). A site's sensitivity is Σ|∂L/∂v_i| over its
+// elements, summed over every evaluation of the site: a function called twice
+// counts both calls, a fold's callee once per copy. It is how far an error of
+// one unit in every element of v moves L, to first order.
+//
+// Sites are the real tensors (arguments and instructions) of every function
+// whose vjp the sweep evaluates; a site no cotangent reaches has 0. Tuples and
+// parameter trees are not sites (their real leaves are, where read).
+//
+// Requires: an elaborated program without errors; an entry returning ℝ[];
+// arguments that check against its types. Modifies: appends the entry's vjp
+// (and its callees') to the program, as grad::vjp does.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "quire/elab/program.h"
+#include "quire/interp/value.h"
+
+namespace quire::precision {
+
+/// One site's ‖∂L/∂v‖₁, summed over its evaluations.
+struct SiteSensitivity {
+  std::string site;      ///< core::site_name: "RMSNorm.apply/%4"
+  std::string function;  ///< "RMSNorm.apply"
+  double l1 = 0;
+};
+
+struct Sensitivities {
+  std::string entry;
+  int bits = 128;
+  /// By function in program order (Program::functions), then by value number.
+  std::vector<SiteSensitivity> sites;
+};
+
+/// Runs the vjp of `entry` (which must return ℝ[]) at `bits` on `args` (θ
+/// first for a module's function) with cotangent 1 and sums |∂L/∂v| at every
+/// site. std::invalid_argument for an entry whose result is not ℝ[];
+/// interp::EvalError as the run throws.
+Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                            const std::vector<interp::Value>& args, int bits);
+
+/// Two tables: the functions by Σ of their sites' sensitivities, descending;
+/// then the `top` sites by sensitivity, descending.
+std::string print_sensitivities(const Sensitivities& s, int top = 30);
+
+/// {"format": "quire-sensitivities", "version": 1, entry, bits, sites: [{site, function, l1}]};
+/// a non-finite l1 is the string "inf" or "nan".
+nlohmann::ordered_json sensitivities_json(const Sensitivities& s);
+
+}  // namespace quire::precision

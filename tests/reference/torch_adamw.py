@@ -138,13 +138,6 @@ def hf_multiplier(schedule, total):
 # ---------------------------------------------------------------- quire's side
 
 
-def quire(binary, cwd, *args, check=True):
-    r = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        sys.exit(f"quire {' '.join(args)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r
-
-
 def has_train(binary):
     """Whether quire has a `train` subcommand. `quire train --help` alone is not
     enough: where there is none, CLI11 prints the top-level help and exits 0."""
@@ -187,10 +180,10 @@ def quire_train(binary, tmp, settings, precision, failures):
     dim = f"{settings['batch_dim']}={settings['batch']}"
     # The f32 run starts from the f64 draw rounded to its f32 masters.
     source = ["--seed", "0"] if precision == "f64" else ["--params", os.path.join(tmp, "init_f64.safetensors")]
-    quire(binary, tmp, "run", MAIN, "--entry", settings["objective"], "--dim", dim, "--precision", precision,
-          *source, "--params-out", init)
-    r = quire(binary, tmp, "train", MAIN, "--precision", precision, "--params", init, "--max-steps", str(STEPS),
-              "--run-dir", os.path.join(tmp, "run_" + precision), "--params-out", final)
+    torch_autograd.run_quire(binary, tmp, "run", MAIN, "--entry", settings["objective"], "--dim", dim, "--precision", precision,
+                             *source, "--params-out", init)
+    out = torch_autograd.run_quire(binary, tmp, "train", MAIN, "--precision", precision, "--params", init, "--max-steps",
+                             str(STEPS), "--run-dir", os.path.join(tmp, "run_" + precision), "--params-out", final)
     start = read_params(init, dtype, f"{precision} init", failures)
     end = read_params(final, dtype, f"{precision} final", failures)
     if sorted(end) != sorted(start):
@@ -205,8 +198,8 @@ def quire_train(binary, tmp, settings, precision, failures):
         elif np.array_equal(values, start[name]) and np.any(start[name] != 0):
             failures.append(f"{precision}: {name} did not change in {STEPS} steps")
     print(f"quire train --precision {precision}: {STEPS} steps, {len(end)} parameters checked")
-    if r.stdout.strip():
-        print("  " + r.stdout.strip().splitlines()[-1])
+    if out.strip():
+        print("  " + out.strip().splitlines()[-1])
     return start, end
 
 

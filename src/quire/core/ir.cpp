@@ -34,6 +34,17 @@ const OpInfo& op_info(Op op) {
   return table[static_cast<size_t>(op)];
 }
 
+std::optional<Op> op_by_spelling(std::string_view spelling) {
+  static constexpr Op kOps[] = {
+#define QUIRE_OP(E, S, A, EW, R, REG) Op::E,
+#include "quire/core/ops.def"
+#undef QUIRE_OP
+  };
+  for (Op op : kOps)
+    if (spelling == op_info(op).spelling) return op;
+  return std::nullopt;
+}
+
 bool copies_elements(Op op) {
   switch (op) {
     case Op::SplitAxis:

@@ -12,7 +12,9 @@
 // element-wise instructions carry one alignment per operand.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "quire/elab/type.h"
@@ -38,6 +40,8 @@ struct OpInfo {
   Regularity regularity;
 };
 const OpInfo& op_info(Op op);
+/// The operation printed as `spelling` ("contract", "sum_to"), if any.
+std::optional<Op> op_by_spelling(std::string_view spelling);
 
 /// Whether every element of the operation's result is a copy of an operand
 /// element, without arithmetic: restructuring and its cotangents. Such a

@@ -10,6 +10,7 @@
 #include "quire/core/printer.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/io/io_error.h"
+#include "quire/precision/number_text.h"
 
 namespace quire::precision {
 
@@ -106,29 +107,8 @@ struct Reader {
   }
 };
 
-/// The op whose spelling is `name`, if any.
-std::optional<core::Op> op_named(const std::string& name) {
-  static constexpr core::Op kOps[] = {
-#define QUIRE_OP(E, S, A, EW, R, REG) core::Op::E,
-#include "quire/core/ops.def"
-#undef QUIRE_OP
-  };
-  for (core::Op op : kOps)
-    if (name == core::op_info(op).spelling) return op;
-  return std::nullopt;
-}
-
 // ---------------------------------------------------------------------------
 // The printout.
-
-/// Five significant digits, the exponent unpadded: "7.4759e0", "1.6222e-9".
-std::string sci(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string s = fmt::format("{:.4e}", v);  // "7.4759e+00"
-  const size_t e = s.find('e');
-  return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
-}
 
 std::string ratio_text(double v) {
   if (std::isnan(v)) return "nan";
@@ -288,7 +268,7 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
     s.site = r.text(field("site"), key + ".site");
     s.function = r.text(field("function"), key + ".function");
     s.op = r.text(field("op"), key + ".op");
-    std::optional<core::Op> op = op_named(s.op);
+    std::optional<core::Op> op = core::op_by_spelling(s.op);
     if (!op) r.fail(key + ".op", fmt::format("`{}` is not an operation of Core", s.op));
     s.op_code = *op;
     s.elements = r.integer(field("elements"), key + ".elements");

@@ -9,21 +9,13 @@
 #include "quire/core/printer.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/grad/vjp.h"
+#include "quire/precision/number_text.h"
 
 namespace quire::precision {
 
 namespace {
 
 bool is_real_tensor(const elab::Type& t) { return t.is_tensor() && t.tensor.elem == elab::Elem::Real; }
-
-/// Five significant digits, the exponent unpadded: "7.4759e0", "1.6222e-9".
-std::string sci(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string s = fmt::format("{:.4e}", v);  // "7.4759e+00"
-  const size_t e = s.find('e');
-  return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
-}
 
 /// Descending, NaN first; ties keep their order.
 bool larger(double a, double b) {

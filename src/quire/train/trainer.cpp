@@ -209,7 +209,7 @@ void Trainer::set_up() {
       "= {}), policy {}{}, remat {}",
       main_path, objective.name, params_.size(), elements, optimizer_kind_name(config.kind),
       fmt::format("lr {} {}", config.lr, config.schedule.to_string()), data_path_, data_->samples(), run_->batch_size,
-      loader_->steps_per_epoch(), loader_options(*run_).epochs, loader_->total_steps(), options_.precision,
+      loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), options_.precision,
       scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat)));
 }
 
@@ -329,8 +329,8 @@ void Trainer::step() {
   record.loss = loss;
   record.lr = optimizer_->config().schedule.lr_at(optimizer_->steps_taken(), optimizer_->config().lr,
                                                   loader_->total_steps());
-  const bool grads_finite = all_finite(grads);
-  if (!std::isfinite(loss) || (!grads_finite && !scaler_)) {
+  // Under loss scaling, unscale() below checks the gradients itself.
+  if (!std::isfinite(loss) || (!scaler_ && !all_finite(grads))) {
     record.grad_norm = joint_norm(grads);
     metrics_->append(record);
     progress_->finish();

@@ -1,0 +1,21 @@
+#pragma once
+// How the precision tables print a number: five significant digits with an
+// unpadded exponent ("7.4759e0", "1.6222e-9"), as the envelope, the
+// sensitivities and the solver's printouts all show them.
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+namespace quire::precision {
+
+inline std::string sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{:.4e}", v);  // "7.4759e+00"
+  const size_t e = s.find('e');
+  return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
+}
+
+}  // namespace quire::precision

@@ -74,6 +74,8 @@ Handler setup_calibrate(CLI::App& sub) {
                                                 static_cast<uint64_t>(o->seed) + static_cast<uint64_t>(k), inputs));
     precision::Envelope envelope = precision::calibrate(*prog, entry, dims, samples, o->bits);
     envelope.seed = static_cast<uint64_t>(o->seed);
+    envelope.params_file = o->params;
+    envelope.inputs_file = o->inputs;
     std::cout << precision::print_envelope(envelope, o->top);
     if (!o->out.empty()) {
       io::write_file_atomically(o->out, precision::envelope_json(envelope).dump(2) + "\n");

@@ -1,6 +1,7 @@
 // quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16|exact] [--bits N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
+//   [--realize @realization.json]
 //
 // Every run evaluates under a realization (f64 unless --precision says
 // otherwise); results are printed with their realized type and written in it.
@@ -126,6 +127,7 @@ Handler setup_run(CLI::App& sub) {
     int64_t seed = 0;
     bool half_intermediates = false;
     std::string remat = "store";
+    std::string realize;
     int bits = 128;
   };
   auto o = std::make_shared<Options>();
@@ -137,10 +139,12 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--params-out", o->params_out, "write the parameters used to a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (x, batch.0)");
-  sub.add_option("--precision", o->precision,
+  CLI::Option* precision_flag = sub.add_option("--precision", o->precision,
                  "the run policy: f64 (default), f32, bf16 or f16; or exact, the MPFR reference at --bits")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16", "exact"}));
   CLI::Option* bits = sub.add_option("--bits", o->bits, "with --precision exact: the bits of every real (default 128)");
+  sub.add_option("--realize", o->realize,
+                 "run under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces --precision");
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
   sub.add_option("--remat", o->remat,
@@ -148,8 +152,10 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_option("--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
-  return [o, bits]() {
+  return [o, bits, precision_flag]() {
     const bool exact = o->precision == "exact";
+    if (!o->realize.empty() && precision_flag->count() > 0)
+      throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     if (bits->count() > 0 && !exact)
       throw UsageError(fmt::format("--bits {}: the number of bits applies only with --precision exact", o->bits));
     if (exact && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
@@ -185,6 +191,12 @@ Handler setup_run(CLI::App& sub) {
     precision::RealizeOptions options;
     options.policy = *precision::parse_policy(o->precision);
     options.half_intermediates = o->half_intermediates;
+    std::optional<precision::RealizationFile> solved;
+    if (!o->realize.empty()) {
+      solved = load_realization(o->realize, *prog, entry, dims);
+      options.policy = solved->assignment.policy;
+      options.assignment = &solved->assignment;
+    }
     const precision::Realization realization = precision::realize(*prog, entry, options, dims);
     if (!o->params_out.empty()) {
       // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
@@ -215,7 +227,7 @@ Handler setup_run(CLI::App& sub) {
       } else if (ends_with(o->out, ".npz")) {
         io::write_npz(o->out, leaves, types);
       } else {
-        io::write_safetensors(o->out, leaves, {{"format", "quire"}, {"precision", o->precision}}, types);
+        io::write_safetensors(o->out, leaves, {{"format", "quire"}, {"precision", solved ? "solved" : o->precision}}, types);
       }
     }
     return 0;

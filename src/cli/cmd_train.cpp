@@ -1,6 +1,7 @@
 // quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
+//   [--realize @realization.json]
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
 // line is redrawn in place when stdout is a terminal, printed as plain lines
@@ -23,11 +24,12 @@ Handler setup_train(CLI::App& sub) {
     std::vector<std::string> dims;
     int64_t max_steps = -1;
     std::string remat = "store";
+    std::string realize;
     train::TrainOptions train;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr) with a `training run` block")->required();
-  sub.add_option("--precision", o->train.precision, "the run policy: f64 (default), f32, bf16 or f16")
+  CLI::Option* precision_flag = sub.add_option("--precision", o->train.precision, "the run policy: f64 (default), f32, bf16 or f16")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->train.half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
@@ -47,9 +49,18 @@ Handler setup_train(CLI::App& sub) {
       ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
       ->check(CLI::PositiveNumber);
-  return [o]() {
+  sub.add_option("--realize", o->realize,
+                 "train under the solver's decisions for the objective, @realization.json (`quire solve --out`); its "
+                 "policy replaces --precision");
+  return [o, precision_flag]() {
+    if (!o->realize.empty() && precision_flag->count() > 0)
+      throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     auto prog = load_program(o->file);
     if (!prog) return 1;
+    if (!o->realize.empty()) {
+      o->train.realization_path = o->realize[0] == '@' ? o->realize.substr(1) : o->realize;
+      o->train.realization = precision::read_realization_file(o->train.realization_path);
+    }
     o->train.dims = parse_dims(o->dims, *prog);
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
     o->train.remat = *interp::parse_remat(o->remat);

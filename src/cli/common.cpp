@@ -66,4 +66,18 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
   return file.empty() ? interp::init_params(prog, model, seed, dims) : interp::load_params(file, prog, model, dims);
 }
 
+precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
+                                            const std::map<std::string, int64_t>& dims) {
+  const std::string path = !flag.empty() && flag[0] == '@' ? flag.substr(1) : flag;
+  precision::RealizationFile file = precision::read_realization_file(path);
+  const std::string& name = prog.functions[static_cast<size_t>(entry)].name;
+  if (file.entry != name)
+    throw UsageError(fmt::format("--realize {}: the realization was solved for `{}`, not for `{}`", path, file.entry, name));
+  std::vector<std::string> problems = precision::check_assignment(prog, entry, file.assignment, dims);
+  if (!problems.empty())
+    throw UsageError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", path, problems.size(),
+                                 fmt::join(problems, "\n  ")));
+  return file;
+}
+
 }  // namespace quire::cli

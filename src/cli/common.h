@@ -11,6 +11,7 @@
 
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
+#include "quire/precision/realization_file.h"
 
 namespace quire::cli {
 
@@ -32,6 +33,12 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags,
 std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const core::Function& fn,
                                              const std::string& file, uint64_t seed,
                                              const std::map<std::string, int64_t>& dims);
+
+/// `--realize @realization.json` (the `@` is optional): the solver's
+/// decisions, checked against `entry` (their file must name it) and the
+/// program's marks; a UsageError naming the file and every problem.
+precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
+                                            const std::map<std::string, int64_t>& dims);
 
 /// The entry function by name (`loss`, `Tower.apply`), or a UsageError listing the choices.
 int find_entry(const elab::Program& prog, const std::string& name);

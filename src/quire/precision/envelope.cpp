@@ -35,6 +35,9 @@ struct Tally {
   const core::Instr* in = nullptr;
   int64_t elements = 0;
   double max_abs = 0;
+  double min_abs = kInf;
+  int64_t evaluations = 0;   // over all samples
+  int64_t this_sample = 0;   // in the sample being run
   bool has_condition = false;
   double condition = 1;  // 0/0 = 1: an empty or all-zero sum is not ill-conditioned
   double rounding[kTypes] = {};
@@ -52,7 +55,9 @@ void measure(Tally& t, const exact::ExactValue& value, const exact::ExactValue* 
   t.elements = std::max(t.elements, x.size());
   for (size_t i = 0; i < x.elems.size(); ++i) {
     const Big& e = x.elems[i];
-    raise(t.max_abs, std::fabs(e.to_double()));
+    const double magnitude = std::fabs(e.to_double());
+    raise(t.max_abs, magnitude);
+    if (std::isnan(magnitude) || magnitude < t.min_abs) t.min_abs = magnitude;
     for (size_t k = 0; k < kTypes; ++k) raise(t.rounding[k], rounding_error(e, kCandidateTypes[k]).to_double());
     if (absolute) raise(t.condition, condition_of(absolute->real.elems.at(i), e));
   }
@@ -105,7 +110,26 @@ struct Reader {
     if (!v.is_string()) fail(key, "expected a string");
     return v.get<std::string>();
   }
+  /// {"f32": …, "bf16": …, "f16": …}: one number per candidate type.
+  std::map<std::string, double> by_type(const nlohmann::json& v, const std::string& key) const {
+    std::map<std::string, double> out;
+    for (FloatType t : kCandidateTypes) {
+      const std::string type = runtime::float_type_name(t);
+      out[type] = real(at(v, type, key + "." + type), key + "." + type);
+    }
+    return out;
+  }
 };
+
+/// One number per candidate type, in kCandidateTypes' order.
+nlohmann::ordered_json by_type_json(const std::map<std::string, double>& values) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (FloatType t : kCandidateTypes) {
+    auto it = values.find(runtime::float_type_name(t));
+    if (it != values.end()) out[it->first] = number(it->second);
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 // The printout.
@@ -168,6 +192,7 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     Tally& t = tallies[{function, in.id}];
     t.fn = &fn;
     t.in = &in;
+    t.this_sample += 1;
     if (!exact::ExactInterpreter::adds_terms(in.op)) return measure(t, value, nullptr);
     t.has_condition = true;
     const exact::ExactValue absolute = interp.absolute_terms(fn, in, env);
@@ -177,10 +202,18 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
                                          value.real.elems.size()));
     measure(t, value, &absolute);
   });
-  for (const std::vector<interp::Value>& args : samples) interp.call(entry, args);
+  for (const std::vector<interp::Value>& args : samples) {
+    interp.call(entry, args);
+    for (auto& [key, t] : tallies) {
+      t.evaluations = std::max(t.evaluations, t.this_sample);
+      t.this_sample = 0;
+    }
+  }
 
   Envelope e;
-  e.entry = prog.functions.at(static_cast<size_t>(entry)).name;
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
+  e.entry = fn.name;
+  e.result = core::site_name(fn, fn.result_value);
   e.bits = bits;
   e.samples = static_cast<int>(samples.size());
   e.dims = dims;
@@ -192,6 +225,9 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     s.op_code = t.in->op;
     s.elements = t.elements;
     s.max_abs = t.max_abs;
+    s.min_abs = t.elements == 0 ? 0 : t.min_abs;
+    s.evaluations = t.evaluations;
+    if (s.site == e.result) e.result_max_abs = s.max_abs;
     if (t.has_condition) s.condition = t.condition;
     for (size_t k = 0; k < kTypes; ++k) {
       const std::string name = runtime::float_type_name(kCandidateTypes[k]);
@@ -200,17 +236,57 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     }
     e.sites.push_back(std::move(s));
   }
+  // The parameter leaves, from the tree every sample shares.
+  const std::vector<interp::Value>& first = samples.front();
+  if (!fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params && !first.empty() &&
+      first[0].kind == interp::Value::Kind::Params && first[0].params) {
+    for (const auto& [path, type] : prog.flatten(fn.args[0].type.params)) {
+      auto it = first[0].params->find(path);
+      if (it == first[0].params->end() || !it->second.is_real()) continue;
+      ParamEnvelope p;
+      p.path = path;
+      p.elements = it->second.size();
+      double rounding[kTypes] = {};
+      for (double x : it->second.reals) {
+        raise(p.max_abs, std::fabs(x));
+        const Big exact(x, bits);
+        for (size_t k = 0; k < kTypes; ++k) raise(rounding[k], rounding_error(exact, kCandidateTypes[k]).to_double());
+      }
+      for (size_t k = 0; k < kTypes; ++k) {
+        const std::string name = runtime::float_type_name(kCandidateTypes[k]);
+        p.rounding[name] = rounding[k];
+        p.relative[name] = relative_error(rounding[k], p.max_abs, kCandidateTypes[k]);
+      }
+      e.params.push_back(std::move(p));
+    }
+  }
   return e;
+}
+
+const SiteEnvelope* Envelope::site(const std::string& name) const {
+  for (const SiteEnvelope& s : sites)
+    if (s.site == name) return &s;
+  return nullptr;
+}
+
+const ParamEnvelope* Envelope::param(const std::string& path) const {
+  for (const ParamEnvelope& p : params)
+    if (p.path == path) return &p;
+  return nullptr;
 }
 
 nlohmann::ordered_json envelope_json(const Envelope& e) {
   nlohmann::ordered_json j;
   j["format"] = "quire-envelope";
-  j["version"] = 1;
+  j["version"] = 2;
   j["entry"] = e.entry;
+  j["result"] = e.result;
+  j["result_max_abs"] = number(e.result_max_abs);
   j["bits"] = e.bits;
   j["samples"] = e.samples;
   j["seed"] = e.seed;
+  j["params_file"] = e.params_file;
+  j["inputs_file"] = e.inputs_file;
   j["dims"] = nlohmann::ordered_json::object();
   for (const auto& [name, size] : e.dims) j["dims"][name] = size;
   j["unit_roundoff"] = nlohmann::ordered_json::object();
@@ -224,17 +300,22 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
     site["op"] = s.op;
     site["elements"] = s.elements;
     site["max_abs"] = number(s.max_abs);
+    site["min_abs"] = number(s.min_abs);
+    site["evaluations"] = s.evaluations;
     if (s.condition) site["condition"] = number(*s.condition);
-    for (const char* field : {"rounding", "relative"}) {
-      const std::map<std::string, double>& values = field == std::string("rounding") ? s.rounding : s.relative;
-      nlohmann::ordered_json by_type = nlohmann::ordered_json::object();
-      for (FloatType t : kCandidateTypes) {
-        auto it = values.find(runtime::float_type_name(t));
-        if (it != values.end()) by_type[it->first] = number(it->second);
-      }
-      site[field] = std::move(by_type);
-    }
+    site["rounding"] = by_type_json(s.rounding);
+    site["relative"] = by_type_json(s.relative);
     j["sites"].push_back(std::move(site));
+  }
+  j["params"] = nlohmann::ordered_json::array();
+  for (const ParamEnvelope& p : e.params) {
+    nlohmann::ordered_json leaf;
+    leaf["path"] = p.path;
+    leaf["elements"] = p.elements;
+    leaf["max_abs"] = number(p.max_abs);
+    leaf["rounding"] = by_type_json(p.rounding);
+    leaf["relative"] = by_type_json(p.relative);
+    j["params"].push_back(std::move(leaf));
   }
   return j;
 }
@@ -244,9 +325,16 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) r.fail("", "the envelope is not a JSON object");
   if (r.text(r.at(j, "format", "format"), "format") != "quire-envelope")
     r.fail("format", "not \"quire-envelope\": this is not an envelope from `quire calibrate`");
-  if (r.integer(r.at(j, "version", "version"), "version") != 1) r.fail("version", "only version 1 is read");
+  const int64_t version = r.integer(r.at(j, "version", "version"), "version");
+  if (version != 1 && version != 2) r.fail("version", "only versions 1 and 2 are read");
   Envelope e;
   e.entry = r.text(r.at(j, "entry", "entry"), "entry");
+  if (version >= 2) {
+    e.result = r.text(r.at(j, "result", "result"), "result");
+    e.result_max_abs = r.real(r.at(j, "result_max_abs", "result_max_abs"), "result_max_abs");
+    e.params_file = r.text(r.at(j, "params_file", "params_file"), "params_file");
+    e.inputs_file = r.text(r.at(j, "inputs_file", "inputs_file"), "inputs_file");
+  }
   e.bits = static_cast<int>(r.integer(r.at(j, "bits", "bits"), "bits"));
   if (e.bits < exact::kMinBits || e.bits > exact::kMaxBits)
     r.fail("bits", fmt::format("{} is outside [{}, {}]", e.bits, exact::kMinBits, exact::kMaxBits));
@@ -273,16 +361,30 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
     s.op_code = *op;
     s.elements = r.integer(field("elements"), key + ".elements");
     s.max_abs = r.real(field("max_abs"), key + ".max_abs");
-    if (sj.contains("condition")) s.condition = r.real(sj["condition"], key + ".condition");
-    for (const char* name : {"rounding", "relative"}) {
-      const nlohmann::json& by_type = field(name);
-      std::map<std::string, double>& values = name == std::string("rounding") ? s.rounding : s.relative;
-      for (FloatType t : kCandidateTypes) {
-        const std::string type = runtime::float_type_name(t);
-        values[type] = r.real(r.at(by_type, type, key + "." + name + "." + type), key + "." + name + "." + type);
-      }
+    if (version >= 2) {
+      s.min_abs = r.real(field("min_abs"), key + ".min_abs");
+      s.evaluations = r.integer(field("evaluations"), key + ".evaluations");
     }
+    if (sj.contains("condition")) s.condition = r.real(sj["condition"], key + ".condition");
+    s.rounding = r.by_type(field("rounding"), key + ".rounding");
+    s.relative = r.by_type(field("relative"), key + ".relative");
     e.sites.push_back(std::move(s));
+  }
+  if (version >= 2) {
+    const nlohmann::json& params = r.at(j, "params", "params");
+    if (!params.is_array()) r.fail("params", "expected an array");
+    for (size_t i = 0; i < params.size(); ++i) {
+      const nlohmann::json& pj = params[i];
+      const std::string key = fmt::format("params[{}]", i);
+      auto field = [&](const char* name) -> const nlohmann::json& { return r.at(pj, name, key + "." + name); };
+      ParamEnvelope p;
+      p.path = r.text(field("path"), key + ".path");
+      p.elements = r.integer(field("elements"), key + ".elements");
+      p.max_abs = r.real(field("max_abs"), key + ".max_abs");
+      p.rounding = r.by_type(field("rounding"), key + ".rounding");
+      p.relative = r.by_type(field("relative"), key + ".relative");
+      e.params.push_back(std::move(p));
+    }
   }
   return e;
 }

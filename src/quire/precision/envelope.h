@@ -49,6 +49,8 @@ struct SiteEnvelope {
   core::Op op_code = core::Op::Const;
   int64_t elements = 0;
   double max_abs = 0;
+  double min_abs = 0;       ///< the smallest |x| (a divisor's, a logarithm's distance from 0)
+  int64_t evaluations = 0;  ///< how often one sample evaluates the site (calls, fold copies), the most over samples
   /// Sums and contractions: the worst Σ|terms| / |Σ terms| (≥ 1; +inf where a
   /// sum is exactly 0 with nonzero terms; 0/0 counts as 1).
   std::optional<double> condition;
@@ -56,14 +58,33 @@ struct SiteEnvelope {
   std::map<std::string, double> relative;  ///< type name → rounding / (u_T · max_abs); 0 when both are 0
 };
 
+/// One parameter leaf's values, from the tree the samples share (its path,
+/// `blocks.proj.w`, is how the solver keys its decision).
+struct ParamEnvelope {
+  std::string path;
+  int64_t elements = 0;
+  double max_abs = 0;
+  std::map<std::string, double> rounding;  ///< type name → max |round_T(x) − x| over its elements
+  std::map<std::string, double> relative;  ///< as SiteEnvelope::relative
+};
+
 struct Envelope {
   std::string entry;
+  std::string result;       ///< the site of the entry's result (`loss/%7`)
+  double result_max_abs = 0;  ///< its largest |x|: the output's magnitude a relative budget scales
   int bits = 128;
   int samples = 0;
   uint64_t seed = 0;  ///< the seed of the samples' draws (recorded, not used by calibrate)
+  std::string params_file;  ///< where the parameters came from: a file, or "" for the draw from `seed`
+  std::string inputs_file;  ///< the sample's arguments, when read from an .npz (one sample)
   std::map<std::string, int64_t> dims;
   /// By function in program order (Program::functions), then by value number.
   std::vector<SiteEnvelope> sites;
+  /// The entry's parameter leaves in declaration order (empty for an entry without θ).
+  std::vector<ParamEnvelope> params;
+
+  const SiteEnvelope* site(const std::string& name) const;
+  const ParamEnvelope* param(const std::string& path) const;
 };
 
 /// Runs `entry` in the exact interpreter at `bits` on each sample (a full
@@ -77,9 +98,11 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
 /// NaN for a NaN x; 0 for ±inf (T holds infinities).
 exact::Big rounding_error(const exact::Big& x, runtime::FloatType t);
 
-/// The artifact: {"format": "quire-envelope", "version": 1, entry, bits,
-/// samples, seed, dims, unit_roundoff, sites: [...]}; non-finite numbers are
-/// the strings "inf", "-inf", "nan".
+/// The artifact: {"format": "quire-envelope", "version": 2, entry, result,
+/// result_max_abs, bits, samples, seed, params_file, inputs_file, dims,
+/// unit_roundoff, sites: [...], params: [...]}; non-finite numbers are the
+/// strings "inf", "-inf", "nan". Version 1 files (without min_abs,
+/// evaluations, params and the result) are read with those empty.
 nlohmann::ordered_json envelope_json(const Envelope& e);
 
 /// Reads envelope_json's format back. io::IoError(`path`, "key `sites[3].max_abs`: …")

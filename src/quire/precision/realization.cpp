@@ -55,6 +55,7 @@ const char* reason_name(Reason r) {
     case Reason::OutRequest: return "out = f32";
     case Reason::Carried: return "carried";
     case Reason::Input: return "input";
+    case Reason::Solved: return "solved";
   }
   return "?";
 }
@@ -245,6 +246,42 @@ class Realizer {
     return {t, t, false, false, Reason::Policy, fmt::format("no half operand: stays {} {}", name(t), under)};
   }
 
+  /// The site a decision names for `in`: its own, or in a vjp's forward
+  /// part the primal instruction it copies.
+  std::string decision_site(const core::Function& fn, const core::Instr& in) const {
+    const size_t k = static_cast<size_t>(&in - fn.body.data());
+    if (fn.primal >= 0) {
+      const core::Function& primal = prog_.functions[fn.primal];
+      if (k < primal.body.size()) return core::site_name(primal, primal.body[k].id);
+    }
+    return core::site_name(fn, in.id);
+  }
+
+  /// The assignment's decision for `in`, over the type the policy gave it.
+  /// Explicit types (casts, `out = f32`) and regions keep theirs; a caller
+  /// checks an assignment against them first (check_assignment).
+  void apply_decision(const core::Function& fn, const core::Instr& in, const std::map<int, std::string>& tree_path,
+                      SiteType& st) const {
+    if (st.reason == Reason::Cast || st.reason == Reason::OutRequest || st.reason == Reason::Region) return;
+    const Assignment& a = *options_.assignment;
+    if (in.op == Op::Field) {
+      auto it = tree_path.find(in.args.at(0));
+      if (it == tree_path.end()) return;
+      const std::string path = it->second + in.text;
+      auto d = a.params.find(path);
+      if (d == a.params.end()) return;
+      st = {d->second, d->second, false, false, Reason::Solved, fmt::format("reads `{}`, decided {}", path, name(d->second))};
+      return;
+    }
+    const std::string site = decision_site(fn, in);
+    auto d = a.sites.find(site);
+    if (d == a.sites.end()) return;
+    const FloatType acc = d->second == FloatType::F64 ? FloatType::F64 : FloatType::F32;
+    st = {d->second, core::op_info(in.op).reduction ? acc : d->second, false, false, Reason::Solved,
+          site == core::site_name(fn, in.id) ? fmt::format("decided {}", name(d->second))
+                                             : fmt::format("decided {} at {}", name(d->second), site)};
+  }
+
   /// The fold's copy count at the run's dimensions (8 if unknown: enough for
   /// the types to reach their fixed point).
   int64_t fold_copies(const core::Instr& in) const {
@@ -373,6 +410,7 @@ class Realizer {
       if (in.op != Op::Field && in.op != Op::Cast)
         for (int a : in.args) reads_high = reads_high || high_reads.count(a) > 0;
       SiteType st = site_type(fn, in, mode, r.values, reads_high);
+      if (options_.assignment) apply_decision(fn, in, tree_path, st);
       r.values[in.id] = st;
       carry[in.id].type = st.storage;
       if (in.op == Op::Field) {
@@ -417,6 +455,14 @@ class Realizer {
         s.stored = master;
         s.reason = Reason::ParamMark;
         s.why = "`numerics high`: its master is read directly";
+      } else if (auto d = options_.assignment ? options_.assignment->params.find(s.path)
+                                              : std::map<std::string, FloatType>::const_iterator{};
+                 options_.assignment && d != options_.assignment->params.end()) {
+        s.stored = options_.keep_masters ? master : d->second;
+        s.reason = Reason::Solved;
+        s.why = options_.keep_masters ? fmt::format("the trained master stays {}; reads are rounded to the decision's {}",
+                                                    name(master), name(d->second))
+                                      : fmt::format("decided {}", name(d->second));
       } else {
         s.stored = master;
         s.reason = Reason::Master;

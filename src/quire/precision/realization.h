@@ -57,6 +57,7 @@ enum class Reason : uint8_t {
   OutRequest,   ///< `matmul(…, out = f32)`
   Carried,      ///< another site's value passed along (a call's or fold's result, a tuple element)
   Input,        ///< an argument of the entry, cast on entry
+  Solved,       ///< the solver's decision (`quire solve`, read back with `--realize @file`)
 };
 const char* reason_name(Reason r);
 
@@ -123,9 +124,27 @@ struct Realization {
   int64_t param_bytes() const;
 };
 
+/// Storage types chosen per site and per parameter (the solver's decisions,
+/// precision/solver.h), applied over a policy. A site is named as
+/// core::site_name names it (`RMSNorm.apply/%4`); the decision holds in
+/// every call of its function, and in the forward part of every vjp of it
+/// (grad/vjp.h: a vjp's first instructions are its primal's). A parameter is
+/// keyed by its path (`blocks.proj.w`); the sites that read it take its type.
+struct Assignment {
+  Policy policy = Policy::F64;
+  std::map<std::string, FloatType> sites;
+  std::map<std::string, FloatType> params;
+};
+
 struct RealizeOptions {
   Policy policy = Policy::F64;
   bool half_intermediates = false;  ///< reductions and contractions accumulate in the half itself
+  /// Decisions over the policy (null: none). A narrowed reduction accumulates
+  /// in f32; a parameter decision is its stored type, unless `keep_masters`.
+  const Assignment* assignment = nullptr;
+  /// Training: a parameter keeps its master type at rest and its decision
+  /// applies where it is read (the reads are rounded to it once a step).
+  bool keep_masters = false;
 };
 
 bool is_half(FloatType t);

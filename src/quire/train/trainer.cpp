@@ -14,6 +14,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/precision/realization.h"
+#include "quire/train/sha256.h"
 #include "quire/support/diagnostics.h"
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
@@ -95,6 +96,7 @@ class Trainer {
   std::optional<Dataset> data_;
   std::unique_ptr<Loader> loader_;
   std::unique_ptr<precision::Realization> realization_;
+  std::string policy_label_;  ///< the policy, or the solved realization's fingerprint (`f64+solved:…`)
   std::unique_ptr<interp::Interpreter> interp_;
   FloatType master_ = FloatType::F64;
   io::StoreTypes param_types_;
@@ -179,11 +181,32 @@ void Trainer::set_up() {
   if (!policy) throw TrainError(fmt::format("--precision {}: not a policy (f64, f32, bf16, f16)", options_.precision));
   realize.policy = *policy;
   realize.half_intermediates = options_.half_intermediates;
+  policy_label_ = options_.precision;
+  if (options_.realization) {
+    // The solver's decisions for the objective's forward values apply to the
+    // vjp's copies of them; the backward sweep stays at the policy.
+    const precision::RealizationFile& file = *options_.realization;
+    const std::string& where = options_.realization_path;
+    if (file.entry != objective.name)
+      throw TrainError(fmt::format("--realize {}: the realization was solved for `{}`, not for the objective `{}`", where,
+                                   file.entry, objective.name));
+    std::vector<std::string> problems = precision::check_assignment(prog_, objective_, file.assignment, dims_);
+    if (!problems.empty())
+      throw TrainError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", where, problems.size(),
+                                   fmt::join(problems, "\n  ")));
+    realize.policy = file.assignment.policy;
+    realize.assignment = &file.assignment;
+    realize.keep_masters = true;
+    const std::string decisions =
+        precision::realization_file_json(file.entry, file.assignment, nullptr)["decisions"].dump();
+    policy_label_ = fmt::format("{}+solved:{}", precision::policy_name(file.assignment.policy),
+                                sha256_hex(decisions).substr(0, 12));
+  }
   realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
   interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
   interp_->set_remat(options_.remat);
-  master_ = *policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
-  if (*policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
+  master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
+  if (realize.policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
 
   std::set<std::string> frozen;
   for (const precision::ParamStorage& p : realization_->params) {
@@ -209,12 +232,12 @@ void Trainer::set_up() {
       "= {}), policy {}{}, remat {}",
       main_path, objective.name, params_.size(), elements, optimizer_kind_name(config.kind),
       fmt::format("lr {} {}", config.lr, config.schedule.to_string()), data_path_, data_->samples(), run_->batch_size,
-      loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), options_.precision,
+      loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), policy_label_,
       scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat)));
 }
 
 nlohmann::json Trainer::trainer_state() const {
-  return {{"precision", options_.precision},
+  return {{"precision", policy_label_},
           {"half_intermediates", options_.half_intermediates},
           {"total_steps", loader_->total_steps()},
           {"batch_size", run_->batch_size},
@@ -407,7 +430,7 @@ void Trainer::finish(bool failed) {
   for (const StepRecord& r : read_metrics(metrics_path)) points.push_back({r.step, r.loss, r.skipped});
   const std::string curve = (fs::path(run_dir_) / "loss.svg").string();
   write_loss_curve(curve, points,
-                   fmt::format("{}: loss per step ({})", prog_.files[prog_.main_file].path, options_.precision));
+                   fmt::format("{}: loss per step ({})", prog_.files[prog_.main_file].path, policy_label_));
   if (!options_.params_out.empty())
     interp::save_params(options_.params_out, prog_, prog_.functions[objective_].args[0].type.params, params_,
                         param_types_);

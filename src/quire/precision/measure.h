@@ -1,0 +1,64 @@
+#pragma once
+// Measurement: a realization's output against the exact reference, on the
+// envelope's own samples and on held-out ones (docs/precision.md). This is
+// the step that discharges a budget: the solver accepts a candidate only when
+// its measured gap is inside, and `quire check --measure` prints the gap
+// beside the bounds.
+//
+// The samples are the envelope's: its parameters (the file it names, or the
+// draw from its seed) and, for sample k, the other arguments drawn from
+// seed + k as `quire run --seed` draws them (or the .npz it names, one
+// sample). Held-out sample j draws from seed + samples + j: inputs the
+// envelope never saw, with the same parameters.
+//
+// The gap of one sample is max |y_i − y*_i| over the output's real elements,
+// y the realized run's value and y* the exact one, the difference taken at
+// the exact reference's precision and rounded to the nearest double.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "quire/elab/program.h"
+#include "quire/exact/exact_value.h"
+#include "quire/interp/value.h"
+#include "quire/precision/envelope.h"
+#include "quire/precision/realization.h"
+
+namespace quire::precision {
+
+/// The argument lists of samples [first, first + count) of the envelope's
+/// draw (θ first for a module's function). An .npz envelope has one sample:
+/// asking for any other is std::invalid_argument.
+std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& prog, int entry, const Envelope& e,
+                                                         int first, int count);
+
+/// The exact outputs of the entry on `samples`, at `bits`: computed once,
+/// compared against many candidates.
+std::vector<exact::ExactValue> exact_outputs(const elab::Program& prog, int entry,
+                                             const std::map<std::string, int64_t>& dims,
+                                             const std::vector<std::vector<interp::Value>>& samples, int bits);
+
+/// max |y_i − y*_i| over the real leaves of a realized output and its exact
+/// counterpart (NaN when either holds a NaN, +inf for an overflow).
+double output_gap(const interp::Value& realized, const exact::ExactValue& reference);
+
+/// max |y*_i| over the exact output's real elements.
+double output_magnitude(const exact::ExactValue& reference);
+
+/// The gaps of one realization, one per sample.
+struct Gaps {
+  std::vector<double> per_sample;
+  double worst() const;  ///< the largest (NaN if any is)
+  /// How many are ≤ budget (NaN never is).
+  int inside(double budget) const;
+};
+
+/// Runs the entry under `r` in the typed interpreter on each sample and
+/// measures its gap from the matching exact output.
+Gaps measure_gaps(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                  const Realization& r, const std::vector<std::vector<interp::Value>>& samples,
+                  const std::vector<exact::ExactValue>& reference);
+
+}  // namespace quire::precision

@@ -1,0 +1,143 @@
+#include "quire/precision/realization_file.h"
+
+#include <fmt/format.h>
+
+#include "quire/core/printer.h"
+#include "quire/io/atomic_file.h"
+#include "quire/io/io_error.h"
+
+namespace quire::precision {
+
+nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
+                                             nlohmann::ordered_json report) {
+  nlohmann::ordered_json j;
+  j["format"] = "quire-realization";
+  j["version"] = 1;
+  j["entry"] = entry;
+  j["policy"] = policy_name(a.policy);
+  nlohmann::ordered_json sites = nlohmann::ordered_json::object();
+  for (const auto& [site, type] : a.sites) sites[site] = runtime::float_type_name(type);
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  for (const auto& [path, type] : a.params) params[path] = runtime::float_type_name(type);
+  j["decisions"] = {{"sites", std::move(sites)}, {"params", std::move(params)}};
+  j["report"] = std::move(report);
+  return j;
+}
+
+RealizationFile read_realization_file(const std::string& path) {
+  const std::string text = io::read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw io::IoError(path, fmt::format("not JSON: {}", e.what()));
+  }
+  auto fail = [&](const std::string& key, const std::string& why) {
+    throw io::IoError(path, fmt::format("key `{}`: {}", key, why));
+  };
+  auto text_at = [&](const nlohmann::json& obj, const char* key, const std::string& where) {
+    if (!obj.is_object() || !obj.contains(key)) fail(where, "missing");
+    if (!obj[key].is_string()) fail(where, "expected a string");
+    return obj[key].get<std::string>();
+  };
+  if (!j.is_object()) throw io::IoError(path, "the realization is not a JSON object");
+  if (text_at(j, "format", "format") != "quire-realization")
+    fail("format", "not \"quire-realization\": this is not a realization from `quire solve`");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
+    fail("version", "only version 1 is read");
+  RealizationFile out;
+  out.entry = text_at(j, "entry", "entry");
+  const std::string policy = text_at(j, "policy", "policy");
+  auto p = parse_policy(policy);
+  if (!p) fail("policy", fmt::format("`{}` is not a policy (f64, f32, bf16, f16)", policy));
+  out.assignment.policy = *p;
+  if (!j.contains("decisions") || !j["decisions"].is_object()) fail("decisions", "missing, or not an object");
+  const nlohmann::json& d = j["decisions"];
+  for (const char* group : {"sites", "params"}) {
+    if (!d.contains(group) || !d[group].is_object()) fail(fmt::format("decisions.{}", group), "missing, or not an object");
+    auto& into = std::string(group) == "sites" ? out.assignment.sites : out.assignment.params;
+    for (const auto& [name, type] : d[group].items()) {
+      const std::string key = fmt::format("decisions.{}.{}", group, name);
+      if (!type.is_string()) fail(key, "expected a type name");
+      auto t = runtime::parse_float_type(type.get<std::string>());
+      if (!t) fail(key, fmt::format("`{}` is not a float type (f64, f32, bf16, f16)", type.get<std::string>()));
+      into[name] = *t;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, const Realization& base) {
+  std::map<std::string, SiteFreedom> out;
+  for (const FunctionRealization& fr : base.functions) {
+    const core::Function& fn = prog.functions[fr.function];
+    for (const core::Instr& in : fn.body) {
+      const auto& st = fr.values[in.id];
+      if (!st) continue;
+      SiteFreedom& f = out[core::site_name(fn, in.id)];
+      switch (st->reason) {
+        case Reason::Carried:
+        case Reason::Input: continue;
+        case Reason::Cast:
+        case Reason::OutRequest:
+          f.fixed = true;
+          f.fixed_why = in.op == core::Op::Cast ? fmt::format("an explicit `as {}`", in.text) : "an explicit `out = f32`";
+          break;
+        case Reason::Region:
+          f.fixed = true;
+          f.fixed_why = fmt::format("inside {}: it stays in its half", core::numerics_name(fr.context == core::Numerics::Default ? in.numerics : fr.context));
+          break;
+        case Reason::Island:
+        case Reason::LibraryMark:
+        case Reason::ParamMark:
+          f.at_least_f32 = true;
+          f.floor_why = st->reason == Reason::ParamMark ? "it reads a `numerics high` parameter"
+                        : st->reason == Reason::Island   ? "it is inside numerics(high)"
+                                                         : "it is inside a library function's numerics(high)";
+          break;
+        default: break;
+      }
+      if (in.op == core::Op::Field) {
+        f.fixed = true;
+        f.fixed_why = "it reads a parameter, which is decided by its path";
+      }
+      f.stored = true;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> check_assignment(const elab::Program& prog, int entry, const Assignment& a,
+                                          const std::map<std::string, int64_t>& dims) {
+  RealizeOptions options;
+  options.policy = a.policy;
+  const Realization base = realize(prog, entry, options, dims);
+  const std::map<std::string, SiteFreedom> freedoms = site_freedoms(prog, base);
+  const std::string entry_name = prog.functions[entry].name;
+  std::vector<std::string> problems;
+  for (const auto& [site, type] : a.sites) {
+    auto it = freedoms.find(site);
+    if (it == freedoms.end() || !it->second.stored) {
+      problems.push_back(fmt::format("site `{}` is not a value `{}` stores{}", site, entry_name,
+                                     it == freedoms.end() ? "" : " (it carries another site's value)"));
+      continue;
+    }
+    const SiteFreedom& f = it->second;
+    if (f.fixed)
+      problems.push_back(fmt::format("site `{}` cannot be decided: {}", site, f.fixed_why));
+    else if (f.at_least_f32 && is_half(type))
+      problems.push_back(fmt::format("site `{}` cannot be {}: {}, which never goes below f32", site,
+                                     runtime::float_type_name(type), f.floor_why));
+  }
+  for (const auto& [path, type] : a.params) {
+    const ParamStorage* p = base.param(path);
+    if (!p)
+      problems.push_back(fmt::format("parameter `{}` is not in `{}`'s parameter tree", path, entry_name));
+    else if (p->numerics_high && is_half(type))
+      problems.push_back(fmt::format("parameter `{}` is `numerics high`: it cannot be {}", path,
+                                     runtime::float_type_name(type)));
+  }
+  return problems;
+}
+
+}  // namespace quire::precision

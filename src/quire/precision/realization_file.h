@@ -1,0 +1,61 @@
+#pragma once
+// The realization artifact (`quire solve --out realization.json`) and its use
+// (`quire run|train|check --realize @realization.json`): the solver's
+// decisions, a storage type per site and per parameter path over a base
+// policy, beside the report that explains them (docs/precision.md).
+//
+//   {"format": "quire-realization", "version": 1, "entry": "loss",
+//    "policy": "f64",
+//    "decisions": {"sites": {"RMSNorm.apply/%3": "f32", …},
+//                  "params": {"blocks.proj.w": "bf16", …}},
+//    "report": {…}}          ← the solver's, read by no one but people
+//
+// An assignment is checked against the program before it is used
+// (check_assignment): every site must be one the entry stores, every path a
+// parameter of its tree, and no decision may break a mark of the program.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "quire/elab/program.h"
+#include "quire/precision/realization.h"
+
+namespace quire::precision {
+
+/// The file's decisions and the entry they were solved for.
+struct RealizationFile {
+  std::string entry;
+  Assignment assignment;
+};
+
+/// The artifact with `report` as its report.
+nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
+                                             nlohmann::ordered_json report);
+
+/// Reads a realization artifact. io::IoError(path, "key `decisions.sites.X`: …")
+/// for a file that is unreadable or malformed.
+RealizationFile read_realization_file(const std::string& path);
+
+/// What may be decided at a site, from the marks around it in every table
+/// of the base realization that holds it.
+struct SiteFreedom {
+  bool stored = false;          ///< some table stores it (it is an instruction, not carried or an input)
+  bool fixed = false;           ///< an explicit type or a region: not a decision
+  std::string fixed_why;        ///< "`as f32`", "inside precision(bf16)"
+  bool at_least_f32 = false;    ///< an island, a library mark or a `numerics high` read: never a half
+  std::string floor_why;
+};
+
+/// Every instruction site the entry reaches, by name, with its freedom
+/// (reached through the policy's realization of `entry`).
+std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, const Realization& base);
+
+/// The decisions that name no stored site or parameter of `entry`, or break
+/// a mark (a half inside numerics(high), anything inside a region or under an
+/// explicit type), one message each; empty when the assignment is usable.
+std::vector<std::string> check_assignment(const elab::Program& prog, int entry, const Assignment& a,
+                                          const std::map<std::string, int64_t>& dims);
+
+}  // namespace quire::precision

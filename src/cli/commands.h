@@ -20,6 +20,7 @@ Handler setup_calibrate(CLI::App& sub);
 Handler setup_check(CLI::App& sub);
 Handler setup_dump(CLI::App& sub);
 Handler setup_run(CLI::App& sub);
+Handler setup_solve(CLI::App& sub);
 Handler setup_train(CLI::App& sub);
 
 }  // namespace quire::cli

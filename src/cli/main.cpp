@@ -23,6 +23,8 @@ const quire::cli::Command kCommands[] = {
     {"run", "evaluate an entry function in the reference interpreter, under a precision policy", quire::cli::setup_run},
     {"calibrate", "measure an entry in the exact reference: every site's largest |x|, condition number, rounding error",
      quire::cli::setup_calibrate},
+    {"solve", "choose a storage type for every stored value under an error budget, measured against the exact reference",
+     quire::cli::setup_solve},
     {"train", "run the file's training run: optimizer, data, checkpoints, metrics", quire::cli::setup_train},
 };
 

@@ -39,6 +39,7 @@ struct Tally {
   int64_t evaluations = 0;   // over all samples
   int64_t this_sample = 0;   // in the sample being run
   bool has_condition = false;
+  int64_t terms = 0;
   double condition = 1;  // 0/0 = 1: an empty or all-zero sum is not ill-conditioned
   double rounding[kTypes] = {};
 };
@@ -61,6 +62,29 @@ void measure(Tally& t, const exact::ExactValue& value, const exact::ExactValue* 
     for (size_t k = 0; k < kTypes; ++k) raise(t.rounding[k], rounding_error(e, kCandidateTypes[k]).to_double());
     if (absolute) raise(t.condition, condition_of(absolute->real.elems.at(i), e));
   }
+}
+
+/// The terms each result element of a sum or contraction adds: the same
+/// reduction run on operands of ones counts them (a mean's is its count).
+int64_t terms_per_element(exact::ExactInterpreter& interp, const core::Function& fn, const core::Instr& in,
+                          const std::vector<exact::ExactValue>& env) {
+  const exact::ExactValue& result_shape_source = env.at(static_cast<size_t>(in.args.at(0)));
+  if (in.op == core::Op::Mean) {
+    // absolute_terms divides a mean by its count: the count is the sizes' ratio.
+    int64_t out = 1;
+    for (const auto& e : interp.absolute_terms(fn, in, env).real.shape) out *= e;
+    return out == 0 ? 0 : result_shape_source.real.size() / out;
+  }
+  std::vector<exact::ExactValue> ones = env;
+  for (int a : in.args) {
+    exact::ExactValue& v = ones.at(static_cast<size_t>(a));
+    if (v.kind == exact::ExactValue::Kind::Tensor && v.is_real)
+      for (Big& x : v.real.elems) x = Big(1.0, x.bits());
+  }
+  int64_t most = 0;
+  for (const Big& x : interp.absolute_terms(fn, in, ones).real.elems)
+    most = std::max<int64_t>(most, static_cast<int64_t>(x.to_double()));
+  return most;
 }
 
 double relative_error(double error, double max_abs, FloatType t) {
@@ -195,6 +219,7 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     t.this_sample += 1;
     if (!exact::ExactInterpreter::adds_terms(in.op)) return measure(t, value, nullptr);
     t.has_condition = true;
+    if (t.terms == 0) t.terms = terms_per_element(interp, fn, in, env);
     const exact::ExactValue absolute = interp.absolute_terms(fn, in, env);
     if (absolute.real.elems.size() != value.real.elems.size())
       throw std::logic_error(fmt::format("internal: {}: Σ|terms| has {} elements, the sum {}",
@@ -228,7 +253,10 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     s.min_abs = t.elements == 0 ? 0 : t.min_abs;
     s.evaluations = t.evaluations;
     if (s.site == e.result) e.result_max_abs = s.max_abs;
-    if (t.has_condition) s.condition = t.condition;
+    if (t.has_condition) {
+      s.condition = t.condition;
+      s.terms = t.terms;
+    }
     for (size_t k = 0; k < kTypes; ++k) {
       const std::string name = runtime::float_type_name(kCandidateTypes[k]);
       s.rounding[name] = t.rounding[k];
@@ -303,6 +331,7 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
     site["min_abs"] = number(s.min_abs);
     site["evaluations"] = s.evaluations;
     if (s.condition) site["condition"] = number(*s.condition);
+    if (s.terms) site["terms"] = *s.terms;
     site["rounding"] = by_type_json(s.rounding);
     site["relative"] = by_type_json(s.relative);
     j["sites"].push_back(std::move(site));
@@ -366,6 +395,7 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
       s.evaluations = r.integer(field("evaluations"), key + ".evaluations");
     }
     if (sj.contains("condition")) s.condition = r.real(sj["condition"], key + ".condition");
+    if (sj.contains("terms")) s.terms = r.integer(sj["terms"], key + ".terms");
     s.rounding = r.by_type(field("rounding"), key + ".rounding");
     s.relative = r.by_type(field("relative"), key + ".relative");
     e.sites.push_back(std::move(s));

@@ -54,6 +54,9 @@ struct SiteEnvelope {
   /// Sums and contractions: the worst Σ|terms| / |Σ terms| (≥ 1; +inf where a
   /// sum is exactly 0 with nonzero terms; 0/0 counts as 1).
   std::optional<double> condition;
+  /// Sums and contractions: the terms one result element adds (a product's
+  /// contracted size, a sum's reduced count), the most over its evaluations.
+  std::optional<int64_t> terms;
   std::map<std::string, double> rounding;  ///< type name → max |round_T(x) − x|
   std::map<std::string, double> relative;  ///< type name → rounding / (u_T · max_abs); 0 when both are 0
 };

@@ -97,6 +97,11 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
           break;
         default: break;
       }
+      if (in.text == "out=f32" && !f.fixed) {
+        // Under a wide policy the request changes nothing; narrowed, it is a floor.
+        f.at_least_f32 = true;
+        f.floor_why = "`out = f32` asks for the f32 accumulator";
+      }
       if (in.op == core::Op::Field) {
         f.fixed = true;
         f.fixed_why = "it reads a parameter, which is decided by its path";

@@ -44,7 +44,7 @@ struct SiteFreedom {
   bool stored = false;          ///< some table stores it (it is an instruction, not carried or an input)
   bool fixed = false;           ///< an explicit type or a region: not a decision
   std::string fixed_why;        ///< "`as f32`", "inside precision(bf16)"
-  bool at_least_f32 = false;    ///< an island, a library mark or a `numerics high` read: never a half
+  bool at_least_f32 = false;    ///< an island, a library mark, a `numerics high` read or `out = f32`: never a half
   std::string floor_why;
 };
 

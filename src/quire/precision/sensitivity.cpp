@@ -23,6 +23,13 @@ bool larger(double a, double b) {
   return a > b;
 }
 
+/// A number, or "inf"/"nan" (JSON has no non-finite numbers).
+nlohmann::ordered_json number_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return "inf";
+  return v;
+}
+
 }  // namespace
 
 Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
@@ -65,11 +72,62 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
   });
   std::vector<interp::Value> vjp_args = args;
   vjp_args.push_back(interp::Value::of(runtime::Tensor::scalar(1.0)));
-  interp.call(vjp, vjp_args);
+  const exact::ExactValue result = interp.call(vjp, vjp_args);
 
   for (const auto& [key, total] : totals) {
     const core::Function& fn = frozen.functions.at(static_cast<size_t>(key.first));
     out.sites.push_back({core::site_name(fn, key.second), fn.name, total.to_double()});
+  }
+  // (L, ∂θ, …): θ's cotangent tree, leaf by leaf in declaration order.
+  const core::Function& f = frozen.functions.at(static_cast<size_t>(entry));
+  if (!f.args.empty() && f.args[0].type.kind == elab::TypeKind::Params && result.kind == exact::ExactValue::Kind::Tuple &&
+      result.elements.size() > 1 && result.elements[1].params) {
+    const exact::BigParamMap& grads = *result.elements[1].params;
+    for (const auto& [path, type] : frozen.flatten(f.args[0].type.params)) {
+      auto it = grads.find(path);
+      if (it == grads.end()) continue;
+      exact::Big total(0.0, bits);
+      for (const exact::Big& e : it->second.elems) total = exact::add(total, exact::abs(e));
+      out.params.push_back({path, total.to_double()});
+    }
+  }
+  return out;
+}
+
+const SiteSensitivity* Sensitivities::site(const std::string& name) const {
+  for (const SiteSensitivity& s : sites)
+    if (s.site == name) return &s;
+  return nullptr;
+}
+
+const ParamSensitivity* Sensitivities::param(const std::string& path) const {
+  for (const ParamSensitivity& p : params)
+    if (p.path == path) return &p;
+  return nullptr;
+}
+
+Sensitivities largest_of(const std::vector<Sensitivities>& samples) {
+  if (samples.empty()) throw std::invalid_argument("largest_of: no sensitivities");
+  Sensitivities out = samples.front();
+  auto raise = [](double& acc, double v) {
+    if (std::isnan(acc)) return;
+    if (std::isnan(v) || v > acc) acc = v;
+  };
+  for (size_t k = 1; k < samples.size(); ++k) {
+    for (const SiteSensitivity& site : samples[k].sites) {
+      auto it = std::find_if(out.sites.begin(), out.sites.end(), [&](const auto& s) { return s.site == site.site; });
+      if (it == out.sites.end())
+        out.sites.push_back(site);
+      else
+        raise(it->l1, site.l1);
+    }
+    for (const ParamSensitivity& p : samples[k].params) {
+      auto it = std::find_if(out.params.begin(), out.params.end(), [&](const auto& q) { return q.path == p.path; });
+      if (it == out.params.end())
+        out.params.push_back(p);
+      else
+        raise(it->l1, p.l1);
+    }
   }
   return out;
 }
@@ -111,15 +169,13 @@ nlohmann::ordered_json sensitivities_json(const Sensitivities& s) {
     nlohmann::ordered_json o;
     o["site"] = site.site;
     o["function"] = site.function;
-    if (std::isnan(site.l1))
-      o["l1"] = "nan";
-    else if (std::isinf(site.l1))
-      o["l1"] = "inf";
-    else
-      o["l1"] = site.l1;
+    o["l1"] = number_json(site.l1);
     sites.push_back(std::move(o));
   }
   j["sites"] = std::move(sites);
+  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+  for (const ParamSensitivity& p : s.params) params.push_back({{"path", p.path}, {"l1", number_json(p.l1)}});
+  j["params"] = std::move(params);
   return j;
 }
 

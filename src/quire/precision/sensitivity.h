@@ -37,11 +37,23 @@ struct SiteSensitivity {
   double l1 = 0;
 };
 
+/// One parameter leaf's ‖∂L/∂θ.path‖₁: its gradient's 1-norm (a stacked
+/// leaf's over every copy), whichever sites read it.
+struct ParamSensitivity {
+  std::string path;  ///< `blocks.proj.w`
+  double l1 = 0;
+};
+
 struct Sensitivities {
   std::string entry;
   int bits = 128;
   /// By function in program order (Program::functions), then by value number.
   std::vector<SiteSensitivity> sites;
+  /// The entry's parameter leaves in declaration order (empty without θ).
+  std::vector<ParamSensitivity> params;
+
+  const SiteSensitivity* site(const std::string& name) const;
+  const ParamSensitivity* param(const std::string& path) const;
 };
 
 /// Runs the vjp of `entry` (which must return ℝ[]) at `bits` on `args` (θ
@@ -51,11 +63,16 @@ struct Sensitivities {
 Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                             const std::vector<interp::Value>& args, int bits);
 
+/// Site by site and path by path, the largest of several samples'
+/// sensitivities (all of one entry, listing the same sites). std::invalid_argument if empty.
+Sensitivities largest_of(const std::vector<Sensitivities>& samples);
+
 /// Two tables: the functions by Σ of their sites' sensitivities, descending;
 /// then the `top` sites by sensitivity, descending.
 std::string print_sensitivities(const Sensitivities& s, int top = 30);
 
-/// {"format": "quire-sensitivities", "version": 1, entry, bits, sites: [{site, function, l1}]};
+/// {"format": "quire-sensitivities", "version": 1, entry, bits, sites: [{site, function, l1}],
+/// params: [{path, l1}]};
 /// a non-finite l1 is the string "inf" or "nan".
 nlohmann::ordered_json sensitivities_json(const Sensitivities& s);
 

@@ -1,0 +1,636 @@
+#include "quire/precision/solver.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <set>
+#include <stdexcept>
+
+#include "quire/core/printer.h"
+#include "quire/precision/measure.h"
+#include "quire/precision/number_text.h"
+#include "quire/precision/realization_file.h"
+
+namespace quire::precision {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const char* name(FloatType t) { return runtime::float_type_name(t); }
+double unit_roundoff(FloatType t) { return runtime::float_type_info(t).unit_roundoff; }
+int64_t bytes_per(FloatType t) { return runtime::float_type_info(t).storage_bits / 8; }
+
+bool is_real_tensor(const elab::Type& t) { return t.is_tensor() && t.tensor.elem == elab::Elem::Real; }
+
+/// Comparisons and a Bernoulli's probability: a rounding error can flip what
+/// they return, which first-order reasoning does not see. (A where's branches,
+/// a gather's table and integer inputs are read smoothly.)
+bool reads_discontinuously(core::Op op) {
+  switch (op) {
+    case core::Op::Lt:
+    case core::Op::Le:
+    case core::Op::Gt:
+    case core::Op::Ge:
+    case core::Op::Eq:
+    case core::Op::Ne:
+    case core::Op::Bernoulli: return true;
+    default: return false;
+  }
+}
+
+/// max and min pick an operand: where two tie, an error in the one not picked
+/// moves the result while its cotangent, and so its term, is 0.
+bool picks_an_operand(core::Op op) {
+  return op == core::Op::Max || op == core::Op::Min || op == core::Op::ReduceMax || op == core::Op::ReduceMin;
+}
+
+/// Where each function's values are read by a discontinuous operation: the
+/// value's own function, or (through its arguments) a callee's.
+class Discontinuities {
+ public:
+  Discontinuities(const elab::Program& prog, const std::set<int>& functions) : prog_(prog) {
+    for (int f : functions) scan(f);
+    // Arguments read discontinuously in a callee make the caller's operand so;
+    // a chain of calls settles within one pass per function.
+    for (size_t pass = 0; pass <= functions.size(); ++pass) {
+      bool changed = false;
+      for (int f : functions) changed = propagate(f) || changed;
+      if (!changed) break;
+    }
+  }
+
+  /// "read by `lt` at loss/%9", or "" when no discontinuous operation reads it.
+  std::string flip(const std::string& site) const {
+    auto it = flips_.find(site);
+    return it == flips_.end() ? "" : it->second;
+  }
+  std::string tie(const std::string& site) const {
+    auto it = ties_.find(site);
+    return it == ties_.end() ? "" : it->second;
+  }
+
+ private:
+  void mark(const core::Function& fn, int value, const std::string& why) {
+    if (value <= static_cast<int>(fn.args.size())) {
+      if (arg_flips_[&fn].emplace(value - 1, why).second) dirty_ = true;
+      return;
+    }
+    flips_.emplace(core::site_name(fn, value), why);
+  }
+
+  void scan(int f) {
+    const core::Function& fn = prog_.functions[static_cast<size_t>(f)];
+    for (const core::Instr& in : fn.body) {
+      if (!reads_discontinuously(in.op) && !picks_an_operand(in.op)) continue;
+      const std::string at =
+          fmt::format("`{}` at {}", core::op_info(in.op).spelling, core::site_name(fn, in.id));
+      for (int a : in.args) {
+        if (!is_real_tensor(fn.type_of(a))) continue;
+        if (reads_discontinuously(in.op))
+          mark(fn, a, "read by " + at);
+        else if (a > static_cast<int>(fn.args.size()))
+          ties_.emplace(core::site_name(fn, a), "read by " + at);
+      }
+    }
+  }
+
+  bool propagate(int f) {
+    const core::Function& fn = prog_.functions[static_cast<size_t>(f)];
+    dirty_ = false;
+    for (const core::Instr& in : fn.body) {
+      if (in.op != core::Op::Call && in.op != core::Op::Fold) continue;
+      auto it = arg_flips_.find(&prog_.functions[static_cast<size_t>(in.callee)]);
+      if (it == arg_flips_.end()) continue;
+      for (const auto& [position, why] : it->second) {
+        // A fold's callee takes (θ copy, acc): its operands are (stack, x).
+        const size_t operand = static_cast<size_t>(position);
+        if (operand < in.args.size()) mark(fn, in.args[operand], why);
+      }
+    }
+    return dirty_;
+  }
+
+  const elab::Program& prog_;
+  std::map<std::string, std::string> flips_;
+  std::map<std::string, std::string> ties_;
+  std::map<const core::Function*, std::map<int, std::string>> arg_flips_;
+  bool dirty_ = false;
+};
+
+/// Readers of each value in its function; the result counts its caller's read.
+std::vector<int64_t> reader_counts(const core::Function& fn) {
+  std::vector<int64_t> reads(static_cast<size_t>(fn.value_count() + 1), 0);
+  for (const core::Instr& in : fn.body)
+    for (int a : in.args) reads[static_cast<size_t>(a)] += 1;
+  if (fn.result_value > 0) reads[static_cast<size_t>(fn.result_value)] += 1;
+  return reads;
+}
+
+/// The cost model: bytes, or the profile's roofline time.
+struct Costs {
+  const machine::Profile* profile = nullptr;
+
+  double bytes(const Choice& c, FloatType t) const {
+    const double moved = static_cast<double>(c.evaluations) * static_cast<double>(c.elements) *
+                         static_cast<double>(bytes_per(t));
+    return c.param ? moved : moved * static_cast<double>(1 + c.reads);
+  }
+  double of(const Choice& c, FloatType t) const {
+    if (!profile) return bytes(c, t);
+    const double flops = c.param ? 0
+                                 : static_cast<double>(c.evaluations) * static_cast<double>(c.elements) *
+                                       static_cast<double>(c.terms);
+    return profile->roofline_seconds(bytes(c, t), flops, t);
+  }
+};
+
+/// The type a choice narrows to next, if any: f64 → f32 → the better half
+/// (the smaller rounding error; bf16 on a tie), within what it allows.
+std::optional<FloatType> next_narrower(const Choice& c) {
+  auto allows = [&](FloatType t) { return std::find(c.allowed.begin(), c.allowed.end(), t) != c.allowed.end(); };
+  if (c.type == FloatType::F64 && allows(FloatType::F32)) return FloatType::F32;
+  if (c.type == FloatType::F64 || c.type == FloatType::F32) {
+    std::optional<FloatType> best;
+    for (FloatType t : {FloatType::BF16, FloatType::F16})
+      if (allows(t) && (!best || c.rounding.at(t) < c.rounding.at(*best))) best = t;
+    return best;
+  }
+  return std::nullopt;
+}
+
+/// A move waiting in the queue.
+struct Offer {
+  size_t choice = 0;
+  FloatType to = FloatType::F64;
+  double saving = 0;
+  double added = 0;
+  double ratio() const { return added > 0 ? saving / added : kInf; }
+};
+
+/// The queue's order: saving per unit of estimate, then saving, then the
+/// choices' own order: deterministic whatever the platform's sort.
+struct WorseOffer {
+  bool operator()(const Offer& a, const Offer& b) const {
+    if (a.ratio() != b.ratio()) return a.ratio() < b.ratio();
+    if (a.saving != b.saving) return a.saving < b.saving;
+    return a.choice > b.choice;
+  }
+};
+
+Assignment assignment_of(const std::vector<Choice>& choices) {
+  Assignment a;
+  a.policy = Policy::F64;
+  for (const Choice& c : choices) {
+    if (c.type == FloatType::F64) continue;
+    (c.param ? a.params : a.sites)[c.name] = c.type;
+  }
+  return a;
+}
+
+double share_of(double term, double estimate) { return estimate > 0 ? 100.0 * term / estimate : 0; }
+
+}  // namespace
+
+double Solution::worst_measured() const {
+  Gaps g;
+  g.per_sample = measured;
+  return g.worst();
+}
+
+Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, const Sensitivities& sensitivities,
+               const SolveOptions& options) {
+  const core::Function& entry_fn = prog.functions.at(static_cast<size_t>(entry));
+  if (envelope.entry != entry_fn.name)
+    throw std::invalid_argument(fmt::format("the envelope is of `{}`, not of `{}`", envelope.entry, entry_fn.name));
+  if (sensitivities.entry != entry_fn.name)
+    throw std::invalid_argument(
+        fmt::format("the sensitivities are of `{}`, not of `{}`", sensitivities.entry, entry_fn.name));
+  if (!(options.budget >= 0) || std::isinf(options.budget))
+    throw std::invalid_argument(fmt::format("the budget {} is not a finite number ≥ 0", options.budget));
+  const std::map<std::string, int64_t>& dims = envelope.dims;
+
+  Solution s;
+  s.entry = entry_fn.name;
+  s.budget = options.budget;
+  s.relative = options.relative;
+  s.magnitude = envelope.result_max_abs;
+  s.budget_absolute = options.relative ? options.budget * envelope.result_max_abs : options.budget;
+  s.bits = envelope.bits;
+  s.samples = envelope.samples;
+  s.cost_unit = options.profile ? fmt::format("s (the roofline of profile {})",
+                                              options.profile->name.empty() ? "given" : options.profile->name)
+                                : "bytes";
+  const Costs costs{options.profile};
+
+  // The base: the f64 policy, whose tables say which sites the entry stores
+  // and which marks bind them.
+  RealizeOptions base_options;
+  base_options.policy = Policy::F64;
+  const Realization base = realize(prog, entry, base_options, dims);
+  const std::map<std::string, SiteFreedom> freedoms = site_freedoms(prog, base);
+  std::set<int> reached;
+  for (const FunctionRealization& fr : base.functions) reached.insert(fr.function);
+  const Discontinuities discontinuities(prog, reached);
+
+  // r(T): the envelope's measurement; f64's is charged u·|v|, or r(f32)
+  // when that is smaller (an f32 value is an f64 value: a site exact in f32
+  // is exact in f64).
+  auto rounding_of = [&](double magnitude, const std::map<std::string, double>& measured, FloatType t) {
+    auto it = measured.find(name(t == FloatType::F64 ? FloatType::F32 : t));
+    const double bound = unit_roundoff(t) * magnitude;
+    if (it == measured.end()) return bound;
+    return t == FloatType::F64 ? std::min(bound, it->second) : it->second;
+  };
+  auto menu_for = [&](bool at_least_f32) {
+    std::vector<FloatType> allowed{FloatType::F64};
+    for (FloatType t : options.menu)
+      if (t != FloatType::F64 && !(at_least_f32 && is_half(t))) allowed.push_back(t);
+    return allowed;
+  };
+
+  // The sites, in program order.
+  for (int f : reached) {
+    const core::Function& fn = prog.functions[static_cast<size_t>(f)];
+    const std::vector<int64_t> reads = reader_counts(fn);
+    for (const core::Instr& in : fn.body) {
+      if (!is_real_tensor(in.type)) continue;
+      const std::string site = core::site_name(fn, in.id);
+      const SiteEnvelope* env = envelope.site(site);
+      if (!env) continue;  // never evaluated on the samples: nothing to base a choice on
+      const SiteSensitivity* sens = sensitivities.site(site);
+      auto freedom = freedoms.find(site);
+      if (freedom == freedoms.end()) continue;
+      const SiteFreedom& fr = freedom->second;
+      if (!fr.stored || fr.fixed) {
+        Follower follower;
+        follower.site = site;
+        follower.operation = core::print_instr(prog, fn, in);
+        follower.role = !fr.stored ? "carried" : in.op == core::Op::Field ? "follows its parameter" : "fixed: " + fr.fixed_why;
+        follower.magnitude = env->max_abs;
+        follower.sensitivity = sens ? sens->l1 : 0;
+        s.followers.push_back(std::move(follower));
+        continue;
+      }
+      Choice c;
+      c.name = site;
+      c.operation = core::print_instr(prog, fn, in);
+      c.elements = env->elements;
+      c.evaluations = std::max<int64_t>(env->evaluations, 1);
+      c.reads = reads[static_cast<size_t>(in.id)];
+      c.terms = env->terms.value_or(1);
+      c.magnitude = env->max_abs;
+      c.sensitivity = sens ? sens->l1 : 0;
+      c.allowed = menu_for(fr.at_least_f32);
+      for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
+      if (fr.at_least_f32) c.note = fmt::format("never below f32: {}", fr.floor_why);
+      if (const std::string why = discontinuities.flip(site); !why.empty()) {
+        if (options.measure_discontinuous)
+          c.note = fmt::format("{}: offered, and the measurement decides (a flip is not first order)", why);
+        else
+          c.unoffered = fmt::format("kept wide: {}, which may flip (rule 3)", why);
+      } else if (const std::string tie = discontinuities.tie(site); !tie.empty()) {
+        c.note = fmt::format("{}: a tie is not first order; the measurement decides", tie);
+      }
+      s.choices.push_back(std::move(c));
+    }
+  }
+  // The parameters, by path.
+  for (const ParamStorage& p : base.params) {
+    const ParamEnvelope* env = envelope.param(p.path);
+    if (!env) continue;
+    const ParamSensitivity* sens = sensitivities.param(p.path);
+    Choice c;
+    c.param = true;
+    c.name = p.path;
+    c.operation = "a parameter, by its path";
+    c.elements = env->elements;
+    c.magnitude = env->max_abs;
+    c.sensitivity = sens ? sens->l1 : 0;
+    c.allowed = menu_for(p.numerics_high);
+    for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
+    c.rounding[FloatType::F64] = 0;  // a parameter's values are f64 values: exact there
+    if (p.numerics_high) c.note = "never below f32: a `numerics high` parameter";
+    s.choices.push_back(std::move(c));
+  }
+
+  // The rules that leave a choice unoffered.
+  for (const Choice& c : s.choices) s.cost_all_f64 += costs.of(c, FloatType::F64);
+  s.theta_cost = options.negligible * s.cost_all_f64;
+  for (Choice& c : s.choices) {
+    if (!c.unoffered.empty()) continue;
+    if (c.elements == 1) {
+      c.unoffered = "one element, no traffic to save (rule 1)";
+      continue;
+    }
+    const std::optional<FloatType> first = next_narrower(c);
+    if (!first) {
+      c.unoffered = "no narrower type on the menu";
+      continue;
+    }
+    const double saving = costs.of(c, FloatType::F64) - costs.of(c, *first);
+    if (saving < s.theta_cost)
+      c.unoffered = fmt::format("its first narrowing saves {} {}, under θ·cost = {} (rule 2)", sci(saving),
+                                options.profile ? "s" : "bytes", sci(s.theta_cost));
+  }
+
+  // Narrowing, best saving per unit of estimate first.
+  double estimate = 0;
+  for (const Choice& c : s.choices) estimate += c.term();
+  std::priority_queue<Offer, std::vector<Offer>, WorseOffer> queue;
+  auto offer_next = [&](size_t i) {
+    const Choice& c = s.choices[i];
+    const std::optional<FloatType> to = next_narrower(c);
+    if (!to) return;
+    // r never shrinks as a type narrows: a narrower type's values are values of the wider one.
+    const double added = std::max(0.0, c.sensitivity * (c.rounding.at(*to) - c.rounding.at(c.type)));
+    queue.push({i, *to, costs.of(c, c.type) - costs.of(c, *to), added});
+  };
+  for (size_t i = 0; i < s.choices.size(); ++i)
+    if (s.choices[i].unoffered.empty()) offer_next(i);
+  while (!queue.empty()) {
+    const Offer o = queue.top();
+    queue.pop();
+    Choice& c = s.choices[o.choice];
+    // A move that saves nothing, or would leave the budget, ends its choice's narrowing.
+    if (!(o.saving > 0) || !(estimate + o.added <= s.budget_absolute)) continue;
+    estimate += o.added;
+    c.type = o.to;
+    c.moves.push_back({++s.moves, o.to, o.saving, o.added, estimate, 0});
+    offer_next(o.choice);
+  }
+  for (const Choice& c : s.choices) s.proposal_cost += costs.of(c, c.type);
+
+  // Measurement, widening the largest terms while the gap exceeds the budget.
+  const std::vector<std::vector<interp::Value>> samples = envelope_samples(prog, entry, envelope, 0, envelope.samples);
+  const std::vector<exact::ExactValue> reference = exact_outputs(prog, entry, dims, samples, envelope.bits);
+  auto measure = [&]() {
+    s.assignment = assignment_of(s.choices);
+    RealizeOptions ro;
+    ro.policy = Policy::F64;
+    ro.assignment = &s.assignment;
+    const Realization r = realize(prog, entry, ro, dims);
+    return measure_gaps(prog, entry, dims, r, samples, reference);
+  };
+  Gaps gaps = measure();
+  for (int round = 1;; ++round) {
+    const double worst = gaps.worst();
+    if (worst <= s.budget_absolute) {
+      s.accepted = true;
+      break;
+    }
+    std::vector<size_t> narrowed;
+    for (size_t i = 0; i < s.choices.size(); ++i)
+      if (s.choices[i].type != FloatType::F64) narrowed.push_back(i);
+    if (narrowed.empty()) break;  // f64 everywhere, and still outside: not accepted
+    std::stable_sort(narrowed.begin(), narrowed.end(),
+                     [&](size_t a, size_t b) { return s.choices[a].term() > s.choices[b].term(); });
+    const size_t count = std::min(narrowed.size(), size_t{1} << std::min(round - 1, 62));
+    WideningRound w;
+    w.round = round;
+    w.measured_before = worst;
+    for (size_t k = 0; k < count; ++k) {
+      Choice& c = s.choices[narrowed[k]];
+      auto last = std::find_if(c.moves.rbegin(), c.moves.rend(), [](const Move& m) { return m.undone_in_round == 0; });
+      last->undone_in_round = round;
+      auto before = std::find_if(std::next(last), c.moves.rend(), [](const Move& m) { return m.undone_in_round == 0; });
+      c.type = before == c.moves.rend() ? FloatType::F64 : before->to;
+      w.widened.push_back({c.name, c.type});
+    }
+    s.rounds.push_back(std::move(w));
+    gaps = measure();
+  }
+  s.measured = gaps.per_sample;
+  s.estimate = 0;
+  s.cost = 0;
+  for (const Choice& c : s.choices) {
+    s.estimate += c.term();
+    s.cost += costs.of(c, c.type);
+  }
+
+  // Held-out samples: inputs the envelope never saw.
+  if (s.accepted && options.held_out > 0) {
+    if (!envelope.inputs_file.empty()) {
+      s.held_out_note = fmt::format("none: the envelope's one sample is the file {}", envelope.inputs_file);
+    } else {
+      const auto fresh = envelope_samples(prog, entry, envelope, envelope.samples, options.held_out);
+      const auto fresh_reference = exact_outputs(prog, entry, dims, fresh, envelope.bits);
+      RealizeOptions ro;
+      ro.policy = Policy::F64;
+      ro.assignment = &s.assignment;
+      s.held_out = measure_gaps(prog, entry, dims, realize(prog, entry, ro, dims), fresh, fresh_reference).per_sample;
+      for (int j = 0; j < options.held_out; ++j)
+        s.held_out_seeds.push_back(envelope.seed + static_cast<uint64_t>(envelope.samples + j));
+    }
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// The printout.
+
+namespace {
+
+std::string pct(double v) { return fmt::format("{:.3f} %", v); }
+
+std::string cost_text(double v, bool seconds) { return seconds ? sci(v) : fmt::format("{:.0f}", v); }
+
+}  // namespace
+
+std::string print_solution(const Solution& s, int sites) {
+  const bool seconds = s.cost_unit != "bytes";
+  auto limit = [&](size_t n) { return sites < 0 ? n : std::min(n, static_cast<size_t>(sites)); };
+  std::string out;
+  out += s.relative ? fmt::format("solve: `{}` under a budget of {} relative ({} absolute, |output| {})\n", s.entry,
+                                  sci(s.budget), sci(s.budget_absolute), sci(s.magnitude))
+                    : fmt::format("solve: `{}` under a budget of {} absolute (|output| {})\n", s.entry,
+                                  sci(s.budget_absolute), sci(s.magnitude));
+  int offered = 0, narrowed = 0, site_choices = 0, param_choices = 0, params_narrowed = 0;
+  std::map<std::string, std::vector<std::string>> unoffered_by_rule;
+  std::map<FloatType, int> param_types;
+  double param_bytes = 0, param_bytes_f64 = 0;
+  for (const Choice& c : s.choices) {
+    (c.param ? param_choices : site_choices) += 1;
+    if (c.unoffered.empty()) ++offered;
+    if (c.type != FloatType::F64) (c.param ? params_narrowed : narrowed) += 1;
+    if (c.param) {
+      param_types[c.type] += 1;
+      param_bytes += static_cast<double>(c.elements * bytes_per(c.type));
+      param_bytes_f64 += static_cast<double>(c.elements * 8);
+    }
+    if (!c.unoffered.empty()) {
+      const std::string rule = c.unoffered.find("rule 1") != std::string::npos   ? "of one element (rule 1)"
+                               : c.unoffered.find("rule 2") != std::string::npos ? "of negligible traffic (rule 2)"
+                               : c.unoffered.find("rule 3") != std::string::npos ? "kept wide at a discontinuity (rule 3)"
+                                                                                 : "with no narrower type allowed";
+      unoffered_by_rule[rule].push_back(c.name);
+    }
+  }
+  int fixed = 0, carried = 0;
+  for (const Follower& f : s.followers) (f.role == "carried" ? carried : fixed) += 1;
+  out += fmt::format("  sites       {} decided, {} stored away from f64; {} carried or fixed by the program\n",
+                     site_choices, narrowed, carried + fixed);
+  if (param_choices > 0) {
+    std::vector<std::string> by_type;
+    for (const auto& [t, n] : param_types)
+      if (t != FloatType::F64) by_type.push_back(fmt::format("{} {}", n, name(t)));
+    out += fmt::format("  parameters  {} decided by path, {} stored away from f64{}: {} bytes at rest against {} in f64\n",
+                       param_choices, params_narrowed,
+                       by_type.empty() ? "" : fmt::format(" ({})", fmt::join(by_type, ", ")), param_bytes,
+                       param_bytes_f64);
+  }
+  out += fmt::format("  offered     {} of {} choices\n", offered, s.choices.size());
+  for (const auto& [rule, names] : unoffered_by_rule) {
+    std::vector<std::string> shown(names.begin(), names.begin() + static_cast<long>(limit(names.size())));
+    out += fmt::format("  rules       {} {} not offered: {}{}\n", names.size(), rule, fmt::join(shown, ", "),
+                       shown.size() < names.size() ? ", …" : "");
+  }
+  out += fmt::format("  cost        {} against {} all-f64 ({:.2f}x), in {}\n", cost_text(s.cost, seconds),
+                     cost_text(s.cost_all_f64, seconds), s.cost > 0 ? s.cost_all_f64 / s.cost : 1.0, s.cost_unit);
+  out += fmt::format("  proposal    {} before measurement widened anything\n", cost_text(s.proposal_cost, seconds));
+  out += fmt::format("  estimate    {} (Σ s·r over the choices, first order: it ranks, it does not guarantee)\n",
+                     sci(s.estimate));
+  const double worst = s.worst_measured();
+  out += fmt::format("  measured    {} against the exact reference at {} bits, the worst of {} {}, after {} widening "
+                     "round{} — {}\n",
+                     sci(worst), s.bits, s.measured.size(), s.measured.size() == 1 ? "sample" : "samples",
+                     s.rounds.size(), s.rounds.size() == 1 ? "" : "s",
+                     s.accepted ? "inside the budget" : "OUTSIDE the budget even at f64: no realization is accepted");
+  if (!s.held_out.empty()) {
+    Gaps g;
+    g.per_sample = s.held_out;
+    out += fmt::format("  held-out    {} the worst of {} fresh samples (seeds {}…{}); {} of {} inside the budget\n",
+                       sci(g.worst()), s.held_out.size(), s.held_out_seeds.front(), s.held_out_seeds.back(),
+                       g.inside(s.budget_absolute), s.held_out.size());
+  } else if (!s.held_out_note.empty()) {
+    out += fmt::format("  held-out    {}\n", s.held_out_note);
+  }
+  out += "  optimal     not searched: the greedy order is a heuristic, and the measurement is what holds\n";
+
+  // The decisions, by term.
+  std::vector<const Choice*> rows;
+  for (const Choice& c : s.choices)
+    if (c.unoffered.empty()) rows.push_back(&c);
+  std::stable_sort(rows.begin(), rows.end(), [](const Choice* a, const Choice* b) { return a->term() > b->term(); });
+  out += fmt::format("\nThe decisions, each with its term s·r(type) of the estimate{}:\n",
+                     limit(rows.size()) < rows.size() ? fmt::format(" (the {} largest)", limit(rows.size())) : "");
+  out += fmt::format("  {:<26} {:<30} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "site", "operation", "type", "elements",
+                     "|v|", "s", "term", "share");
+  for (size_t i = 0; i < limit(rows.size()); ++i) {
+    const Choice& c = *rows[i];
+    std::string op = c.operation.size() > 30 ? c.operation.substr(0, 27) + "..." : c.operation;
+    out += fmt::format("  {:<26} {:<30} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", c.name, op, name(c.type),
+                       c.elements, sci(c.magnitude), sci(c.sensitivity), sci(c.term()), pct(share_of(c.term(), s.estimate)));
+  }
+
+  // Why each decision has its type: its moves in order.
+  out += fmt::format("\nThe moves (saving in {}, the estimate's growth, the estimate after):\n", s.cost_unit);
+  std::vector<const Choice*> moved;
+  for (const Choice* c : rows)
+    if (!c->moves.empty()) moved.push_back(c);
+  for (size_t i = 0; i < limit(moved.size()); ++i) {
+    const Choice& c = *moved[i];
+    std::vector<std::string> parts;
+    for (const Move& m : c.moves)
+      parts.push_back(fmt::format("to {} (move {}): saves {}, adds {}, then {}{}", name(m.to), m.number,
+                                  cost_text(m.saving, seconds), sci(m.added), sci(m.estimate_after),
+                                  m.undone_in_round ? fmt::format(", undone in widening round {}", m.undone_in_round)
+                                                    : ""));
+    out += fmt::format("  {}: {}{}\n", c.name, fmt::join(parts, "; "), c.note.empty() ? "" : fmt::format(" [{}]", c.note));
+  }
+  std::vector<const Choice*> stayed;
+  for (const Choice* c : rows)
+    if (c->moves.empty()) stayed.push_back(c);
+  if (!stayed.empty()) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < limit(stayed.size()); ++i) names.push_back(stayed[i]->name);
+    out += fmt::format("  {} offered and kept at f64 (its next move would leave the budget): {}{}\n", stayed.size(),
+                       fmt::join(names, ", "), names.size() < stayed.size() ? ", …" : "");
+  }
+  for (const WideningRound& w : s.rounds) {
+    std::vector<std::string> widened;
+    for (const auto& [who, to] : w.widened) widened.push_back(fmt::format("{} → {}", who, name(to)));
+    out += fmt::format("  widening round {}: measured {} > {}; widened {}\n", w.round, sci(w.measured_before),
+                       sci(s.budget_absolute), fmt::join(widened, ", "));
+  }
+
+  // Not offered.
+  std::vector<const Choice*> unoffered;
+  for (const Choice& c : s.choices)
+    if (!c.unoffered.empty()) unoffered.push_back(&c);
+  if (!unoffered.empty()) {
+    out += "\nNot offered, left at f64:\n";
+    for (size_t i = 0; i < limit(unoffered.size()); ++i)
+      out += fmt::format("  {}: {}\n", unoffered[i]->name, unoffered[i]->unoffered);
+  }
+
+  // Followers.
+  if (!s.followers.empty()) {
+    out += "\nThe values the solver does not decide (no term, no cost of their own):\n";
+    out += fmt::format("  {:<26} {:<30} {:<34} {:>11} {:>11}\n", "site", "operation", "role", "|v|", "s");
+    for (size_t i = 0; i < limit(s.followers.size()); ++i) {
+      const Follower& f = s.followers[i];
+      std::string op = f.operation.size() > 30 ? f.operation.substr(0, 27) + "..." : f.operation;
+      out += fmt::format("  {:<26} {:<30} {:<34} {:>11} {:>11}\n", f.site, op, f.role, sci(f.magnitude),
+                         sci(f.sensitivity));
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json solution_report(const Solution& s) {
+  auto number = [](double v) -> nlohmann::ordered_json {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return v;
+  };
+  nlohmann::ordered_json j;
+  j["budget"] = number(s.budget);
+  j["relative"] = s.relative;
+  j["output_magnitude"] = number(s.magnitude);
+  j["budget_absolute"] = number(s.budget_absolute);
+  j["cost_unit"] = s.cost_unit;
+  j["cost"] = number(s.cost);
+  j["cost_all_f64"] = number(s.cost_all_f64);
+  j["proposal_cost"] = number(s.proposal_cost);
+  j["estimate"] = number(s.estimate);
+  j["bits"] = s.bits;
+  j["measured"] = nlohmann::ordered_json::array();
+  for (double g : s.measured) j["measured"].push_back(number(g));
+  j["accepted"] = s.accepted;
+  j["widening_rounds"] = s.rounds.size();
+  j["held_out"] = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < s.held_out.size(); ++k)
+    j["held_out"].push_back({{"seed", s.held_out_seeds[k]}, {"gap", number(s.held_out[k])}});
+  j["choices"] = nlohmann::ordered_json::array();
+  for (const Choice& c : s.choices) {
+    nlohmann::ordered_json o;
+    o["name"] = c.name;
+    o["kind"] = c.param ? "parameter" : "site";
+    o["operation"] = c.operation;
+    o["type"] = name(c.type);
+    o["elements"] = c.elements;
+    o["magnitude"] = number(c.magnitude);
+    o["sensitivity"] = number(c.sensitivity);
+    o["term"] = number(c.term());
+    if (!c.unoffered.empty()) o["unoffered"] = c.unoffered;
+    if (!c.note.empty()) o["note"] = c.note;
+    o["moves"] = nlohmann::ordered_json::array();
+    for (const Move& m : c.moves)
+      o["moves"].push_back({{"number", m.number},
+                            {"to", name(m.to)},
+                            {"saving", number(m.saving)},
+                            {"added", number(m.added)},
+                            {"estimate_after", number(m.estimate_after)},
+                            {"undone_in_round", m.undone_in_round}});
+    j["choices"].push_back(std::move(o));
+  }
+  j["followers"] = nlohmann::ordered_json::array();
+  for (const Follower& f : s.followers) j["followers"].push_back({{"site", f.site}, {"role", f.role}});
+  return j;
+}
+
+}  // namespace quire::precision

@@ -1,0 +1,152 @@
+#pragma once
+// The solver: from a budget on the output's error to a storage type for
+// every value the entry stores and every parameter (DESIGN.md §5 steps 3–4,
+// docs/precision.md "The solver").
+//
+// 1. Choices. Every instruction site the entry stores, and every parameter
+//    leaf (keyed by its path), starts at f64. Rules leave some unoffered,
+//    each named in the output: a value of one element (rule 1); a value
+//    whose first narrowing saves less than θ of the entry's all-f64 cost
+//    (rule 2); a value a discontinuous operation reads (a comparison, a
+//    where's condition, a Bernoulli's probability) unless the discontinuity
+//    is to be measured (rule 3). Marks bound the rest: an explicit type or a
+//    `precision(…)` region is not a choice; a `numerics(high)` island (or a
+//    `numerics high` parameter's reader) never goes below f32.
+// 2. The estimate. Σ s·r(T) over the choices, s = ‖∂L/∂v‖₁ (sensitivity.h)
+//    and r(T) the largest rounding error the envelope's values take in T
+//    (envelope.h; u·max|x| at f64). First order: it ranks, it does not
+//    guarantee.
+// 3. Narrowing. Every move (a choice one type narrower: f64 → f32 → the
+//    better of bf16 and f16) is ranked by the cost it saves per unit of
+//    estimate it adds; the best is taken while the estimate stays inside the
+//    budget, and the choice's next move joins the queue. Cost is bytes moved
+//    (the value written once and read by each reader, per evaluation), or
+//    the profile's roofline time of those bytes and the value's arithmetic.
+// 4. Measurement. The candidate runs in the typed interpreter against the
+//    exact reference on the envelope's samples; while the worst gap exceeds
+//    the budget, the choices with the largest terms are widened one type
+//    (one in the first round, two in the second, four in the third, …) and
+//    it is measured again. The result is accepted only inside the budget,
+//    and it is then measured on held-out samples as well.
+//
+// Requires: an elaborated program, the entry's envelope (its samples are
+// rebuilt from it) and sensitivities. Produces: a Solution, its printout and
+// the realization artifact (realization_file.h).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "quire/elab/program.h"
+#include "quire/machine/profile.h"
+#include "quire/precision/envelope.h"
+#include "quire/precision/realization.h"
+#include "quire/precision/sensitivity.h"
+
+namespace quire::precision {
+
+struct SolveOptions {
+  double budget = 1e-3;
+  bool relative = true;  ///< the budget is a fraction of the output's largest |y*| (else absolute)
+  const machine::Profile* profile = nullptr;  ///< null: cost is bytes
+  /// The types a choice may take besides f64, widest first.
+  std::vector<FloatType> menu = {FloatType::F32, FloatType::BF16, FloatType::F16};
+  bool measure_discontinuous = false;  ///< rule 3 offers those values, and the measurement decides
+  double negligible = 1e-3;            ///< rule 2's θ
+  int held_out = 4;                    ///< fresh samples measured after acceptance
+};
+
+/// One narrowing taken.
+struct Move {
+  int number = 0;  ///< the order the solver took it in, from 1
+  FloatType to = FloatType::F64;
+  double saving = 0;          ///< cost saved
+  double added = 0;           ///< estimate added
+  double estimate_after = 0;  ///< the estimate once taken
+  int undone_in_round = 0;    ///< the widening round that reverted it (0: kept)
+};
+
+/// A site or a parameter the solver could decide.
+struct Choice {
+  bool param = false;
+  std::string name;       ///< the site (`RMSNorm.apply/%4`) or the path (`blocks.proj.w`)
+  std::string operation;  ///< `pow 2 x`, or "a parameter, by its path"
+  int64_t elements = 0;   ///< per evaluation
+  int64_t evaluations = 1;
+  int64_t reads = 0;      ///< readers in its function (a function's result counts its caller)
+  int64_t terms = 1;      ///< terms per element (sums and contractions), for the arithmetic
+  double magnitude = 0;   ///< the envelope's max |x|
+  double sensitivity = 0;
+  std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu
+  std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
+  std::string unoffered;                 ///< why it is not offered ("" if it is)
+  std::string note;                      ///< a mark's floor, or a discontinuity to measure
+  FloatType type = FloatType::F64;
+  std::vector<Move> moves;
+
+  double term() const { return sensitivity * rounding.at(type); }
+};
+
+/// A stored value the solver did not decide, and why.
+struct Follower {
+  std::string site;
+  std::string operation;
+  std::string role;  ///< "carried", "follows blocks.proj.w", "fixed: an explicit `as f32`"
+  FloatType type = FloatType::F64;
+  double magnitude = 0;
+  double sensitivity = 0;
+};
+
+struct WideningRound {
+  int round = 0;
+  double measured_before = 0;
+  std::vector<std::pair<std::string, FloatType>> widened;  ///< choice, the type it went back to
+};
+
+struct Solution {
+  std::string entry;
+  double budget = 0;           ///< as given
+  bool relative = true;
+  double magnitude = 0;        ///< the output's largest |y*| (the envelope's)
+  double budget_absolute = 0;  ///< what the measurement is held to
+  std::string cost_unit;       ///< "bytes", or "s (the roofline of profile NAME)"
+  double theta_cost = 0;       ///< rule 2's threshold in cost units
+  std::vector<Choice> choices; ///< sites in program order, then parameters in declaration order
+  std::vector<Follower> followers;
+  int moves = 0;
+  double proposal_cost = 0;    ///< the cost before any widening
+  double cost = 0;
+  double cost_all_f64 = 0;
+  double estimate = 0;
+  std::vector<double> measured;  ///< per calibration sample, of the accepted candidate
+  std::vector<WideningRound> rounds;
+  bool accepted = false;
+  std::vector<double> held_out;  ///< per held-out sample
+  std::vector<uint64_t> held_out_seeds;
+  std::string held_out_note;     ///< why there are none, when there are none
+  int bits = 128;
+  int samples = 0;
+  Assignment assignment;
+
+  double worst_measured() const;
+};
+
+/// Solves `entry` (which must be the envelope's, returning ℝ[]) under
+/// `options`. std::invalid_argument for an envelope of another entry or
+/// dims, or sensitivities of another entry.
+Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, const Sensitivities& sensitivities,
+               const SolveOptions& options);
+
+/// The seed's §6.3 in quire's words: the summary, the decisions with their
+/// terms, the moves, the values not offered, the followers (`sites` rows of
+/// each table at most; negative: all).
+std::string print_solution(const Solution& s, int sites = -1);
+
+/// The report the artifact carries beside its decisions.
+nlohmann::ordered_json solution_report(const Solution& s);
+
+}  // namespace quire::precision

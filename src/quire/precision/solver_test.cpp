@@ -1,0 +1,377 @@
+// The solver: on the tutorial every accepted realization is inside its budget
+// when measured again independently, and the estimate is the sum of its
+// terms; a tie the first-order estimate cannot see is caught by the
+// measurement and widened; the program's marks bound every decision; each
+// rule leaves the values it names unoffered; a budget below what f64
+// achieves is refused; the artifact round-trips and its decisions are
+// checked against the program.
+
+#include "quire/precision/solver.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "quire/core/printer.h"
+#include "quire/elab/elab_testing.h"
+#include "quire/grad/vjp.h"
+#include "quire/io/io_error.h"
+#include "quire/precision/measure.h"
+#include "quire/precision/realization_file.h"
+#include "quire/support/testing.h"
+
+namespace quire::precision {
+namespace {
+
+using quire::testing::read_text;
+using quire::testing::ScratchDir;
+
+/// A program with its entry, calibrated on `samples` samples from seed 0 as
+/// `quire calibrate` draws them, and its sensitivities.
+struct Analyzed {
+  std::unique_ptr<elab::testing::Elaborated> e;
+  int entry = -1;
+  Envelope envelope;
+  Sensitivities sensitivities;
+
+  Analyzed(std::unique_ptr<elab::testing::Elaborated> elaborated, const std::string& entry_name,
+           std::map<std::string, int64_t> dims, int samples = 1)
+      : e(std::move(elaborated)) {
+    EXPECT_TRUE(e->ok()) << e->rendered();
+    entry = e->prog->find_function(entry_name);
+    Envelope draw;
+    draw.entry = entry_name;
+    draw.dims = dims;
+    const auto args = envelope_samples(*e->prog, entry, draw, 0, samples);
+    envelope = calibrate(*e->prog, entry, dims, args, 128);
+    std::vector<Sensitivities> each;
+    for (const auto& a : args) each.push_back(precision::sensitivities(*e->prog, entry, dims, a, 128));
+    sensitivities = largest_of(each);
+  }
+
+  Solution solve(double budget, SolveOptions options = {}) const {
+    options.budget = budget;
+    return precision::solve(*e->prog, entry, envelope, sensitivities, options);
+  }
+
+  /// The solution's decisions realized afresh and measured on the envelope's samples.
+  Gaps remeasure(const Assignment& a) const {
+    RealizeOptions ro;
+    ro.policy = a.policy;
+    ro.assignment = &a;
+    const Realization r = realize(*e->prog, entry, ro, envelope.dims);
+    const auto args = envelope_samples(*e->prog, entry, envelope, 0, envelope.samples);
+    return measure_gaps(*e->prog, entry, envelope.dims, r, args,
+                        exact_outputs(*e->prog, entry, envelope.dims, args, 128));
+  }
+};
+
+std::unique_ptr<elab::testing::Elaborated> tutorial() {
+  const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
+  std::map<std::string, std::string> files;
+  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
+    files[name] = read_text(dir / name);
+  files["main.qr"] = read_text(dir / "07_train.qr");
+  return elab::testing::elaborate_files(files);
+}
+
+const Choice& choice(const Solution& s, const std::string& name) {
+  for (const Choice& c : s.choices)
+    if (c.name == name) return c;
+  throw std::runtime_error("no choice " + name);
+}
+
+TEST(SolverTutorial, EveryAcceptedRealizationIsInsideItsBudget) {
+  Analyzed a(tutorial(), "loss", {{"B", 4}}, 2);
+  for (double budget : {1e-1, 1e-2, 1e-3, 1e-5, 1e-8, 1e-12}) {
+    SCOPED_TRACE(fmt::format("budget {}", budget));
+    const Solution s = a.solve(budget);
+    ASSERT_TRUE(s.accepted);
+    EXPECT_DOUBLE_EQ(s.budget_absolute, budget * a.envelope.result_max_abs);
+    EXPECT_LE(s.worst_measured(), s.budget_absolute);
+    // Measured again from the decisions alone, as `run --realize` would.
+    const Gaps again = a.remeasure(s.assignment);
+    EXPECT_EQ(again.per_sample, s.measured);
+    EXPECT_EQ(s.held_out.size(), 4u);
+    // The estimate is its terms' sum, and the greedy kept it inside the budget.
+    double terms = 0;
+    for (const Choice& c : s.choices) terms += c.term();
+    EXPECT_DOUBLE_EQ(s.estimate, terms);
+    if (s.rounds.empty()) {
+      EXPECT_LE(s.estimate, s.budget_absolute * (1 + 1e-12));
+    }
+    // Moves are numbered 1, 2, … in the order taken, each once.
+    std::set<int> numbers;
+    for (const Choice& c : s.choices)
+      for (const Move& m : c.moves) EXPECT_TRUE(numbers.insert(m.number).second);
+    if (!numbers.empty()) {
+      EXPECT_EQ(*numbers.begin(), 1);
+      EXPECT_EQ(*numbers.rbegin(), static_cast<int>(numbers.size()));
+    }
+    // The decisions apply: every narrowed choice is in the assignment.
+    for (const Choice& c : s.choices)
+      if (c.type != FloatType::F64) {
+        EXPECT_EQ((c.param ? s.assignment.params : s.assignment.sites).at(c.name), c.type);
+      }
+    EXPECT_TRUE(check_assignment(*a.e->prog, a.entry, s.assignment, a.envelope.dims).empty());
+  }
+  // A looser budget never costs more.
+  EXPECT_LE(a.solve(1e-1).cost, a.solve(1e-8).cost);
+  EXPECT_LT(a.solve(1e-2).cost, a.solve(1e-2).cost_all_f64);
+}
+
+TEST(SolverTutorial, TheTermsAreSensitivityTimesRounding) {
+  Analyzed a(tutorial(), "loss", {{"B", 4}});
+  const Solution s = a.solve(1e-3);
+  const Choice& pow = choice(s, "RMSNorm.apply/%4");  // pow 2 x
+  const SiteEnvelope* env = a.envelope.site("RMSNorm.apply/%4");
+  ASSERT_NE(env, nullptr);
+  EXPECT_EQ(pow.sensitivity, a.sensitivities.site("RMSNorm.apply/%4")->l1);
+  EXPECT_EQ(pow.rounding.at(FloatType::F32), env->rounding.at("f32"));
+  EXPECT_EQ(pow.rounding.at(FloatType::BF16), env->rounding.at("bf16"));
+  EXPECT_EQ(pow.term(), pow.sensitivity * pow.rounding.at(pow.type));
+  // A parameter: its gradient's 1-norm, and exact in f64.
+  const Choice& w = choice(s, "blocks.proj.w");
+  EXPECT_TRUE(w.param);
+  EXPECT_EQ(w.sensitivity, a.sensitivities.param("blocks.proj.w")->l1);
+  EXPECT_EQ(w.rounding.at(FloatType::F64), 0);
+  EXPECT_EQ(w.elements, 3 * 4 * 4);
+  // Rule 1: the loss itself and eps are one element.
+  EXPECT_NE(choice(s, "loss/%8").unoffered.find("rule 1"), std::string::npos);
+  // Call results and batch elements are carried, parameter reads follow their path.
+  bool carried = false, follows = false;
+  for (const Follower& f : s.followers) {
+    carried = carried || (f.site == "loss/%5" && f.role == "carried");
+    follows = follows || (f.site == "Linear.apply/%3" && f.role == "follows its parameter");
+  }
+  EXPECT_TRUE(carried);
+  EXPECT_TRUE(follows);
+}
+
+TEST(SolverTutorial, ABudgetBelowWhatF64AchievesIsRefused) {
+  Analyzed a(tutorial(), "loss", {{"B", 4}});
+  const Solution s = a.solve(1e-20);
+  EXPECT_FALSE(s.accepted);
+  EXPECT_GT(s.worst_measured(), s.budget_absolute);
+  for (const Choice& c : s.choices) EXPECT_EQ(c.type, FloatType::F64) << c.name;
+  EXPECT_NE(print_solution(s).find("OUTSIDE the budget"), std::string::npos);
+}
+
+// The estimate charges a narrowed sum for rounding its result once; an f32
+// accumulator over 2^17 positive terms rounds at every step, some hundred
+// times more. The measurement sees it and widens until the budget holds.
+TEST(SolverWidening, AccumulationTheEstimateDoesNotSeeIsMeasuredAndWidened) {
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[r: 2, c: 131072]) -> ℝ[] =\n"
+                                           "  let rows = sum(axis c, x * x + 1.0)\n"
+                                           "  sum(rows)\n"),
+             "f", {});
+  // θ = 0: a reduction's result is always a small part of the traffic (rule 2).
+  const Solution s = a.solve(0.1, {.budget = 0, .relative = false, .negligible = 0});
+  ASSERT_TRUE(s.accepted);
+  ASSERT_GE(s.rounds.size(), 1u);
+  EXPECT_GT(s.rounds.front().measured_before, s.budget_absolute);
+  EXPECT_LE(s.worst_measured(), s.budget_absolute);
+  for (const Choice& c : s.choices)
+    for (const Move& m : c.moves) EXPECT_LE(m.undone_in_round, static_cast<int>(s.rounds.size()));
+  EXPECT_NE(print_solution(s).find("widening round 1: measured"), std::string::npos);
+}
+
+// max and min split a tie's cotangent, but an error in either operand moves
+// the result differently on each side of it: both operands are noted.
+TEST(SolverWidening, OperandsOfMaxAreNoted) {
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[64]) -> ℝ[] = sum(max(x * 3.0, x * 3.0))\n"), "f", {});
+  const Solution s = a.solve(1e-6);
+  ASSERT_TRUE(s.accepted);
+  EXPECT_LE(s.worst_measured(), s.budget_absolute);
+  int noted = 0;
+  for (const Choice& c : s.choices) noted += c.note.find("a tie is not first order") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(noted, 2);
+}
+
+// The realization test's module: an island, a region, `out = f32`, a cast
+// and a `numerics high` parameter. Under a loose budget the solver narrows
+// what it may, and nothing the marks forbid.
+const char* kMarked = R"(module M {
+  param w : ℝ[4, 4]  init = xavier_uniform
+  param g : ℝ[4]     init = ones  numerics high
+  param t : ℝ[4, 4]  init = ones  frozen
+  param u : ℝ[4]     init = ones  frozen
+
+  fn apply(x : ℝ[b: 2, 4]) -> ℝ[b: 2, 4] =
+    let h = x · w
+    let s = numerics(high) { exp(h) }
+    let r = precision(bf16) { s · t }
+    let m = matmul(r, w, out = f32)
+    let c = m as f16
+    let k = c * g
+    numerics(high) { k + u }
+}
+
+fn loss(θ : params M, x : ℝ[b: 2, 4]) -> ℝ[] =
+  mean(M.apply(θ, x))
+)";
+
+TEST(SolverMarks, IslandsRegionsCastsAndMarkedParametersAreRespected) {
+  Analyzed a(elab::testing::elaborate_text(kMarked), "loss", {});
+  const Solution s = a.solve(10.0, {.budget = 0, .relative = false});
+  ASSERT_TRUE(s.accepted);
+  const elab::Program& prog = *a.e->prog;
+  const core::Function& apply = prog.functions.at(static_cast<size_t>(prog.find_function("M.apply")));
+  auto site_of = [&](const std::string& let) {
+    for (const core::Instr& in : apply.body)
+      if (in.name == let) return core::site_name(apply, in.id);
+    throw std::runtime_error("no let " + let);
+  };
+  // The island never goes below f32, whatever the budget allows.
+  const Choice& island = choice(s, site_of("s"));
+  EXPECT_NE(island.note.find("never below f32"), std::string::npos);
+  EXPECT_FALSE(is_half(island.type));
+  EXPECT_EQ(std::find_if(island.allowed.begin(), island.allowed.end(), is_half), island.allowed.end());
+  // `out = f32` is a floor: f32 or wider.
+  const Choice& product = choice(s, site_of("m"));
+  EXPECT_NE(product.note.find("`out = f32`"), std::string::npos) << product.note;
+  EXPECT_FALSE(is_half(product.type));
+  // A region and a cast are not choices.
+  for (const char* let : {"r", "c"}) {
+    const std::string site = site_of(let);
+    auto f = std::find_if(s.followers.begin(), s.followers.end(), [&](const Follower& x) { return x.site == site; });
+    ASSERT_NE(f, s.followers.end()) << let;
+    EXPECT_EQ(f->role.rfind("fixed: ", 0), 0u) << f->role;
+  }
+  // The `numerics high` parameter is never a half; the unmarked one may be.
+  EXPECT_FALSE(is_half(choice(s, "g").type));
+  EXPECT_TRUE(is_half(choice(s, "w").type));
+  EXPECT_TRUE(check_assignment(prog, a.entry, s.assignment, {}).empty());
+}
+
+TEST(SolverRules, OneElementNegligibleTrafficAndComparisonsAreNotOffered) {
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[20000], y : ℝ[2]) -> ℝ[] =\n"
+                                           "  let h = x * 3.0\n"
+                                           "  let k = y * y\n"
+                                           "  sum(where(h > 1.0, h, 0.0)) + sum(k)\n"),
+             "f", {});
+  const elab::Program& prog = *a.e->prog;
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(a.entry));
+  auto site_of = [&](const std::string& let) {
+    for (const core::Instr& in : fn.body)
+      if (in.name == let) return core::site_name(fn, in.id);
+    throw std::runtime_error("no let " + let);
+  };
+  Solution s = a.solve(1e-2);
+  ASSERT_TRUE(s.accepted);
+  EXPECT_NE(choice(s, site_of("k")).unoffered.find("rule 2"), std::string::npos) << choice(s, site_of("k")).unoffered;
+  const Choice& h = choice(s, site_of("h"));
+  EXPECT_NE(h.unoffered.find("rule 3"), std::string::npos) << h.unoffered;
+  EXPECT_NE(h.unoffered.find("`gt`"), std::string::npos) << h.unoffered;
+  EXPECT_EQ(h.type, FloatType::F64);
+  int one_element = 0;
+  for (const Choice& c : s.choices) one_element += c.unoffered.find("rule 1") != std::string::npos ? 1 : 0;
+  EXPECT_GE(one_element, 1);
+  // Measured instead: offered, noted, and the measurement holds.
+  s = a.solve(1e-2, {.measure_discontinuous = true});
+  ASSERT_TRUE(s.accepted);
+  EXPECT_TRUE(choice(s, site_of("h")).unoffered.empty());
+  EXPECT_NE(choice(s, site_of("h")).note.find("the measurement decides"), std::string::npos);
+  EXPECT_LE(s.worst_measured(), s.budget_absolute);
+}
+
+TEST(RealizationFile, RoundTripsAndRejectsWhatCannotApply) {
+  Analyzed a(elab::testing::elaborate_text(kMarked), "loss", {});
+  const Solution s = a.solve(1.0, {.budget = 0, .relative = false});
+  const ScratchDir dir("solver");
+  const std::string path = dir.file("r.json");
+  {
+    std::ofstream f(path);
+    f << realization_file_json("loss", s.assignment, solution_report(s)).dump(2);
+  }
+  const RealizationFile back = read_realization_file(path);
+  EXPECT_EQ(back.entry, "loss");
+  EXPECT_EQ(back.assignment.sites, s.assignment.sites);
+  EXPECT_EQ(back.assignment.params, s.assignment.params);
+
+  const elab::Program& prog = *a.e->prog;
+  const core::Function& apply = prog.functions.at(static_cast<size_t>(prog.find_function("M.apply")));
+  auto site_of = [&](const std::string& let) {
+    for (const core::Instr& in : apply.body)
+      if (in.name == let) return core::site_name(apply, in.id);
+    throw std::runtime_error("no let " + let);
+  };
+  Assignment bad;
+  bad.sites[site_of("s")] = FloatType::BF16;   // an island
+  bad.sites[site_of("r")] = FloatType::F32;    // a region
+  bad.sites[site_of("c")] = FloatType::F32;    // a cast
+  bad.sites["M.apply/%99"] = FloatType::F32;   // no such site
+  bad.params["g"] = FloatType::F16;            // numerics high
+  bad.params["nope"] = FloatType::F32;         // no such parameter
+  const std::vector<std::string> problems = check_assignment(prog, a.entry, bad, {});
+  ASSERT_EQ(problems.size(), 6u) << fmt::format("{}", fmt::join(problems, "\n"));
+  const std::string all = fmt::format("{}", fmt::join(problems, "\n"));
+  EXPECT_NE(all.find("never goes below f32"), std::string::npos) << all;
+  EXPECT_NE(all.find("inside precision(bf16)"), std::string::npos) << all;
+  EXPECT_NE(all.find("an explicit `as f16`"), std::string::npos) << all;
+  EXPECT_NE(all.find("`M.apply/%99` is not a value"), std::string::npos) << all;
+  EXPECT_NE(all.find("parameter `g` is `numerics high`"), std::string::npos) << all;
+  EXPECT_NE(all.find("parameter `nope` is not"), std::string::npos) << all;
+
+  // Malformed files name the key.
+  {
+    std::ofstream f(path);
+    f << R"({"format": "quire-realization", "version": 1, "entry": "loss", "policy": "f64",
+            "decisions": {"sites": {"M.apply/%4": "f8"}, "params": {}}})";
+  }
+  try {
+    read_realization_file(path);
+    FAIL() << "a bad type was read";
+  } catch (const io::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("key `decisions.sites.M.apply/%4`: `f8` is not a float type"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Training reads the decisions in the vjp: its forward copies of a decided
+// site take the decision, the backward stays at the policy, and parameters
+// keep their f64 masters while their reads are rounded.
+TEST(RealizationFile, DecisionsApplyToTheForwardPartOfTheVjp) {
+  auto e = tutorial();
+  ASSERT_TRUE(e->ok());
+  elab::Program& prog = *e->prog;
+  const int loss = prog.find_function("loss");
+  Assignment a;
+  a.sites["RMSNorm.apply/%4"] = FloatType::BF16;
+  a.params["blocks.proj.w"] = FloatType::F32;
+  const int vjp = grad::vjp(prog, loss, {0});
+  RealizeOptions ro;
+  ro.assignment = &a;
+  ro.keep_masters = true;
+  const Realization r = realize(prog, vjp, ro, {{"B", 4}});
+  const int norm_vjp = prog.find_function("RMSNorm.apply.vjp");
+  ASSERT_GE(norm_vjp, 0);
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(norm_vjp));
+  const core::Function& primal = prog.functions.at(static_cast<size_t>(fn.primal));
+  int decided = 0, backward_f64 = 0;
+  for (const FunctionRealization& fr : r.functions) {
+    if (fr.function != norm_vjp) continue;
+    for (size_t k = 0; k < fn.body.size(); ++k) {
+      const auto& st = fr.values[fn.body[k].id];
+      if (!st) continue;
+      if (k < primal.body.size() && core::site_name(primal, primal.body[k].id) == "RMSNorm.apply/%4") {
+        EXPECT_EQ(st->storage, FloatType::BF16);
+        ++decided;
+      } else if (k >= primal.body.size() && st->reason != Reason::Carried) {
+        EXPECT_EQ(st->storage, FloatType::F64);
+        ++backward_f64;
+      }
+    }
+  }
+  EXPECT_GE(decided, 1);
+  EXPECT_GT(backward_f64, 0);
+  EXPECT_EQ(r.param("blocks.proj.w")->stored, FloatType::F64);
+  EXPECT_EQ(r.param("blocks.proj.w")->reason, Reason::Solved);
+}
+
+}  // namespace
+}  // namespace quire::precision

@@ -21,6 +21,7 @@
 #include "common.h"
 #include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
+#include "quire/io/json_file.h"
 #include "quire/machine/profile.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/realization_file.h"
@@ -82,12 +83,19 @@ Handler setup_solve(CLI::App& sub) {
       options.profile = &*profile;
     }
     const precision::Envelope envelope =
-        precision::envelope_from_json(nlohmann::json::parse(io::read_file(o->envelope), nullptr, false), o->envelope);
+        precision::envelope_from_json(io::read_json(o->envelope), o->envelope);
     if (envelope.result.empty())
       throw UsageError(fmt::format("--precision {}: a version 1 envelope; calibrate again for the solver", o->envelope));
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const int entry = find_entry(*prog, envelope.entry);
+    const elab::Type& result = prog->functions[static_cast<size_t>(entry)].result;
+    if (!result.is_tensor() || result.tensor.elem != elab::Elem::Real || !result.tensor.axes.empty() ||
+        result.tensor.rest)
+      throw UsageError(fmt::format(
+          "`{}` returns {}: the solver ranks values by ∂L/∂v, which needs an entry returning one real ℝ[] (reduce "
+          "the output to a loss)",
+          envelope.entry, prog->printer()(result)));
     for (const auto& [dim, size] : envelope.dims)
       if (std::find(prog->dims.begin(), prog->dims.end(), dim) == prog->dims.end())
         throw UsageError(fmt::format("--precision {}: the envelope binds {} = {}, which `{}` does not declare",

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
+#include "quire/io/json_file.h"
 
 namespace quire::machine {
 
@@ -17,12 +17,7 @@ double Profile::roofline_seconds(double bytes, double flops, runtime::FloatType 
 }
 
 Profile read_profile(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw io::IoError(path, fmt::format("not JSON: {}", e.what()));
-  }
+  const nlohmann::json j = io::read_json(path);
   auto fail = [&](const std::string& key, const std::string& why) {
     throw io::IoError(path, fmt::format("key `{}`: {}", key, why));
   };

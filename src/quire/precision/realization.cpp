@@ -91,6 +91,10 @@ const FunctionRealization* Realization::find(int function, Numerics context) con
 FloatType Realization::input_type() const { return is_half(policy_type(policy)) ? FloatType::F32 : policy_type(policy); }
 
 const ParamStorage* Realization::param(const std::string& path) const {
+  if (param_index.size() == params.size()) {
+    auto it = param_index.find(path);
+    return it == param_index.end() ? nullptr : &params[it->second];
+  }
   for (const ParamStorage& p : params)
     if (p.path == path) return &p;
   return nullptr;
@@ -135,6 +139,7 @@ class Realizer {
     for (const core::FnArg& a : fn.args) args.push_back(input_carry(a.type, 0));
     realize_function(entry, Numerics::Default, args, has_params ? std::optional<std::string>("") : std::nullopt, 0);
     if (has_params) realize_params(fn.args[0].type.params, dims);
+    for (size_t i = 0; i < out_.params.size(); ++i) out_.param_index.emplace(out_.params[i].path, i);
     // Callers before callees, in the order the walk first reached them.
     std::stable_sort(out_.functions.begin(), out_.functions.end(),
                      [&](const FunctionRealization& a, const FunctionRealization& b) {

@@ -120,6 +120,8 @@ struct Realization {
   FloatType input_type() const;
   /// The stored type of the parameter at `path` (nullptr if there is none).
   const ParamStorage* param(const std::string& path) const;
+  /// `params` by path, as realize() leaves it (param() searches linearly without it).
+  std::map<std::string, size_t> param_index;
   /// Bytes the parameters take at rest, each at its stored type.
   int64_t param_bytes() const;
 };

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "quire/core/printer.h"
-#include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
+#include "quire/io/json_file.h"
 
 namespace quire::precision {
 
@@ -25,13 +25,7 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
 }
 
 RealizationFile read_realization_file(const std::string& path) {
-  const std::string text = io::read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw io::IoError(path, fmt::format("not JSON: {}", e.what()));
-  }
+  const nlohmann::json j = io::read_json(path);
   auto fail = [&](const std::string& key, const std::string& why) {
     throw io::IoError(path, fmt::format("key `{}`: {}", key, why));
   };

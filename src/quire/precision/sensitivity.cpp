@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "quire/core/printer.h"
 #include "quire/exact/exact_interpreter.h"
@@ -113,20 +114,23 @@ Sensitivities largest_of(const std::vector<Sensitivities>& samples) {
     if (std::isnan(acc)) return;
     if (std::isnan(v) || v > acc) acc = v;
   };
+  std::unordered_map<std::string, size_t> site_at, param_at;
+  for (size_t i = 0; i < out.sites.size(); ++i) site_at.emplace(out.sites[i].site, i);
+  for (size_t i = 0; i < out.params.size(); ++i) param_at.emplace(out.params[i].path, i);
   for (size_t k = 1; k < samples.size(); ++k) {
     for (const SiteSensitivity& site : samples[k].sites) {
-      auto it = std::find_if(out.sites.begin(), out.sites.end(), [&](const auto& s) { return s.site == site.site; });
-      if (it == out.sites.end())
+      auto [it, fresh] = site_at.emplace(site.site, out.sites.size());
+      if (fresh)
         out.sites.push_back(site);
       else
-        raise(it->l1, site.l1);
+        raise(out.sites[it->second].l1, site.l1);
     }
     for (const ParamSensitivity& p : samples[k].params) {
-      auto it = std::find_if(out.params.begin(), out.params.end(), [&](const auto& q) { return q.path == p.path; });
-      if (it == out.params.end())
+      auto [it, fresh] = param_at.emplace(p.path, out.params.size());
+      if (fresh)
         out.params.push_back(p);
       else
-        raise(it->l1, p.l1);
+        raise(out.params[it->second].l1, p.l1);
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <queue>
 #include <set>
+#include <unordered_map>
 #include <stdexcept>
 
 #include "quire/core/printer.h"
@@ -252,6 +253,16 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     return allowed;
   };
 
+  // Lookups by name, built once: the analysis stays linear in the program's size.
+  std::unordered_map<std::string, const SiteEnvelope*> envelope_of;
+  for (const SiteEnvelope& e : envelope.sites) envelope_of.emplace(e.site, &e);
+  std::unordered_map<std::string, const SiteSensitivity*> sensitivity_of;
+  for (const SiteSensitivity& e : sensitivities.sites) sensitivity_of.emplace(e.site, &e);
+  auto find = [](const auto& map, const std::string& key) {
+    auto it = map.find(key);
+    return it == map.end() ? nullptr : it->second;
+  };
+
   // The sites, in program order.
   for (int f : reached) {
     const core::Function& fn = prog.functions[static_cast<size_t>(f)];
@@ -259,9 +270,9 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     for (const core::Instr& in : fn.body) {
       if (!is_real_tensor(in.type)) continue;
       const std::string site = core::site_name(fn, in.id);
-      const SiteEnvelope* env = envelope.site(site);
+      const SiteEnvelope* env = find(envelope_of, site);
       if (!env) continue;  // never evaluated on the samples: nothing to base a choice on
-      const SiteSensitivity* sens = sensitivities.site(site);
+      const SiteSensitivity* sens = find(sensitivity_of, site);
       auto freedom = freedoms.find(site);
       if (freedom == freedoms.end()) continue;
       const SiteFreedom& fr = freedom->second;
@@ -299,10 +310,14 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     }
   }
   // The parameters, by path.
+  std::unordered_map<std::string, const ParamEnvelope*> param_envelope_of;
+  for (const ParamEnvelope& e : envelope.params) param_envelope_of.emplace(e.path, &e);
+  std::unordered_map<std::string, const ParamSensitivity*> param_sensitivity_of;
+  for (const ParamSensitivity& e : sensitivities.params) param_sensitivity_of.emplace(e.path, &e);
   for (const ParamStorage& p : base.params) {
-    const ParamEnvelope* env = envelope.param(p.path);
+    const ParamEnvelope* env = find(param_envelope_of, p.path);
     if (!env) continue;
-    const ParamSensitivity* sens = sensitivities.param(p.path);
+    const ParamSensitivity* sens = find(param_sensitivity_of, p.path);
     Choice c;
     c.param = true;
     c.name = p.path;

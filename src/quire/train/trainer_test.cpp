@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/io/atomic_file.h"
 #include "quire/io/npy.h"
@@ -21,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using quire::testing::error_of;
 using quire::testing::ScratchDir;
+using runtime::FloatType;
 
 const std::string kTutorial = std::string(QUIRE_SOURCE_DIR) + "/examples/tutorial/07_train.qr";
 
@@ -283,6 +285,61 @@ TEST(Trainer, AResumeMustRepeatThePolicy) {
   const std::string message = error_of<TrainError>([&] { train_file(reg.program, o); });
   EXPECT_EQ(message, "cannot resume from " + reg.dir.file("run/ckpt/step-00000005") +
                          ": it was written with precision = \"f64\", this run has \"bf16\" (a resume must repeat the run)");
+}
+
+// Under the solver's decisions (`--realize`): the forward values it narrowed
+// are rounded in the objective's vjp, the run still converges, stopping and
+// resuming gives the same bits, and a resume under other decisions is refused.
+TEST(Trainer, ASolvedRealizationTrainsAndResumes) {
+  Regression reg;
+  auto prog = load(reg.program);
+  const int loss = prog->find_function("loss");
+  const core::Function& fn = prog->functions.at(static_cast<size_t>(loss));
+  precision::RealizationFile solved;
+  solved.entry = "loss";
+  for (const core::Instr& in : fn.body)
+    if (in.op == core::Op::Sub) solved.assignment.sites[core::site_name(fn, in.id)] = FloatType::BF16;
+  solved.assignment.params["w"] = FloatType::F32;
+  ASSERT_EQ(solved.assignment.sites.size(), 1u);
+
+  TrainOptions whole = reg.options("whole", "whole.safetensors");
+  whole.realization = solved;
+  const TrainedRun w = train_file(reg.program, whole);
+  EXPECT_TRUE(w.outcome.finished());
+  EXPECT_NE(w.output.find("policy f64+solved:"), std::string::npos) << w.output;
+  TrainOptions f64 = reg.options("f64", "f64.safetensors");
+  train_file(reg.program, f64);
+  EXPECT_NE(bytes_of(reg.dir.file("whole.safetensors")), bytes_of(reg.dir.file("f64.safetensors")));
+  // The same descent as f64, to the rounding of one bf16 value a step.
+  const std::vector<StepRecord> solved_steps = read_metrics(reg.dir.file("whole/metrics.jsonl"));
+  const std::vector<StepRecord> f64_steps = read_metrics(reg.dir.file("f64/metrics.jsonl"));
+  ASSERT_EQ(solved_steps.size(), f64_steps.size());
+  EXPECT_LT(solved_steps.back().loss, solved_steps.front().loss);
+  EXPECT_NEAR(solved_steps.back().loss, f64_steps.back().loss, 0.02 * f64_steps.back().loss);
+  EXPECT_NE(solved_steps.back().loss, f64_steps.back().loss);
+
+  TrainOptions part = reg.options("part", "part.safetensors");
+  part.realization = solved;
+  part.max_steps = 7;
+  train_file(reg.program, part);
+  part.max_steps.reset();
+  part.resume = true;
+  train_file(reg.program, part);
+  EXPECT_EQ(bytes_of(reg.dir.file("part.safetensors")), bytes_of(reg.dir.file("whole.safetensors")));
+
+  TrainOptions other = reg.options("part");
+  other.resume = true;
+  other.realization = solved;
+  other.realization->assignment.params["w"] = FloatType::BF16;
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, other); });
+  EXPECT_NE(message.find("it was written with precision = \"f64+solved:"), std::string::npos) << message;
+
+  TrainOptions wrong = reg.options("wrong");
+  wrong.realization = solved;
+  wrong.realization->assignment.params["nope"] = FloatType::F32;
+  wrong.realization_path = "r.json";
+  EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, wrong); }),
+            "--realize r.json: 1 of its decisions cannot apply:\n  parameter `nope` is not in `loss`'s parameter tree");
 }
 
 TEST(Trainer, AFreshRunDoesNotMixWithAnEarlierRunsCheckpoints) {

@@ -1,0 +1,1695 @@
+// The bound walk (bounds.h). Longer than a file should be, for one reason:
+// the walk is one function of Core, and every operation's propagation rule
+// sits in the one `step` below, beside the shape it computes, as the
+// interpreters' `step` holds their semantics; split, a rule would sit apart
+// from the operation it bounds. The printout and the JSON follow at the end.
+//
+// Notation. For a real value v at one evaluation: M, m its envelope's largest
+// and smallest |x|; n its element count; δ the bound of the rule being
+// computed (componentwise and cond: max_i |v̂_i − v_i|; normwise: E ≥
+// ‖v̂ − v‖_F, which is also ≥ max_i |v̂_i − v_i|, so every domain condition
+// below reads δ = E under normwise). u_T, η_T: T's unit roundoff and smallest
+// subnormal. One rounding to T of a value ŵ with |ŵ| ≤ M + δ adds
+// u_T·(M + δ) + η_T/2.
+
+#include "quire/precision/bounds.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numbers>
+#include <set>
+#include <stdexcept>
+
+#include "quire/core/printer.h"
+#include "quire/interp/core_geometry.h"
+#include "quire/precision/number_text.h"
+#include "quire/runtime/kernels.h"
+
+namespace quire::precision {
+
+using core::Op;
+using runtime::ElemKind;
+using runtime::FloatType;
+using runtime::Shape;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kComp = static_cast<int>(BoundRule::Componentwise);
+constexpr int kNorm = static_cast<int>(BoundRule::Normwise);
+constexpr int kCond = static_cast<int>(BoundRule::Cond);
+constexpr int kMaxDepth = 256;  // calls are acyclic; this guards the invariant (as the interpreters)
+using PerRule = std::array<double, kBoundRules>;
+
+double unit(FloatType t) { return runtime::float_type_info(t).unit_roundoff; }
+double tiny(FloatType t) { return runtime::float_type_info(t).smallest_subnormal; }
+const double kU64 = unit(FloatType::F64);
+
+/// γ_j(u) = j·u / (1 − j·u), the bound of j roundings of unit u; +inf once j·u ≥ 1.
+double gamma(double j, double u) {
+  if (j <= 0) return 0;
+  const double ju = j * u;
+  return ju >= 1 ? kInf : ju / (1 - ju);
+}
+
+/// The unit of one step of an accumulator of type `acc`: the f64 kernel's
+/// rounding, then (for a narrower type) the rounding to `acc`.
+double step_unit(FloatType acc) { return acc == FloatType::F64 ? kU64 : (1 + kU64) * (1 + unit(acc)) - 1; }
+
+/// a·b with an exact zero staying zero whatever it multiplies (0·∞ = 0).
+double times(double a, double b) { return a == 0 || b == 0 ? 0 : a * b; }
+
+/// Whether every value of `narrow` is a value of `wide` (f64 holds all; f32 holds bf16 and f16).
+bool holds(FloatType wide, FloatType narrow) {
+  const auto& w = runtime::float_type_info(wide);
+  const auto& n = runtime::float_type_info(narrow);
+  return w.precision >= n.precision && w.min_exp <= n.min_exp && w.max_exp >= n.max_exp &&
+         w.smallest_subnormal <= n.smallest_subnormal;
+}
+
+/// The narrowest type that holds values of both.
+FloatType join(FloatType a, FloatType b) {
+  if (holds(a, b)) return a;
+  if (holds(b, a)) return b;
+  return FloatType::F64;
+}
+
+/// Operations whose f64 kernel is a correctly rounded basic operation (or
+/// exact): anything else is a library function, whose error the bound adds.
+bool library_function(Op op) {
+  switch (op) {
+    case Op::Exp:
+    case Op::Log:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Element-wise operations whose result is one of its operands' elements
+/// (or its negation): no arithmetic, no rounding in the kernel.
+bool selects(Op op) {
+  return op == Op::Neg || op == Op::Abs || op == Op::Relu || op == Op::Min || op == Op::Max || op == Op::Where;
+}
+
+/// The typed interpreter's stored_directly: results rounded to their type
+/// once, never through f32 first.
+bool stored_directly(Op op) {
+  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
+         op == Op::Cast;
+}
+
+bool is_real_tensor(const elab::Type& t) {
+  return t.kind == elab::TypeKind::Tensor && t.tensor.elem == elab::Elem::Real;
+}
+
+ElemKind elem_kind(const elab::Type& t) {
+  switch (t.tensor.elem) {
+    case elab::Elem::I32:
+      return ElemKind::I32;
+    case elab::Elem::I64:
+      return ElemKind::I64;
+    case elab::Elem::Bool:
+      return ElemKind::Bool;
+    default:
+      return ElemKind::Real;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The abstract value.
+
+/// A value as the walk sees it: its shape and, for a real tensor, the type its
+/// elements are values of, its exact magnitudes and each rule's error bound.
+/// An integer tensor's error bounds |î − i|; a boolean's is 1 where it may
+/// flip. `cause` indexes the walk's causes where an error is +inf.
+struct Bounded {
+  enum class Kind { Tensor, Key, Tuple, Params, Host } kind = Kind::Tensor;
+  Shape shape;
+  ElemKind elem = ElemKind::Real;
+  FloatType type = FloatType::F64;
+  double max_abs = kInf;  ///< unknown until the envelope (or the samples) says
+  double min_abs = 0;
+  PerRule error{};
+  std::array<int, kBoundRules> cause{-1, -1, -1};
+  std::vector<Bounded> elements;
+  std::shared_ptr<const std::map<std::string, Bounded>> params;  ///< relative path → leaf
+  std::string path;                                              ///< a parameter leaf: its path in the entry's tree
+  double input_rounding = -1;  ///< an entry argument's rounding, not yet charged to a site (rss)
+
+  int64_t size() const { return runtime::element_count(shape); }
+  bool real() const { return kind == Kind::Tensor && elem == ElemKind::Real; }
+  bool tensor() const { return kind == Kind::Tensor; }
+};
+
+using Tree = std::map<std::string, Bounded>;
+
+/// Copy `i` of a stack: every leaf loses its leading axis.
+Tree slice_copy(const Tree& tree) {
+  Tree out;
+  for (const auto& [path, leaf] : tree) {
+    Bounded b = leaf;
+    if (!b.shape.empty()) b.shape.erase(b.shape.begin());
+    out.emplace(path, std::move(b));
+  }
+  return out;
+}
+
+/// Appends the real leaves of a value (tuples' elements, trees' leaves).
+void real_leaves(const Bounded& v, std::vector<const Bounded*>& out, int depth = 0) {
+  if (depth > 64) return;
+  if (v.real()) out.push_back(&v);
+  for (const Bounded& e : v.elements) real_leaves(e, out, depth + 1);
+  if (v.params)
+    for (const auto& [p, leaf] : *v.params) real_leaves(leaf, out, depth + 1);
+}
+
+/// The realized type of a value passed to a function (as interp's carry_of).
+Carry carry_of(const Bounded& v, int depth = 0) {
+  Carry c;
+  if (depth > 64) return c;
+  if (v.real()) c.type = v.type;
+  if (v.kind == Bounded::Kind::Tuple) {
+    c.tuple = true;
+    for (const Bounded& e : v.elements) c.elements.push_back(carry_of(e, depth + 1));
+  }
+  return c;
+}
+
+/// Broadcasting's result shape (runtime::broadcast_result_shape, on shapes alone).
+Shape broadcast(const std::vector<std::pair<const Shape*, runtime::AxisMap>>& operands, int rank) {
+  Shape s(static_cast<size_t>(rank), 1);
+  for (size_t i = 0; i < s.size(); ++i)
+    for (const auto& [shape, map] : operands) {
+      const int a = map.at(i);
+      if (a < 0) continue;
+      const int64_t size = shape->at(static_cast<size_t>(a));
+      if (size == 1) continue;
+      if (s[i] == 1)
+        s[i] = size;
+      else if (s[i] != size)
+        throw std::invalid_argument(fmt::format("operands broadcast to sizes {} and {}", s[i], size));
+    }
+  return s;
+}
+
+std::string plural(int64_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+/// "1.23e2": three significant digits, as the printout's ratios show them.
+std::string short_sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{:.2e}", v);
+  const size_t e = s.find('e');
+  return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
+}
+
+// ---------------------------------------------------------------------------
+// The walk.
+
+/// One site's running record over its evaluations.
+struct SiteRecord {
+  SiteBound bound;
+  std::set<std::string> types;
+  double rss_rounding = 0;  ///< the largest rounding of v in its type where it is rounded
+};
+
+class BoundWalk {
+ public:
+  BoundWalk(const elab::Program& prog, const std::map<std::string, int64_t>& dims, const Realization& r,
+            const Envelope& e)
+      : prog_(prog), dims_(dims), realization_(r) {
+    for (const SiteEnvelope& s : e.sites) sites_by_name_[s.site] = &s;
+  }
+
+  /// Walks the entry on abstract arguments built from the samples.
+  Bounded run(int entry, const std::vector<std::vector<interp::Value>>& samples) {
+    const core::Function& fn = prog_.functions.at(static_cast<size_t>(entry));
+    if (samples.empty()) throw std::invalid_argument("bounds: the envelope has no samples to take its inputs from");
+    std::vector<Bounded> args;
+    for (size_t i = 0; i < fn.args.size(); ++i) {
+      std::vector<const interp::Value*> values;
+      for (const auto& s : samples) {
+        if (s.size() != fn.args.size())
+          throw std::invalid_argument(
+              fmt::format("`{}` takes {} arguments; a sample has {}", fn.name, fn.args.size(), s.size()));
+        values.push_back(&s[i]);
+      }
+      args.push_back(entry_argument(values, core::site_name(fn, fn.args[i].id), 0));
+    }
+    return eval(entry, std::move(args), dims_, 0, core::Numerics::Default);
+  }
+
+  std::vector<InfiniteCause> causes;
+  std::vector<SiteRecord> records;
+  std::map<std::string, std::set<std::string>> param_readers;  ///< path → the Field sites that read it
+  std::map<std::string, double> input_roundings;               ///< entry argument site → its rounding
+  std::set<std::string> min_abs_sites;                         ///< sites whose bound needs the envelope's min |x|
+  std::set<std::string> condition_sites;                       ///< sums whose cond S came from their condition
+  double worst_condition_used = 0;
+
+ private:
+  using Why = std::array<std::string, kBoundRules>;
+
+  /// The per-site facts the envelope gives (M, m, condition), checked against the walk's size.
+  const SiteEnvelope* envelope_of(const std::string& site, int64_t elements) const {
+    auto it = sites_by_name_.find(site);
+    if (it == sites_by_name_.end()) return nullptr;
+    if (it->second->elements < elements)
+      throw std::invalid_argument(fmt::format(
+          "the envelope records {} elements at {}, but the program has {} there at its dimensions: the envelope was "
+          "calibrated on another program or at other dimensions",
+          it->second->elements, site, elements));
+    return it->second;
+  }
+
+  /// An entry argument from every sample's value of it: its shape, its
+  /// magnitudes over the samples, and the rounding of the cast on entry.
+  /// `where` names it in a cause ("loss/%2", "parameter `w`").
+  Bounded entry_argument(const std::vector<const interp::Value*>& values, const std::string& where, int depth) {
+    Bounded b;
+    if (depth > 64) return b;
+    const interp::Value& first = *values.front();
+    switch (first.kind) {
+      case interp::Value::Kind::Key:
+        b.kind = Bounded::Kind::Key;
+        return b;
+      case interp::Value::Kind::Host:
+        b.kind = Bounded::Kind::Host;
+        return b;
+      case interp::Value::Kind::Tuple: {
+        b.kind = Bounded::Kind::Tuple;
+        for (size_t k = 0; k < first.elements.size(); ++k) {
+          std::vector<const interp::Value*> parts;
+          for (const interp::Value* v : values) parts.push_back(&v->elements.at(k));
+          b.elements.push_back(entry_argument(parts, fmt::format("{}.{}", where, k), depth + 1));
+        }
+        return b;
+      }
+      case interp::Value::Kind::Params: {
+        b.kind = Bounded::Kind::Params;
+        auto tree = std::make_shared<Tree>();
+        for (const auto& [leaf_path, t] : *first.params) {
+          std::vector<const runtime::Tensor*> leaves;
+          for (const interp::Value* v : values) leaves.push_back(&v->params->at(leaf_path));
+          const ParamStorage* stored = realization_.param(leaf_path);
+          Bounded leaf =
+              entry_tensor(leaves, stored ? stored->stored : FloatType::F64, fmt::format("parameter `{}`", leaf_path));
+          leaf.path = leaf_path;
+          leaf.input_rounding = -1;  // a parameter's rounding is charged to its path
+          tree->emplace(leaf_path, std::move(leaf));
+        }
+        b.params = std::move(tree);
+        return b;
+      }
+      case interp::Value::Kind::Tensor: {
+        std::vector<const runtime::Tensor*> tensors;
+        for (const interp::Value* v : values) tensors.push_back(&v->tensor);
+        return entry_tensor(tensors, realization_.input_type(), where);
+      }
+    }
+    return b;
+  }
+
+  /// A tensor argument over the samples, cast to `type` (reals) on entry.
+  Bounded entry_tensor(const std::vector<const runtime::Tensor*>& tensors, FloatType type, const std::string& where) {
+    Bounded b;
+    b.shape = tensors.front()->shape;
+    b.elem = tensors.front()->kind;
+    b.max_abs = 0;
+    b.min_abs = kInf;
+    double rounding = 0;
+    for (const runtime::Tensor* t : tensors) {
+      if (t->shape != b.shape) throw std::invalid_argument("the samples' arguments differ in shape");
+      if (t->is_real()) {
+        for (double x : t->reals) {
+          b.max_abs = std::max(b.max_abs, std::fabs(x));
+          b.min_abs = std::min(b.min_abs, std::fabs(x));
+          rounding = std::max(rounding, std::fabs(runtime::round_to(type, x) - x));
+        }
+      } else {
+        for (int64_t x : t->ints) {
+          b.max_abs = std::max(b.max_abs, std::fabs(static_cast<double>(x)));
+          b.min_abs = std::min(b.min_abs, std::fabs(static_cast<double>(x)));
+        }
+      }
+    }
+    if (b.size() == 0) b.min_abs = 0;
+    if (!b.real()) return b;
+    b.type = FloatType::F64;
+    b.input_rounding = rounding;
+    Why why;
+    if (!holds(type, FloatType::F64)) round_to(b, type, &why);
+    b.type = type;
+    for (int r = 0; r < kBoundRules; ++r)
+      if (!std::isfinite(b.error[r])) {
+        causes.push_back({where, why[r].empty() ? "its values overflow on entry" : why[r]});
+        b.cause[r] = static_cast<int>(causes.size()) - 1;
+      }
+    return b;
+  }
+
+  /// One rounding of v's elements to `t`: each rule's error grows by
+  /// u_t·(M + δ) + η_t/2 (under normwise, u_t·(√n·M + E) + √n·η_t/2).
+  void round_to(Bounded& v, FloatType t, Why* why) const {
+    const double u = unit(t), half_tiny = tiny(t) / 2, root_n = std::sqrt(static_cast<double>(v.size()));
+    const double largest = runtime::float_type_info(t).largest_finite;
+    for (int r = 0; r < kBoundRules; ++r) {
+      double& d = v.error[r];
+      if ((v.max_abs + d) * (1 + u) > largest) {
+        if (why && (*why)[r].empty())
+          (*why)[r] = fmt::format("its values (up to {} with their error) may overflow {}", sci(v.max_abs + d),
+                                  runtime::float_type_name(t));
+        d = kInf;
+        continue;
+      }
+      d = r == kNorm ? d + u * (times(root_n, v.max_abs) + d) + root_n * half_tiny
+                     : d + u * (v.max_abs + d) + half_tiny;
+    }
+    v.type = t;
+  }
+
+  Bounded eval(int function, std::vector<Bounded> args, const std::map<std::string, int64_t>& dims, int depth,
+               core::Numerics context) {
+    if (depth > kMaxDepth) throw std::logic_error("internal: calls nest deeper than the bound walk allows");
+    const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
+    if (!fn.checked || fn.result_value == 0)
+      throw std::invalid_argument(fmt::format("`{}` did not elaborate", fn.name));
+    if (args.size() != fn.args.size())
+      throw std::logic_error(
+          fmt::format("internal: `{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+    std::vector<Carry> carries;
+    for (const Bounded& a : args) carries.push_back(carry_of(a));
+    const std::string sig = signature(carries);
+    const FunctionRealization* table = realization_.find(function, context, sig);
+    if (!table)
+      throw std::logic_error(
+          fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach", fn.name, sig,
+                      core::numerics_name(context)));
+    std::vector<Bounded> env(static_cast<size_t>(fn.value_count() + 1));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (depth == 0 && args[i].real() && args[i].input_rounding >= 0) {
+        input_roundings[core::site_name(fn, fn.args[i].id)] = args[i].input_rounding;
+        args[i].input_rounding = -1;
+      }
+      env[i + 1] = std::move(args[i]);
+    }
+    for (const core::Instr& in : fn.body) {
+      env[static_cast<size_t>(in.id)] =
+          instruction(fn, in, core::site_name(fn, in.id), env, dims, depth, context, *table);
+    }
+    return env[static_cast<size_t>(fn.result_value)];
+  }
+
+  /// One instruction: its result's bounds before the store, the store's
+  /// rounding, the causes of any +inf, and the site's record.
+  Bounded instruction(const core::Function& fn, const core::Instr& in, const std::string& site,
+                      const std::vector<Bounded>& env, const std::map<std::string, int64_t>& dims, int depth,
+                      core::Numerics context, const FunctionRealization& table) {
+    const std::optional<SiteType>& st = table.values.at(static_cast<size_t>(in.id));
+    Why why;
+    std::optional<FloatType> lies_in = FloatType::F64;  // nullopt: 0s and 1s, exact in every type
+    bool computed = false;  // the kernel rounds (an f64 operation, a library function, a sum)
+    Bounded v = step(fn, in, site, env, dims, depth, context, table, st ? &*st : nullptr, why, lies_in, computed);
+    bool rounded = computed;
+    if (v.real()) {
+      if (!st) {
+        v.type = FloatType::F64;  // no table entry: the kernel's f64 value, as the interpreter keeps it
+      } else if (st->reason != Reason::Carried) {
+        const FloatType t = st->storage;
+        const bool via_f32 = is_half(t) && !realization_.half_intermediates && !stored_directly(in.op);
+        if (via_f32 && !(lies_in && holds(FloatType::F32, *lies_in))) {
+          round_to(v, FloatType::F32, &why);
+          lies_in = FloatType::F32;
+          rounded = true;
+        }
+        if (!(lies_in && holds(t, *lies_in))) {
+          round_to(v, t, &why);
+          rounded = true;
+        }
+        v.type = t;
+      }
+    }
+    settle(v, in, env, site, why);
+    if (is_real_tensor(in.type) && v.real()) record(fn, in, site, v, st ? &*st : nullptr, rounded);
+    return v;
+  }
+
+  /// Where an error is +inf (or NaN): the first operand's cause, or a new
+  /// one at this site with the reason the step gave.
+  void settle(Bounded& v, const core::Instr& in, const std::vector<Bounded>& env, const std::string& site,
+              const Why& why) {
+    if (!v.tensor()) return;
+    for (int r = 0; r < kBoundRules; ++r) {
+      if (std::isfinite(v.error[r])) {
+        v.cause[r] = -1;
+        continue;
+      }
+      v.error[r] = kInf;
+      if (v.cause[r] >= 0) continue;
+      for (int a : in.args) {
+        std::vector<const Bounded*> leaves;
+        const Bounded& operand = env.at(static_cast<size_t>(a));
+        if (operand.tensor())
+          leaves.push_back(&operand);
+        else
+          real_leaves(operand, leaves);
+        for (const Bounded* leaf : leaves)
+          if (leaf->cause[r] >= 0 && !std::isfinite(leaf->error[r])) {
+            v.cause[r] = leaf->cause[r];
+            break;
+          }
+        if (v.cause[r] >= 0) break;
+      }
+      if (v.cause[r] >= 0) continue;
+      causes.push_back({site, why[r].empty() ? "the bound grows past the largest double" : why[r]});
+      v.cause[r] = static_cast<int>(causes.size()) - 1;
+    }
+  }
+
+  void record(const core::Function& fn, const core::Instr& in, const std::string& site, const Bounded& v,
+              const SiteType* st, bool rounded) {
+    auto [it, fresh] = record_index_.emplace(site, records.size());
+    if (fresh) {
+      SiteRecord rec;
+      rec.bound.site = site;
+      rec.bound.function = fn.name;
+      rec.bound.op = core::op_info(in.op).spelling;
+      const SiteEnvelope* e = sites_by_name_.count(site) ? sites_by_name_.at(site) : nullptr;
+      rec.bound.magnitude = e ? e->max_abs : kNaN;
+      if (e) rec.bound.condition = e->condition;
+      records.push_back(std::move(rec));
+    }
+    SiteRecord& rec = records[it->second];
+    SiteBound& b = rec.bound;
+    b.evaluations += 1;
+    b.elements = std::max(b.elements, v.size());
+    rec.types.insert(runtime::float_type_name(v.type));
+    for (int r = 0; r < kBoundRules; ++r)
+      if (std::isnan(b.bound[r]) || !(v.error[r] <= b.bound[r])) b.bound[r] = v.error[r];
+    if (!std::isfinite(v.error[kComp]) && !b.infinite && v.cause[kComp] >= 0)
+      b.infinite = causes.at(static_cast<size_t>(v.cause[kComp]));
+    // rss: the rounding of v in its realized type, where v is rounded at all.
+    const bool carried = st && st->reason == Reason::Carried;
+    double r = 0;
+    if (rounded && !carried) {
+      const SiteEnvelope* e = sites_by_name_.count(site) ? sites_by_name_.at(site) : nullptr;
+      const double m = e ? e->max_abs : v.max_abs;
+      r = unit(v.type) * m;
+      if (e && v.type != FloatType::F64)
+        if (auto found = e->rounding.find(runtime::float_type_name(v.type)); found != e->rounding.end())
+          r = found->second;
+    }
+    if (in.op == Op::TupleGet && v.input_rounding >= 0) r = std::max(r, v.input_rounding);
+    rec.rss_rounding = std::max(rec.rss_rounding, r);
+  }
+
+  Bounded step(const core::Function& fn, const core::Instr& in, const std::string& site,
+               const std::vector<Bounded>& env, const std::map<std::string, int64_t>& dims, int depth,
+               core::Numerics context, const FunctionRealization& table, const SiteType* st, Why& why,
+               std::optional<FloatType>& lies_in, bool& computed);
+
+  const elab::Program& prog_;
+  std::map<std::string, int64_t> dims_;
+  const Realization& realization_;
+  std::map<std::string, const SiteEnvelope*> sites_by_name_;
+  std::map<std::string, size_t> record_index_;
+};
+
+Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const std::string& site,
+                        const std::vector<Bounded>& env, const std::map<std::string, int64_t>& dims, int depth,
+                        core::Numerics context, const FunctionRealization& table, const SiteType* st, Why& why,
+                        std::optional<FloatType>& lies_in, bool& computed) {
+  // Operands, read down to the site's type where it reads down (scalar constants excepted).
+  std::vector<Bounded> down(in.args.size());
+  std::vector<bool> is_down(in.args.size(), false);
+  if (st && st->read_down)
+    for (size_t k = 0; k < in.args.size(); ++k) {
+      const Bounded& v = env.at(static_cast<size_t>(in.args[k]));
+      const auto& operand_site = table.values.at(static_cast<size_t>(in.args[k]));
+      if (!v.real() || v.type == st->read_as || (operand_site && operand_site->weak)) continue;
+      down[k] = v;
+      is_down[k] = true;
+      if (holds(st->read_as, v.type))
+        down[k].type = st->read_as;
+      else
+        round_to(down[k], st->read_as, &why);
+    }
+  auto arg = [&](size_t k) -> const Bounded& {
+    return is_down.at(k) ? down[k] : env.at(static_cast<size_t>(in.args.at(k)));
+  };
+  auto explicit_count = [&](size_t k) { return fn.type_of(in.args.at(k)).tensor.axes.size(); };
+  auto rest_of = [&](size_t k) {
+    return static_cast<int>(static_cast<int64_t>(arg(k).shape.size()) - static_cast<int64_t>(explicit_count(k)));
+  };
+  const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
+  const FloatType acc = st ? st->accumulator : FloatType::F64;
+
+  // The result, with the envelope's magnitudes once its shape is known.
+  Bounded out;
+  auto tensor_result = [&](Shape shape) {
+    out.kind = Bounded::Kind::Tensor;
+    out.shape = std::move(shape);
+    out.elem = in.type.is_tensor() ? elem_kind(in.type) : ElemKind::Real;
+    out.max_abs = kInf;
+    out.min_abs = 0;
+    if (out.elem != ElemKind::Real) return;
+    if (const SiteEnvelope* e = envelope_of(site, out.size())) {
+      out.max_abs = e->max_abs;
+      out.min_abs = e->min_abs;
+    } else {
+      // Without its magnitude no rounding or product of it is bounded: +inf wherever M is needed.
+      for (int r = 0; r < kBoundRules; ++r) why[r] = "not covered: the envelope records no magnitude for this site";
+    }
+  };
+  // The f64 kernel's rounding of a computed element (and a library function's own error).
+  auto charge_kernel = [&](const Bounded& x, bool library) {
+    computed = true;
+    lies_in = FloatType::F64;
+    const double root_n = std::sqrt(static_cast<double>(out.size()));
+    for (int r = 0; r < kBoundRules; ++r) {
+      double& d = out.error[r];
+      if (library) {
+        // glibc's functions are within a few ulps; composite ones (gelu, silu, …)
+        // lose a few more, relative to their argument's scale: 8·u·(max(|x|, |v|) + δ).
+        const double scale = std::max(x.max_abs, out.max_abs);
+        d += r == kNorm ? 8 * kU64 * (times(root_n, scale) + x.error[r]) : 8 * kU64 * (scale + x.error[r]);
+      }
+      d = r == kNorm ? d + kU64 * (times(root_n, out.max_abs) + d) + root_n * tiny(FloatType::F64) / 2
+                     : d + kU64 * (out.max_abs + d) + tiny(FloatType::F64) / 2;
+    }
+  };
+
+  switch (in.op) {
+    case Op::Const: {
+      tensor_result({});
+      for (int r = 0; r < kBoundRules; ++r)
+        out.error[r] = kU64 * std::fabs(in.number);  // the f64 literal vs its decimal
+      computed = true;                               // a rounding of its decimal, for rss
+      return out;
+    }
+    case Op::HostConst:
+    case Op::ConstInt:
+    case Op::ConstBool:
+      out.kind = Bounded::Kind::Host;
+      return out;
+    case Op::Real:
+      tensor_result({});
+      return out;  // a host f64, the same in both interpreters
+    case Op::Field: {
+      const Bounded& tree = arg(0);
+      if (!tree.params) throw std::logic_error("internal: a field of something that is not a parameter tree");
+      if (in.type.kind == elab::TypeKind::Tensor) {
+        auto it = tree.params->find(in.text);
+        if (it == tree.params->end()) throw std::invalid_argument(fmt::format("parameter `{}` is missing", in.text));
+        const Bounded& leaf = it->second;
+        tensor_result(leaf.shape);
+        out.error = leaf.error;
+        out.cause = leaf.cause;
+        out.path = leaf.path;
+        lies_in = leaf.type;
+        if (!leaf.path.empty()) param_readers[leaf.path].insert(site);
+        return out;
+      }
+      out.kind = Bounded::Kind::Params;
+      auto sub = std::make_shared<Tree>(interp::subtree(*tree.params, in.text));
+      out.params = std::move(sub);
+      return out;
+    }
+    case Op::TupleGet: {
+      const Bounded& t = arg(0);
+      out = t.elements.at(static_cast<size_t>(in.integer));
+      if (out.real()) {
+        // Carried: its own bounds, with the envelope's magnitudes (the same values).
+        if (const SiteEnvelope* e = envelope_of(site, out.size())) {
+          out.max_abs = e->max_abs;
+          out.min_abs = e->min_abs;
+        }
+        lies_in = out.type;
+      }
+      if (depth > 0) out.input_rounding = -1;
+      return out;
+    }
+    case Op::MakeTuple: {
+      out.kind = Bounded::Kind::Tuple;
+      for (size_t k = 0; k < in.args.size(); ++k) out.elements.push_back(arg(k));
+      return out;
+    }
+    case Op::KeySplit: {
+      out.kind = Bounded::Kind::Tuple;
+      Bounded key;
+      key.kind = Bounded::Kind::Key;
+      out.elements = {key, key};
+      return out;
+    }
+    case Op::Cast: {
+      const Bounded& x = arg(0);
+      tensor_result(x.shape);
+      const std::string& target = in.text;
+      if (target == "i32" || target == "i64" || target == "bool") {
+        // Truncation moves an integer by at most 1 more than its operand's error; a boolean may flip.
+        for (int r = 0; r < kBoundRules; ++r) {
+          const double d = x.error[r];
+          out.error[r] = d == 0 ? 0 : (target == "bool" ? 1 : d + 1);
+          out.cause[r] = x.cause[r];
+        }
+        return out;
+      }
+      out.error = x.error;
+      out.cause = x.cause;
+      lies_in = x.real() ? x.type : FloatType::F64;  // integers convert exactly below 2^53
+      const FloatType t =
+          target == "f32acc" ? FloatType::F32 : runtime::parse_float_type(target).value_or(FloatType::F64);
+      if (!holds(t, *lies_in)) {
+        round_to(out, t, &why);
+        computed = true;
+      }
+      lies_in = t;
+      return out;
+    }
+    case Op::Call:
+    case Op::Fold: {
+      const core::Function& callee = prog_.functions.at(static_cast<size_t>(in.callee));
+      const std::map<std::string, int64_t> callee_dims =
+          interp::callee_dims(callee, in, /*first=*/in.op == Op::Fold ? 1 : 0, dims_, dims);
+      if (in.op == Op::Call) {
+        std::vector<Bounded> args;
+        for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
+        out = eval(in.callee, std::move(args), callee_dims, depth + 1, mode);
+      } else {
+        const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
+        const Bounded& stacked = arg(0);
+        Bounded theta;
+        theta.kind = Bounded::Kind::Params;
+        theta.params = std::make_shared<Tree>(slice_copy(*stacked.params));
+        Bounded carried = arg(1);
+        for (int64_t i = 0; i < copies; ++i) carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
+        out = std::move(carried);
+      }
+      if (out.real()) {
+        if (const SiteEnvelope* e = envelope_of(site, out.size())) {
+          out.max_abs = e->max_abs;
+          out.min_abs = e->min_abs;
+        }
+        lies_in = out.type;
+      }
+      return out;
+    }
+    case Op::FoldVjp: {
+      // The fold forward, keeping each copy's input, then each copy's vjp from the last.
+      const std::map<std::string, int64_t> callee_dims =
+          interp::callee_dims(prog_.functions.at(static_cast<size_t>(in.callee)), in, /*first=*/1, dims_, dims);
+      const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
+      const Bounded& stacked = arg(0);
+      Bounded theta;
+      theta.kind = Bounded::Kind::Params;
+      theta.params = std::make_shared<Tree>(slice_copy(*stacked.params));
+      std::vector<Bounded> inputs;
+      Bounded carried = arg(1);
+      for (int64_t i = 0; i < copies; ++i) {
+        inputs.push_back(carried);
+        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
+      }
+      Bounded ct = arg(2);
+      std::vector<Bounded> grads;
+      for (int64_t i = copies; i-- > 0;) {
+        Bounded r = eval(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, callee_dims,
+                         depth + 1, mode);
+        grads.push_back(r.elements.at(1));
+        ct = r.elements.at(2);
+      }
+      // Each leaf stacks its copies: the largest error, the Frobenius norms' root sum of squares.
+      auto tree = std::make_shared<Tree>();
+      for (const auto& [path, leaf] : *stacked.params) {
+        Bounded g = leaf;
+        g.error = {};
+        g.cause = {-1, -1, -1};
+        g.max_abs = 0;
+        g.type = FloatType::F64;
+        double squares = 0;
+        for (const Bounded& copy : grads) {
+          const Bounded& part = copy.params->at(path);
+          g.error[kComp] = std::max(g.error[kComp], part.error[kComp]);
+          g.error[kCond] = std::max(g.error[kCond], part.error[kCond]);
+          squares += part.error[kNorm] * part.error[kNorm];
+          g.max_abs = std::max(g.max_abs, part.max_abs);
+          for (int r = 0; r < kBoundRules; ++r)
+            if (part.cause[r] >= 0 && g.cause[r] < 0) g.cause[r] = part.cause[r];
+        }
+        g.error[kNorm] = std::sqrt(squares);
+        tree->emplace(path, std::move(g));
+      }
+      Bounded grads_tree;
+      grads_tree.kind = Bounded::Kind::Params;
+      grads_tree.params = std::move(tree);
+      out.kind = Bounded::Kind::Tuple;
+      out.elements = {carried, ct, grads_tree};
+      return out;
+    }
+    case Op::MakeParams: {
+      // Each leaf: +0, then the parts its path names added in f64.
+      std::map<std::string, std::vector<const Bounded*>> parts;
+      for (size_t k = 1; k < in.args.size(); ++k) {
+        const std::string& path = in.paths.at(k - 1);
+        const Bounded& part = arg(k);
+        if (part.kind == Bounded::Kind::Params) {
+          for (const auto& [p, leaf] : *part.params) parts[path + p].push_back(&leaf);
+        } else {
+          parts[path].push_back(&part);
+        }
+      }
+      auto tree = std::make_shared<Tree>();
+      for (const auto& [path, model] : *arg(0).params) {
+        Bounded leaf;
+        leaf.shape = model.shape;
+        leaf.path = model.path;
+        leaf.max_abs = 0;
+        leaf.type = FloatType::F64;
+        const auto found = parts.find(path);
+        const std::vector<const Bounded*> none;
+        const std::vector<const Bounded*>& adds = found == parts.end() ? none : found->second;
+        PerRule terms{};
+        for (const Bounded* p : adds) {
+          leaf.max_abs += p->max_abs;
+          for (int r = 0; r < kBoundRules; ++r) {
+            leaf.error[r] += p->error[r];
+            if (p->cause[r] >= 0 && leaf.cause[r] < 0) leaf.cause[r] = p->cause[r];
+          }
+        }
+        const double g = gamma(static_cast<double>(adds.size()) - 1, kU64);
+        const double root_n = std::sqrt(static_cast<double>(leaf.size()));
+        for (int r = 0; r < kBoundRules; ++r)
+          terms[r] =
+              r == kNorm ? g * (times(root_n, leaf.max_abs) + leaf.error[r]) : g * (leaf.max_abs + leaf.error[r]);
+        for (int r = 0; r < kBoundRules; ++r) leaf.error[r] += terms[r];
+        tree->emplace(path, std::move(leaf));
+      }
+      out.kind = Bounded::Kind::Params;
+      out.params = std::move(tree);
+      return out;
+    }
+    default:
+      break;
+  }
+
+  const core::OpInfo& info = core::op_info(in.op);
+  if (info.elementwise) {
+    int64_t result_rest = 0;
+    for (size_t k = 0; k < in.args.size(); ++k)
+      if (in.align.at(k).rest) result_rest = std::max<int64_t>(result_rest, rest_of(k));
+    const int rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
+    std::vector<std::pair<const Shape*, runtime::AxisMap>> maps;
+    for (size_t k = 0; k < in.args.size(); ++k)
+      maps.emplace_back(&arg(k).shape, interp::axis_map(in.align.at(k), static_cast<int64_t>(arg(k).shape.size()),
+                                                        explicit_count(k), result_rest));
+    tensor_result(in.args.size() == 1 && in.op != Op::Pow ? arg(0).shape : broadcast(maps, rank));
+    const double n_out = static_cast<double>(out.size());
+    // Normwise: an operand of n_x elements broadcast into n_y multiplies its norm by √(n_y/n_x).
+    auto spread = [&](size_t k) {
+      const double n = static_cast<double>(arg(k).size());
+      return n == 0 ? 0.0 : std::sqrt(n_out / n);
+    };
+    auto norm_of = [&](size_t k, int r) { return r == kNorm ? times(arg(k).error[r], spread(k)) : arg(k).error[r]; };
+    // Booleans and integers: a comparison may flip where a real operand is off at all.
+    if (out.elem == ElemKind::Bool && in.op != Op::Where) {
+      for (int r = 0; r < kBoundRules; ++r) {
+        bool off = false;
+        for (size_t k = 0; k < in.args.size(); ++k) off = off || arg(k).error[r] > 0;
+        out.error[r] = off ? 1 : 0;
+      }
+      return out;
+    }
+    const Bounded& x = arg(0);
+    if (in.op == Op::Where && !out.real()) {
+      for (int r = 0; r < kBoundRules; ++r) {
+        bool off = false;
+        for (size_t k = 0; k < in.args.size(); ++k) off = off || arg(k).error[r] > 0;
+        out.error[r] = !off ? 0 : out.elem == ElemKind::Bool ? 1 : kInf;
+      }
+      return out;
+    }
+    if (in.op == Op::Where) {
+      const Bounded& c = arg(0);
+      const Bounded& a = arg(1);
+      const Bounded& b = arg(2);
+      lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
+      for (int r = 0; r < kBoundRules; ++r) {
+        const double flip = c.error[r] > 0 ? 1 : 0;
+        if (r == kNorm) {
+          const double ea = norm_of(1, r), eb = norm_of(2, r);
+          out.error[r] = std::sqrt(ea * ea + eb * eb) + times(flip * std::sqrt(n_out), a.max_abs + b.max_abs);
+        } else {
+          out.error[r] = std::max(a.error[r], b.error[r]) + times(flip, a.max_abs + b.max_abs);
+        }
+        if (flip > 0 && !std::isfinite(out.error[r]))
+          why[r] = "its condition may flip, and a branch has no recorded magnitude";
+      }
+      return out;
+    }
+    if (in.args.size() == 1) {
+      // x ↦ f(x), with f's Lipschitz constant L over the enlarged domain [m − δ, M + δ].
+      const double M = x.max_abs, m = x.min_abs;
+      auto needs_min = [&](int r, double d, const char* what) {
+        min_abs_sites.insert(site);
+        if (m > d) return true;
+        why[r] =
+            fmt::format("{} of values whose smallest |x| ({}) is not above their error ({})", what, sci(m), sci(d));
+        return false;
+      };
+      for (int r = 0; r < kBoundRules; ++r) {
+        const double d = x.error[r];
+        double L = 1;
+        switch (in.op) {
+          case Op::Neg:
+          case Op::Abs:
+          case Op::Relu:
+          case Op::Tanh:
+            L = 1;
+            break;
+          case Op::Sigmoid:
+            L = 0.25;
+            break;
+          case Op::Erf:
+            L = 2 / std::sqrt(std::numbers::pi);
+            break;
+          case Op::Gelu:
+          case Op::GeluTanh:
+            L = 1.13;
+            break;  // max |gelu'| = 1.1289…
+          case Op::Silu:
+            L = 1.1;
+            break;  // max |silu'| = 1.0998…
+          case Op::Exp:
+            L = std::exp(M + d);
+            break;
+          case Op::Log:
+            L = needs_min(r, d, "a logarithm") ? 1 / (m - d) : kInf;
+            break;
+          case Op::Rsqrt:
+            L = needs_min(r, d, "a reciprocal square root") ? 0.5 * std::pow(m - d, -1.5) : kInf;
+            break;
+          case Op::Sqrt: {
+            // |√a − √b| ≤ √|a − b| always; ≤ |a − b| / (2√(m − δ)) away from 0.
+            const double root =
+                r == kNorm ? std::sqrt(d) * std::pow(static_cast<double>(x.size()), 0.25) : std::sqrt(d);
+            double lip = kInf;
+            if (m > d) {
+              min_abs_sites.insert(site);
+              lip = d / (2 * std::sqrt(m - d));
+            }
+            out.error[r] = std::min(root, lip);
+            L = -1;
+            break;
+          }
+          case Op::Pow: {
+            const double p = in.number;
+            if (p == 0) {
+              L = 0;
+            } else if (p >= 1 && p == std::floor(p)) {
+              L = p * std::pow(M + d, p - 1);
+            } else {
+              L = needs_min(r, d, fmt::format("a power {}", p).c_str())
+                      ? std::fabs(p) * std::max(std::pow(m - d, p - 1), std::pow(M + d, p - 1))
+                      : kInf;
+            }
+            break;
+          }
+          case Op::Not:
+            L = 1;
+            break;
+          default:
+            L = kInf;
+            why[r] = fmt::format("not covered: `{}`", info.spelling);
+            break;
+        }
+        if (L >= 0) out.error[r] = times(L, d);
+      }
+      if (selects(in.op)) {
+        lies_in = x.type;
+        return out;
+      }
+      if (in.op == Op::Pow && in.number == 0) {
+        out.error = {};
+        lies_in = std::nullopt;
+        return out;
+      }
+      if (!out.real()) return out;
+      charge_kernel(x, library_function(in.op));
+      return out;
+    }
+    // Two operands, broadcast.
+    const Bounded& a = arg(0);
+    const Bounded& b = arg(1);
+    for (int r = 0; r < kBoundRules; ++r) {
+      const double ea = norm_of(0, r), eb = norm_of(1, r);  // δ, or E broadcast under normwise
+      const double db = b.error[r];                         // b's per-element bound
+      switch (in.op) {
+        case Op::Add:
+        case Op::Sub:
+          out.error[r] = ea + eb;
+          break;
+        case Op::Mul:
+          out.error[r] = times(ea, b.max_abs + db) + times(a.max_abs, eb);
+          break;
+        case Op::Div: {
+          // â/b̂ − a/b = ((â − a)·b − a·(b̂ − b)) / (b·b̂): ≤ δa/(m_b − δb) + M_a·δb/(m_b·(m_b − δb)).
+          min_abs_sites.insert(site);
+          const double mb = b.min_abs;
+          if (!(mb > db)) {
+            out.error[r] = kInf;
+            why[r] = fmt::format("a division by values whose smallest |x| ({}) is not above their error ({})", sci(mb),
+                                 sci(db));
+            break;
+          }
+          out.error[r] = ea / (mb - db) + times(a.max_abs, eb) / (mb * (mb - db));
+          break;
+        }
+        case Op::Min:
+        case Op::Max:
+          out.error[r] = r == kNorm ? std::sqrt(ea * ea + eb * eb) : std::max(ea, eb);
+          break;
+        case Op::Pow:
+          if (a.error[r] == 0 && b.error[r] == 0) {
+            out.error[r] = 0;
+          } else {
+            out.error[r] = kInf;
+            why[r] = "not covered: `pow` with an exponent that is a tensor";
+          }
+          break;
+        default:
+          out.error[r] = kInf;
+          why[r] = fmt::format("not covered: `{}`", info.spelling);
+          break;
+      }
+    }
+    if (out.elem != ElemKind::Real) return out;  // integer arithmetic is exact
+    if (selects(in.op)) {
+      lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
+      return out;
+    }
+    charge_kernel(a, library_function(in.op));
+    return out;
+  }
+
+  // Sums over k terms and contractions of k pairs, accumulated in `acc`.
+  const SiteEnvelope* me = nullptr;
+  auto condition = [&]() -> std::optional<double> {
+    if (!me || !me->condition || !std::isfinite(*me->condition)) return std::nullopt;
+    return me->condition;
+  };
+  // x summed k terms to an element (a mean's divided by k), each step rounded to `acc`.
+  auto sum_of = [&](const Bounded& x, double k, bool mean) {
+    const double ua = step_unit(acc);
+    // The first step adds a term to +0: exact unless the term needs rounding to acc itself.
+    const double steps = (mean ? k : k - 1) + (x.real() && holds(acc, x.type) ? 0 : 1);
+    const double g = gamma(steps, ua);
+    const double n_x = static_cast<double>(x.size());
+    for (int r = 0; r < kBoundRules; ++r) {
+      const double d = x.error[r];
+      if (r == kNorm) {
+        // Per output, |Σ δ_i| ≤ √k·‖δ‖₂ and Σ|x̂_i| ≤ √k·‖x̂‖₂ (Cauchy–Schwarz).
+        const double prop = mean ? d / std::sqrt(k) : std::sqrt(k) * d;
+        const double s = std::sqrt(k) * (times(std::sqrt(n_x), x.max_abs) + d);
+        out.error[r] = prop + times(g, mean ? s / k : s);
+        continue;
+      }
+      const double prop = mean ? d : k * d;
+      double s = times(k, x.max_abs + d);  // Σ|x̂_i| with every term at its largest
+      if (r == kCond)
+        if (auto c = condition()) {
+          const double by_condition = mean ? k * (times(*c, out.max_abs) + d) : times(*c, out.max_abs) + k * d;
+          if (by_condition < s) {
+            s = by_condition;
+            condition_sites.insert(site);
+            worst_condition_used = std::max(worst_condition_used, *c);
+          }
+        }
+      out.error[r] = prop + times(g, mean ? s / k : s);
+    }
+    computed = true;
+    lies_in = acc;
+  };
+  // Σ over k pairs p_i·q_i, each product and each step rounded to `acc`: γ_k.
+  auto contraction_of = [&](const Bounded& p, const Bounded& q, double k) {
+    const double g = gamma(k, step_unit(acc));
+    const double np = std::sqrt(static_cast<double>(p.size())), nq = std::sqrt(static_cast<double>(q.size()));
+    for (int r = 0; r < kBoundRules; ++r) {
+      const double dp = p.error[r], dq = q.error[r];
+      if (r == kNorm) {
+        // ‖δC‖ ≤ ‖δP‖(‖Q‖ + ‖δQ‖) + ‖P‖‖δQ‖ + γ_k·‖P̂‖‖Q̂‖, with ‖P‖ ≤ √n·M.
+        const double P = times(np, p.max_abs), Q = times(nq, q.max_abs);
+        out.error[r] = times(dp, Q + dq) + times(P, dq) + times(g, times(P + dp, Q + dq));
+        continue;
+      }
+      const double prop = k * (times(dp, q.max_abs + dq) + times(p.max_abs, dq));
+      double s = times(k, times(p.max_abs + dp, q.max_abs + dq));
+      if (r == kCond)
+        if (auto c = condition()) {
+          const double by_condition = times(*c, out.max_abs) + prop;
+          if (by_condition < s) {
+            s = by_condition;
+            condition_sites.insert(site);
+            worst_condition_used = std::max(worst_condition_used, *c);
+          }
+        }
+      out.error[r] = prop + times(g, s);
+    }
+    computed = true;
+    lies_in = acc;
+  };
+  auto shape_of_plan = [&](const runtime::ContractPlan& plan, const Shape& a, const Shape& b, double& k) {
+    Shape s;
+    for (const runtime::ResultAxis& ax : plan.result)
+      s.push_back(ax.a_axis >= 0 ? a.at(static_cast<size_t>(ax.a_axis)) : b.at(static_cast<size_t>(ax.b_axis)));
+    k = 1;
+    for (auto [pa, pb] : plan.contracted) k *= static_cast<double>(a.at(static_cast<size_t>(pa)));
+    return s;
+  };
+
+  switch (in.op) {
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp: {
+      const Bounded& x = arg(0);
+      std::vector<int> axes;
+      if (in.all_axes) {
+        for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) axes.push_back(i);
+      } else {
+        for (int a : in.axes) axes.push_back(rest_of(0) + a);
+      }
+      Shape shape;
+      for (int i = 0; i < static_cast<int>(x.shape.size()); ++i)
+        if (std::find(axes.begin(), axes.end(), i) == axes.end()) shape.push_back(x.shape[static_cast<size_t>(i)]);
+      tensor_result(shape);
+      me = envelope_of(site, out.size());
+      const double k = out.size() > 0 ? static_cast<double>(x.size()) / static_cast<double>(out.size()) : 0;
+      if (!out.real()) {  // an integer sum, max or min: exact on exact integers
+        for (int r = 0; r < kBoundRules; ++r) out.error[r] = in.op == Op::Sum ? k * x.error[r] : x.error[r];
+        return out;
+      }
+      if (in.op == Op::ReduceMax || in.op == Op::ReduceMin) {
+        out.error = x.error;  // Lipschitz 1 per slice (its ∞-norm is at most its 2-norm)
+        lies_in = x.real() ? x.type : FloatType::F64;
+        return out;
+      }
+      if (in.op == Op::LogSumExp) {
+        // |lse(x̂) − lse(x)| ≤ max|δ|; the kernel's m + log Σ exp(x − m) adds, relative to Σ ∈ [1, k]:
+        // each term's x − m rounding (|x − m| ≤ 2(M + δ)), the library's exp and its rounding, the
+        // sum's γ_(k−1); then log's library error and rounding, and the final add's rounding.
+        const double ua = step_unit(acc);
+        const double root_n = std::sqrt(static_cast<double>(out.size()));
+        for (int r = 0; r < kBoundRules; ++r) {
+          const double d = x.error[r];
+          const double term = (1 + std::expm1(ua * 2 * (x.max_abs + d))) * (1 + 4 * kU64) * (1 + ua) - 1;
+          const double theta = (1 + term) * (1 + gamma(k - 1, ua)) - 1;
+          if (!(theta < 1)) {
+            out.error[r] = kInf;
+            why[r] = "logsumexp's terms lose every digit to their rounding";
+            continue;
+          }
+          double local =
+              -std::log1p(-theta) + (4 * kU64 + ua) * (std::log(std::max(k, 1.0) * (1 + theta)) - std::log1p(-theta));
+          local += ua * (out.max_abs + d + local);
+          out.error[r] = d + (r == kNorm ? root_n * local : local);
+        }
+        computed = true;
+        lies_in = acc;
+        return out;
+      }
+      if (k == 0) {
+        out.error = {};
+        lies_in = std::nullopt;  // an empty sum is +0 (an empty mean's NaN is the exact one too)
+        return out;
+      }
+      sum_of(x, k, in.op == Op::Mean);
+      return out;
+    }
+    case Op::Dot:
+    case Op::Contract: {
+      const Bounded& a = arg(0);
+      const Bounded& b = arg(1);
+      const runtime::ContractPlan plan =
+          in.op == Op::Dot ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
+                           : interp::contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor,
+                                                   fn.type_of(in.args[1]).tensor, in.axes, in.pairs);
+      double k = 0;
+      tensor_result(shape_of_plan(plan, a.shape, b.shape, k));
+      me = envelope_of(site, out.size());
+      contraction_of(a, b, k);
+      return out;
+    }
+    case Op::ContractGradA:
+    case Op::ContractGradB: {
+      const Bounded& ct = arg(0);
+      const Bounded& a = arg(1);
+      const Bounded& b = arg(2);
+      const runtime::ContractPlan fwd =
+          in.integer == 0 ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
+                          : interp::contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor,
+                                                  fn.type_of(in.args[2]).tensor, in.axes, in.pairs);
+      double k = 0;
+      if (in.op == Op::ContractGradA) {
+        const runtime::ContractPlan p = runtime::contract_adjoint_a(fwd, static_cast<int>(a.shape.size()));
+        tensor_result(shape_of_plan(p, ct.shape, b.shape, k));
+        me = envelope_of(site, out.size());
+        contraction_of(ct, b, k);
+      } else {
+        const runtime::ContractPlan p = runtime::contract_adjoint_b(fwd, static_cast<int>(b.shape.size()));
+        tensor_result(shape_of_plan(p, a.shape, ct.shape, k));
+        me = envelope_of(site, out.size());
+        contraction_of(a, ct, k);
+      }
+      return out;
+    }
+    case Op::SumTo: {
+      const Bounded& ct = arg(0);
+      tensor_result(arg(1).shape);
+      me = envelope_of(site, out.size());
+      const double k = out.size() > 0 ? static_cast<double>(ct.size()) / static_cast<double>(out.size()) : 0;
+      sum_of(ct, std::max(k, 1.0), false);
+      return out;
+    }
+    case Op::GatherGrad: {
+      const Bounded& ct = arg(0);
+      tensor_result(arg(1).shape);
+      me = envelope_of(site, out.size());
+      if (arg(2).error[kComp] > 0 || arg(2).error[kNorm] > 0) {
+        for (int r = 0; r < kBoundRules; ++r) {
+          out.error[r] = kInf;
+          why[r] = "not covered: gather_grad with ids that may differ from the exact ones";
+        }
+        return out;
+      }
+      // As many terms per element as there are ids, at worst (every id the same row).
+      sum_of(ct, std::max(1.0, static_cast<double>(arg(2).size())), false);
+      return out;
+    }
+    case Op::Expand: {
+      const Bounded& ct = arg(0);
+      tensor_result(arg(1).shape);
+      const double copies = ct.size() > 0 ? static_cast<double>(out.size()) / static_cast<double>(ct.size()) : 1;
+      const double count = in.integer == 1 ? copies : 1;
+      for (int r = 0; r < kBoundRules; ++r)
+        out.error[r] = (r == kNorm ? times(ct.error[r], std::sqrt(copies)) : ct.error[r]) / count;
+      out.cause = ct.cause;
+      if (in.integer == 1)
+        charge_kernel(ct, false);
+      else
+        lies_in = ct.type;
+      return out;
+    }
+    case Op::ZerosLike:
+      tensor_result(arg(0).shape);
+      lies_in = std::nullopt;
+      return out;
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli: {
+      Shape shape;
+      for (const elab::Size& s : in.sizes) shape.push_back(interp::eval_size(s, dims));
+      tensor_result(shape);
+      if (in.op == Op::Bernoulli)
+        for (int r = 0; r < kBoundRules; ++r) out.error[r] = arg(1).error[r] > 0 ? 1 : 0;  // a draw may flip
+      return out;  // the same f64 draws in both interpreters
+    }
+    case Op::OneHot: {
+      const Bounded& ids = arg(0);
+      Shape shape = ids.shape;
+      shape.push_back(interp::eval_size(in.sizes.at(0), dims));
+      tensor_result(shape);
+      for (int r = 0; r < kBoundRules; ++r)
+        out.error[r] = ids.error[r] > 0 ? (r == kNorm ? std::sqrt(2.0 * static_cast<double>(ids.size())) : 1) : 0;
+      lies_in = std::nullopt;
+      return out;
+    }
+    default:
+      break;
+  }
+
+  // Restructuring: exact copies of elements.
+  const Bounded& x = arg(0);
+  Shape shape;
+  switch (in.op) {
+    case Op::Transpose: {
+      const int rest = rest_of(0);
+      for (int i = 0; i < rest; ++i) shape.push_back(x.shape.at(static_cast<size_t>(i)));
+      for (int a : in.axes) shape.push_back(x.shape.at(static_cast<size_t>(rest + a)));
+      break;
+    }
+    case Op::SplitAxis: {
+      const int at = rest_of(0) + in.axes.at(0);
+      shape.assign(x.shape.begin(), x.shape.begin() + at);
+      for (const elab::Size& s : in.sizes) shape.push_back(interp::eval_size(s, dims));
+      shape.insert(shape.end(), x.shape.begin() + at + 1, x.shape.end());
+      break;
+    }
+    case Op::MergeAxes: {
+      const int rest = rest_of(0);
+      const int first = *std::min_element(in.axes.begin(), in.axes.end());
+      const std::vector<int> perm = interp::merge_permutation(rest, static_cast<int>(explicit_count(0)), in.axes);
+      Shape permuted;
+      for (int p : perm) permuted.push_back(x.shape.at(static_cast<size_t>(p)));
+      const int at = rest + first, count = static_cast<int>(in.axes.size());
+      int64_t merged = 1;
+      for (int i = 0; i < static_cast<int>(permuted.size()); ++i) {
+        if (i >= at && i < at + count) {
+          merged *= permuted[static_cast<size_t>(i)];
+          if (i == at + count - 1) shape.push_back(merged);
+        } else {
+          shape.push_back(permuted[static_cast<size_t>(i)]);
+        }
+      }
+      break;
+    }
+    case Op::Concat: {
+      const size_t axis = static_cast<size_t>(rest_of(0) + in.axes.at(0));
+      shape = x.shape;
+      shape.at(axis) = 0;
+      for (size_t k = 0; k < in.args.size(); ++k) shape.at(axis) += arg(k).shape.at(axis);
+      break;
+    }
+    case Op::Slice: {
+      const size_t axis = static_cast<size_t>(rest_of(0) + in.axes.at(0));
+      const int64_t size = x.shape.at(axis);
+      int64_t start = in.integer, stop = in.integer2;
+      const int64_t stride = std::max<int64_t>(in.integer3, 1);
+      if (start < 0) start += size;
+      if (stop < 0) stop += size;
+      start = std::clamp<int64_t>(start, 0, size);
+      stop = std::clamp<int64_t>(stop, 0, size);
+      shape = x.shape;
+      shape[axis] = stop > start ? (stop - start + stride - 1) / stride : 0;
+      break;
+    }
+    case Op::Gather: {
+      const size_t axis = static_cast<size_t>(in.axes.at(0));
+      const Shape& ids = arg(1).shape;
+      shape.assign(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis));
+      shape.insert(shape.end(), ids.begin(), ids.end());
+      shape.insert(shape.end(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end());
+      break;
+    }
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::SliceGrad:
+      shape = arg(1).shape;
+      break;
+    case Op::ConcatGrad: {
+      const size_t axis = static_cast<size_t>(rest_of(1) + in.axes.at(0));
+      shape = x.shape;
+      shape.at(axis) = arg(1 + static_cast<size_t>(in.integer)).shape.at(axis);
+      break;
+    }
+    default:
+      tensor_result(x.shape);
+      for (int r = 0; r < kBoundRules; ++r) {
+        out.error[r] = kInf;
+        why[r] = fmt::format("not covered: `{}`", info.spelling);
+      }
+      return out;
+  }
+  tensor_result(shape);
+  if (!out.real()) {
+    out.error = x.error;
+    return out;
+  }
+  lies_in = x.real() ? x.type : FloatType::F64;
+  out.error = x.error;
+  out.cause = x.cause;
+  if (in.op == Op::Concat) {
+    // The largest part's error; the parts' norms add in squares.
+    double squares = 0;
+    for (size_t k = 0; k < in.args.size(); ++k) {
+      const Bounded& part = arg(k);
+      out.error[kComp] = std::max(out.error[kComp], part.error[kComp]);
+      out.error[kCond] = std::max(out.error[kCond], part.error[kCond]);
+      squares += part.error[kNorm] * part.error[kNorm];
+      if (part.real()) lies_in = join(*lies_in, part.type);
+    }
+    out.error[kNorm] = std::sqrt(squares);
+  }
+  if (in.op == Op::Gather) {
+    const Bounded& ids = arg(1);
+    const double n_ids = static_cast<double>(ids.size());
+    for (int r = 0; r < kBoundRules; ++r) {
+      // Each id's row once: ‖δy‖ ≤ √(ids)·‖δt‖. An id that may differ picks another row: + 2·M.
+      const bool moved = ids.error[r] > 0;
+      if (r == kNorm)
+        out.error[r] = times(std::sqrt(n_ids), x.error[r]) +
+                       (moved ? times(std::sqrt(static_cast<double>(out.size())), 2 * x.max_abs) : 0);
+      else
+        out.error[r] = x.error[r] + (moved ? 2 * x.max_abs : 0);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* bound_rule_name(BoundRule r) {
+  switch (r) {
+    case BoundRule::Componentwise:
+      return "componentwise";
+    case BoundRule::Normwise:
+      return "normwise";
+    case BoundRule::Cond:
+      return "cond";
+  }
+  return "?";
+}
+
+Sensitivities envelope_sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                                     const std::vector<std::vector<interp::Value>>& samples, int bits) {
+  if (samples.empty()) throw std::invalid_argument("sensitivities: no samples");
+  Sensitivities out;
+  std::map<std::string, size_t> index;
+  for (const std::vector<interp::Value>& args : samples) {
+    Sensitivities s = sensitivities(prog, entry, dims, args, bits);
+    if (out.entry.empty()) {
+      out.entry = s.entry;
+      out.bits = s.bits;
+    }
+    for (SiteSensitivity& site : s.sites) {
+      auto [it, fresh] = index.emplace(site.site, out.sites.size());
+      if (fresh)
+        out.sites.push_back(site);
+      else if (std::isnan(site.l1) || site.l1 > out.sites[it->second].l1)
+        out.sites[it->second].l1 = site.l1;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> envelope_mismatches(const elab::Program& prog, int entry, const Envelope& e) {
+  std::vector<std::string> out;
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
+  if (e.entry != fn.name) out.push_back(fmt::format("the envelope is of `{}`, not of `{}`", e.entry, fn.name));
+  for (const auto& [name, size] : e.dims)
+    if (std::find(prog.dims.begin(), prog.dims.end(), name) == prog.dims.end())
+      out.push_back(fmt::format("its dimension `{}` = {} is not a dimension of the program", name, size));
+  std::map<std::string, const core::Instr*> instrs;
+  for (const core::Function& f : prog.functions)
+    for (const core::Instr& in : f.body) instrs[core::site_name(f, in.id)] = &in;
+  for (const SiteEnvelope& s : e.sites) {
+    auto it = instrs.find(s.site);
+    if (it == instrs.end()) {
+      out.push_back(fmt::format("its site {} is not a site of the program", s.site));
+    } else if (it->second->op != s.op_code) {
+      out.push_back(fmt::format("its site {} is a `{}`, but the program's is a `{}`", s.site, s.op,
+                                core::op_info(it->second->op).spelling));
+    }
+    if (out.size() >= 8) break;  // enough to see that it is another program
+  }
+  if (!e.result.empty() && e.result != core::site_name(fn, fn.result_value))
+    out.push_back(
+        fmt::format("its result is {}, but `{}` returns {}", e.result, fn.name, core::site_name(fn, fn.result_value)));
+  return out;
+}
+
+BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                          const Realization& r, const Envelope& e,
+                          const std::vector<std::vector<interp::Value>>& samples, const Sensitivities* sens) {
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
+  if (r.entry != entry)
+    throw std::invalid_argument(fmt::format("the realization is of `{}`, not of `{}`",
+                                            prog.functions.at(static_cast<size_t>(r.entry)).name, fn.name));
+  if (std::vector<std::string> problems = envelope_mismatches(prog, entry, e); !problems.empty())
+    throw std::invalid_argument(
+        fmt::format("the envelope does not describe `{}`: {}", fn.name, fmt::join(problems, "; ")));
+  BoundWalk walk(prog, dims, r, e);
+  const Bounded result = walk.run(entry, samples);
+
+  BoundsReport b;
+  b.entry = fn.name;
+  b.result = core::site_name(fn, fn.result_value);
+  b.label = std::string(policy_name(r.policy)) + (r.half_intermediates ? " --half-intermediates" : "");
+  b.magnitude = e.result_max_abs;
+  b.tensor_output = e.site(b.result) != nullptr;
+  b.samples = e.samples;
+  b.envelope_sites = static_cast<int>(e.sites.size());
+  b.seed = e.seed;
+  b.params_file = e.params_file;
+  b.inputs_file = e.inputs_file;
+
+  // Each rule's output bound: the largest over the result's real leaves.
+  std::vector<const Bounded*> leaves;
+  real_leaves(result, leaves);
+  const std::string conditional =
+      fmt::format("the envelope's {}: every value within its recorded max |x|", plural(e.samples, "sample", "samples"));
+  const std::string away_from_zero =
+      walk.min_abs_sites.empty()
+          ? ""
+          : fmt::format(", and above its recorded min |x| at {} (divisions, logarithms, roots)",
+                        plural(static_cast<int64_t>(walk.min_abs_sites.size()), "site", "sites"));
+  for (int k = 0; k < kBoundRules; ++k) {
+    RuleBound& rule = b.rules[static_cast<size_t>(k)];
+    const Bounded* worst = nullptr;
+    for (const Bounded* leaf : leaves)
+      if (!worst || !(leaf->error[k] <= worst->error[k])) worst = leaf;
+    rule.bound = worst ? worst->error[k] : 0;
+    rule.covers = "conditional on " + conditional + away_from_zero;
+    if (k == kNorm) rule.covers += "; norms ‖v‖_F ≤ √n·max |v|";
+    if (k == kCond)
+      rule.covers += walk.condition_sites.empty()
+                         ? "; no sum's condition number was smaller than its componentwise bound"
+                         : fmt::format("; {} no worse conditioned than recorded (the worst {})",
+                                       plural(static_cast<int64_t>(walk.condition_sites.size()), "sum or contraction",
+                                              "sums and contractions"),
+                                       sci(walk.worst_condition_used));
+    if (worst && !std::isfinite(worst->error[k]) && worst->cause[k] >= 0) {
+      rule.infinite = walk.causes.at(static_cast<size_t>(worst->cause[k]));
+      rule.covers += fmt::format("; +inf from {}: {}", rule.infinite->site, rule.infinite->why);
+    }
+  }
+
+  for (SiteRecord& rec : walk.records) {
+    std::vector<std::string> types(rec.types.begin(), rec.types.end());
+    rec.bound.type = fmt::format("{}", fmt::join(types, "/"));
+    b.sites.push_back(rec.bound);
+  }
+
+  // rss = √Σ(s·r)²: sites where they are rounded, the entry's arguments, the parameters by path.
+  const bool scalar = fn.result.kind == elab::TypeKind::Tensor && fn.result.tensor.elem == elab::Elem::Real &&
+                      fn.result.tensor.axes.empty() && !fn.result.tensor.rest;
+  if (!scalar) {
+    b.rss_absent = fmt::format("`{}` does not return ℝ[], so it has no sensitivities", fn.name);
+  } else if (!sens) {
+    b.rss_absent = "no sensitivities were given";
+  } else {
+    std::map<std::string, double> s;
+    for (const SiteSensitivity& site : sens->sites) s[site.site] = site.l1;
+    auto sensitivity = [&](const std::string& site) { return s.count(site) ? s.at(site) : 0.0; };
+    double squares = 0;
+    auto add = [&](double term) { squares += term * term; };
+    for (const SiteRecord& rec : walk.records) add(times(sensitivity(rec.bound.site), rec.rss_rounding));
+    for (const auto& [site, rounding] : walk.input_roundings) add(times(sensitivity(site), rounding));
+    for (const auto& [path, readers] : walk.param_readers) {
+      const ParamStorage* stored = r.param(path);
+      const ParamEnvelope* p = e.param(path);
+      if (!stored || stored->stored == FloatType::F64) continue;  // f64 parameters enter exactly
+      double rounding = p ? p->max_abs * unit(stored->stored) : kInf;
+      if (p)
+        if (auto it = p->rounding.find(runtime::float_type_name(stored->stored)); it != p->rounding.end())
+          rounding = it->second;
+      double l1 = 0;
+      for (const std::string& site : readers) l1 += sensitivity(site);
+      add(times(l1, rounding));
+    }
+    b.rss = std::sqrt(squares);
+  }
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// The printout and the JSON.
+
+namespace {
+
+/// "1.95e10× the measured gap", or why there is no ratio.
+std::string against(double bound, const std::optional<MeasuredGap>& measured) {
+  if (!measured) return "";
+  if (measured->gap == 0) return "  the measured gap is 0";
+  return fmt::format("  {}× the measured gap", short_sci(bound / measured->gap));
+}
+
+std::string relative(double v, double magnitude) {
+  if (magnitude == 0) return "";
+  return fmt::format("  ({} relative)", short_sci(v / magnitude));
+}
+
+std::string seeds(uint64_t first, int count) {
+  if (count == 1) return fmt::format("seed {}", first);
+  return fmt::format("seeds {}–{}", first, first + static_cast<uint64_t>(count) - 1);
+}
+
+/// Descending, NaN and +inf first.
+bool larger(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);
+  return a > b;
+}
+
+nlohmann::ordered_json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+}  // namespace
+
+std::string print_bounds(const BoundsReport& b, int sites) {
+  std::string out = fmt::format("check --precision: `{}` under {}\n", b.entry, b.label);
+  if (b.tensor_output)
+    out += fmt::format("  magnitude   {}  (the largest |{}| over the envelope's {})\n", sci(b.magnitude), b.result,
+                       plural(b.samples, "sample", "samples"));
+  else
+    out += fmt::format("  magnitude   -  (the output {} is not one real tensor: the bounds are over its real leaves)\n",
+                       b.result);
+  for (int k = 0; k < kBoundRules; ++k) {
+    const RuleBound& rule = b.rules[static_cast<size_t>(k)];
+    out += fmt::format("  bound    {:<14} {}{}{}", bound_rule_name(static_cast<BoundRule>(k)), sci(rule.bound),
+                       std::isfinite(rule.bound) ? relative(rule.bound, b.magnitude) : "",
+                       std::isfinite(rule.bound) ? against(rule.bound, b.measured) : "");
+    if (rule.infinite) out += fmt::format("  from {}: {}", rule.infinite->site, rule.infinite->why);
+    out += "\n";
+  }
+  if (b.rss)
+    out += fmt::format("  estimate {:<14} {}{}{}\n", "rss", sci(*b.rss), relative(*b.rss, b.magnitude),
+                       against(*b.rss, b.measured));
+  else
+    out += fmt::format("  estimate {:<14} absent: {}\n", "rss", b.rss_absent);
+  if (b.measured)
+    out += fmt::format(
+        "  measured                {}{}  worst of {}, the typed interpreter against the exact reference at {} bits\n",
+        sci(b.measured->gap), relative(b.measured->gap, b.magnitude), plural(b.measured->samples, "sample", "samples"),
+        b.measured->bits);
+  if (b.held_out)
+    out += fmt::format("  held-out                {}{}  worst of {} ({})\n", sci(b.held_out->gap),
+                       relative(b.held_out->gap, b.magnitude),
+                       plural(b.held_out->samples, "fresh sample", "fresh samples"),
+                       seeds(b.held_out->first_seed, b.held_out->samples));
+  else if (b.measured && !b.held_out_absent.empty())
+    out += fmt::format("  held-out                none: {}\n", b.held_out_absent);
+  const std::string params = !b.params_file.empty() ? fmt::format("parameters from {}", b.params_file)
+                                                    : fmt::format("parameters drawn from seed {}", b.seed);
+  const std::string inputs = !b.inputs_file.empty() ? fmt::format(", inputs from {}", b.inputs_file) : "";
+  out += fmt::format("  envelope    {}{}, {}, {}{}\n", b.envelope_path.empty() ? "" : b.envelope_path + ": ",
+                     plural(b.samples, "sample", "samples"), plural(b.envelope_sites, "site", "sites"), params, inputs);
+
+  std::vector<size_t> order(b.sites.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return larger(b.sites[x].bound[kComp], b.sites[y].bound[kComp]); });
+  const size_t shown = std::min(order.size(), static_cast<size_t>(std::max(sites, 0)));
+  if (shown > 0) {
+    out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11}   {}\n", "site", "magnitude", "componentwise", "relative",
+                       "condition",
+                       shown < order.size() ? fmt::format("(the {} largest bounds of {})", shown, order.size())
+                                            : fmt::format("(every site, {} in all)", order.size()));
+    for (size_t i = 0; i < shown; ++i) {
+      const SiteBound& s = b.sites[order[i]];
+      const double rel = s.magnitude > 0 ? s.bound[kComp] / s.magnitude : kNaN;
+      out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11}\n", s.site, sci(s.magnitude), sci(s.bound[kComp]),
+                         s.magnitude > 0 ? sci(rel) : "-", s.condition ? sci(*s.condition) : "-");
+    }
+  }
+  const std::string k_samples = plural(b.samples, "sample", "samples");
+  if (b.measured) {
+    // The tightest bound against the measurement, or why there is none.
+    int best = -1;
+    for (int k = 0; k < kBoundRules; ++k)
+      if (std::isfinite(b.rules[static_cast<size_t>(k)].bound) &&
+          (best < 0 || b.rules[static_cast<size_t>(k)].bound < b.rules[static_cast<size_t>(best)].bound))
+        best = k;
+    if (best >= 0) {
+      const double bound = b.rules[static_cast<size_t>(best)].bound;
+      out += fmt::format("The tightest bound ({}) is {}, conditional on the envelope's {}; the measured gap is {}{}.\n",
+                         bound_rule_name(static_cast<BoundRule>(best)), sci(bound), k_samples, sci(b.measured->gap),
+                         b.measured->gap > 0 ? fmt::format(", {}× under it", short_sci(bound / b.measured->gap)) : "");
+    } else if (b.rules[kComp].infinite) {
+      out += fmt::format("No rule bounds the error under this realization: {} ({}); the measured gap is {}.\n",
+                         b.rules[kComp].infinite->site, b.rules[kComp].infinite->why, sci(b.measured->gap));
+    }
+  }
+  out += fmt::format(
+      "componentwise: a bound, for any input whose values stay within the envelope's magnitudes: every term of a sum "
+      "is taken at its largest.\n");
+  out +=
+      "normwise: a bound under the same condition, carried in Frobenius norms (‖v‖ ≤ √n·max |v|); the output's "
+      "norm bounds its largest error.\n";
+  out += fmt::format(
+      "cond: a bound for inputs no worse conditioned than the envelope's {}: a sum's rounding is bounded by its "
+      "recorded condition number where that is smaller.\n",
+      k_samples);
+  out +=
+      "rss: an estimate, not a bound: √Σ(s·r)², each site's sensitivity ‖∂L/∂v‖₁ times its rounding in its "
+      "realized type, to first order.\n";
+  return out;
+}
+
+nlohmann::ordered_json bounds_json(const BoundsReport& b) {
+  nlohmann::ordered_json j;
+  j["format"] = "quire-bounds";
+  j["version"] = 1;
+  j["entry"] = b.entry;
+  j["result"] = b.result;
+  j["realization"] = b.label;
+  j["magnitude"] = b.tensor_output ? number(b.magnitude) : nlohmann::ordered_json(nullptr);
+  j["samples"] = b.samples;
+  j["rules"] = nlohmann::ordered_json::object();
+  for (int k = 0; k < kBoundRules; ++k) {
+    const RuleBound& rule = b.rules[static_cast<size_t>(k)];
+    nlohmann::ordered_json r;
+    r["bound"] = number(rule.bound);
+    r["covers"] = rule.covers;
+    if (rule.infinite) r["infinite"] = {{"site", rule.infinite->site}, {"why", rule.infinite->why}};
+    j["rules"][bound_rule_name(static_cast<BoundRule>(k))] = std::move(r);
+  }
+  if (b.rss)
+    j["rss"] = number(*b.rss);
+  else {
+    j["rss"] = nullptr;
+    j["rss_absent"] = b.rss_absent;
+  }
+  auto gap = [](const MeasuredGap& g) {
+    return nlohmann::ordered_json{
+        {"gap", number(g.gap)}, {"samples", g.samples}, {"first_seed", g.first_seed}, {"bits", g.bits}};
+  };
+  if (b.measured) j["measured"] = gap(*b.measured);
+  if (b.held_out) j["held_out"] = gap(*b.held_out);
+  j["sites"] = nlohmann::ordered_json::array();
+  for (const SiteBound& s : b.sites) {
+    nlohmann::ordered_json site;
+    site["site"] = s.site;
+    site["function"] = s.function;
+    site["op"] = s.op;
+    site["type"] = s.type;
+    site["elements"] = s.elements;
+    site["evaluations"] = s.evaluations;
+    site["magnitude"] = number(s.magnitude);
+    for (int k = 0; k < kBoundRules; ++k)
+      site[bound_rule_name(static_cast<BoundRule>(k))] = number(s.bound[static_cast<size_t>(k)]);
+    if (s.condition) site["condition"] = number(*s.condition);
+    if (s.infinite) site["infinite"] = {{"site", s.infinite->site}, {"why", s.infinite->why}};
+    j["sites"].push_back(std::move(site));
+  }
+  return j;
+}
+
+}  // namespace quire::precision

@@ -1,0 +1,142 @@
+#pragma once
+// Forward error bounds under a realization (docs/precision.md, "Bounds and the
+// measurement"). An abstract interpretation walks the entry's Core in the
+// order the typed interpreter evaluates it (through every call and every fold
+// copy, at the envelope's dimensions, each call under the realization table of
+// its function, numerics form and argument types) and carries, for every real
+// value v, a bound on max_i |v̂_i − v_i|: v̂ the typed interpreter's value, v
+// the exact one.
+//
+// The bounds are conditional on the envelope: every value's magnitude is
+// taken to be at most its recorded max |x| (and at least its min |x| where a
+// division, a logarithm or a root needs it). They are theorems about the
+// envelope's samples and about any input that stays inside its magnitudes.
+// Three rules differ in how they bound a sum's rounding and in the norm:
+//
+//   - componentwise: every term of a sum at the envelope's largest magnitude;
+//   - normwise: Frobenius norms carried instead (‖v‖ ≤ √n·max|v|), the
+//     output's bound being its norm;
+//   - cond: a sum's terms bounded through its recorded condition number,
+//     Σ|terms| ≤ cond·|Σ terms| (never above the componentwise S), so it holds
+//     for inputs no worse conditioned than the samples.
+//
+// Beside them the estimate rss = √Σ(s_v·r_v)², s the sensitivity ‖∂L/∂v‖₁
+// and r the envelope's rounding error of v in its realized type: first order,
+// it ranks, it does not bound.
+//
+// Requires: an elaborated program without errors; an envelope of `entry`
+// calibrated on `samples` at `dims`; a realization of `entry`. Keeps: the
+// program unchanged. Anything the walk cannot bound soundly is +inf with its
+// reason ("not covered: …"), never an exception; an envelope that does not
+// describe the program (other dimensions, other sites) is std::invalid_argument.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quire/elab/program.h"
+#include "quire/interp/value.h"
+#include "quire/precision/envelope.h"
+#include "quire/precision/realization.h"
+#include "quire/precision/sensitivity.h"
+
+namespace quire::precision {
+
+/// The three bounds, in the order the printout lists them.
+enum class BoundRule : uint8_t { Componentwise, Normwise, Cond };
+inline constexpr int kBoundRules = 3;
+/// "componentwise", "normwise", "cond".
+const char* bound_rule_name(BoundRule r);
+
+/// Where a bound became +inf: the first site on its path that could not be bounded.
+struct InfiniteCause {
+  std::string site;  ///< "RMSNorm.apply/%9"
+  std::string why;   ///< "a division by values whose smallest |x| (0) is not above their error (0)"
+};
+
+/// One rule's bound on the output's largest error.
+struct RuleBound {
+  double bound = 0;
+  std::string covers;                     ///< what it is conditional on
+  std::optional<InfiniteCause> infinite;  ///< when bound is +inf (or NaN)
+};
+
+/// One site's bounds, each the largest over its evaluations.
+struct SiteBound {
+  std::string site;  ///< core::site_name
+  std::string function;
+  std::string op;
+  std::string type;      ///< its realized storage type(s), "f32" or "f32/bf16"
+  int64_t elements = 0;  ///< the most over its evaluations
+  int64_t evaluations = 0;
+  double magnitude = 0;                     ///< the envelope's max |x| (NaN when it records none)
+  std::array<double, kBoundRules> bound{};  ///< by BoundRule
+  std::optional<double> condition;          ///< the envelope's, for sums and contractions
+  std::optional<InfiniteCause> infinite;    ///< the componentwise bound's cause, when +inf
+};
+
+/// A measured gap: the worst |y − y*| over some samples (precision/measure.h).
+struct MeasuredGap {
+  double gap = 0;
+  int samples = 0;
+  uint64_t first_seed = 0;  ///< the seed of the first sample's draw
+  int bits = 128;           ///< of the exact reference
+};
+
+struct BoundsReport {
+  std::string entry;
+  std::string result;         ///< the result's site
+  std::string label;          ///< the realization: "f64", "f64+solved (9 sites, 4 parameters)"
+  double magnitude = 0;       ///< the envelope's max |output| (0 when the output is not one real tensor)
+  bool tensor_output = true;  ///< the output is one real tensor, whose magnitude the envelope records
+  int samples = 0;            ///< the envelope's
+  int envelope_sites = 0;
+  uint64_t seed = 0;
+  std::string params_file, inputs_file;      ///< the envelope's
+  std::string envelope_path;                 ///< as the user named it (the printout's "envelope" line)
+  std::array<RuleBound, kBoundRules> rules;  ///< by BoundRule
+  std::optional<double> rss;
+  std::string rss_absent;  ///< why rss is absent
+  /// Every real instruction site the walk evaluated, in the order first evaluated.
+  std::vector<SiteBound> sites;
+  std::optional<MeasuredGap> measured;  ///< on the envelope's samples (filled by the caller)
+  std::optional<MeasuredGap> held_out;  ///< on fresh samples (filled by the caller)
+  std::string held_out_absent;          ///< why there is no held-out measurement, when measured
+};
+
+/// The sensitivities of `entry` at each of the envelope's samples (the
+/// arguments `samples`), each site's largest. Appends the entry's vjp to the
+/// program, as sensitivities() does. std::invalid_argument for an entry whose
+/// result is not ℝ[].
+Sensitivities envelope_sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                                     const std::vector<std::vector<interp::Value>>& samples, int bits);
+
+/// The ways `e` does not describe `entry` of `prog`, one message each: another
+/// entry, a dimension the program lacks, a site the program does not have or
+/// has as another operation. Empty when the envelope fits.
+std::vector<std::string> envelope_mismatches(const elab::Program& prog, int entry, const Envelope& e);
+
+/// The bounds of `entry` under `r`, conditional on `e`, whose samples are
+/// `samples` (envelope_samples). `sens` (nullable) gives rss; `dims` are the
+/// envelope's. std::invalid_argument when the walk meets a site the envelope
+/// does not describe at these dimensions.
+BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                          const Realization& r, const Envelope& e,
+                          const std::vector<std::vector<interp::Value>>& samples, const Sensitivities* sens);
+
+/// The printout: the output's magnitude, each rule's bound (beside the
+/// measured gap when there is one), the estimate, the measurements, the
+/// envelope, the `sites` sites with the largest componentwise bounds, and one
+/// sentence per rule on what it covers.
+std::string print_bounds(const BoundsReport& b, int sites = 10);
+
+/// {"format": "quire-bounds", "version": 1, entry, result, realization,
+/// magnitude, rules: {componentwise: {bound, covers, infinite?}, …}, rss,
+/// measured?, held_out?, sites: [...]}; non-finite numbers as "inf", "nan".
+nlohmann::ordered_json bounds_json(const BoundsReport& b);
+
+}  // namespace quire::precision

@@ -1,0 +1,433 @@
+// The bounds against what they promise and against hand-derived numbers:
+// every rule's bound is at least the gap the typed interpreter measures
+// against the exact reference on the envelope's samples (the tutorial and
+// hand-written programs, under f64, f32, bf16, f16 and a solved-like
+// assignment); a sum under f32 and a cancelling sum give the formulas' exact
+// values; a division by a value whose smallest |x| is 0 is +inf, naming its
+// site; the CLI refuses a missing, malformed or foreign envelope.
+
+#include "quire/precision/bounds.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "quire/core/printer.h"
+#include "quire/interp/inputs.h"
+#include "quire/interp/interp_testing.h"
+#include "quire/interp/params.h"
+#include "quire/precision/measure.h"
+#include "quire/precision/realization_file.h"
+#include "quire/support/testing.h"
+
+namespace quire::precision {
+namespace {
+
+namespace fs = std::filesystem;
+using interp::Value;
+using interp::testing::Program;
+using interp::testing::reals;
+
+constexpr int kComp = static_cast<int>(BoundRule::Componentwise);
+constexpr int kNorm = static_cast<int>(BoundRule::Normwise);
+constexpr int kCond = static_cast<int>(BoundRule::Cond);
+
+/// The tutorial's program (07_train.qr and the files it imports).
+std::unique_ptr<elab::testing::Elaborated> tutorial() {
+  const fs::path dir = fs::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
+  std::map<std::string, std::string> files;
+  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
+    files[name] = quire::testing::read_text(dir / name);
+  files["main.qr"] = quire::testing::read_text(dir / "07_train.qr");
+  auto e = elab::testing::elaborate_files(files);
+  EXPECT_TRUE(e->ok()) << e->rendered();
+  return e;
+}
+
+/// An envelope as `quire calibrate --samples K --seed 0` makes it, with its samples.
+struct Calibrated {
+  Envelope envelope;
+  std::vector<std::vector<Value>> samples;
+};
+
+Calibrated calibrate_drawn(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims, int k) {
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
+  std::optional<interp::ParamMap> params;
+  if (!fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params)
+    params = interp::init_params(prog, fn.args[0].type.params, 0, dims);
+  Calibrated c;
+  for (int s = 0; s < k; ++s)
+    c.samples.push_back(interp::entry_arguments(prog, entry, params ? &*params : nullptr, dims,
+                                                static_cast<uint64_t>(s), std::nullopt));
+  c.envelope = calibrate(prog, entry, dims, c.samples, 128);
+  return c;
+}
+
+/// Every rule's bound against the measured gap, and the invariants between the rules.
+BoundsReport expect_sound(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                          const Calibrated& c, const RealizeOptions& options, const Sensitivities* sens,
+                          const std::string& what, bool finite = false) {
+  const Realization r = realize(prog, entry, options, dims);
+  const BoundsReport b = bound_errors(prog, entry, dims, r, c.envelope, c.samples, sens);
+  if (finite) {
+    for (int k = 0; k < kBoundRules; ++k) {
+      EXPECT_TRUE(std::isfinite(b.rules[static_cast<size_t>(k)].bound)) << what << "\n" << print_bounds(b, 40);
+    }
+  }
+  const std::vector<exact::ExactValue> reference = exact_outputs(prog, entry, dims, c.samples, 128);
+  const double gap = measure_gaps(prog, entry, dims, r, c.samples, reference).worst();
+  EXPECT_FALSE(std::isnan(gap)) << what;
+  for (int k = 0; k < kBoundRules; ++k)
+    EXPECT_GE(b.rules[static_cast<size_t>(k)].bound, gap)
+        << what << ": " << bound_rule_name(static_cast<BoundRule>(k)) << "\n"
+        << print_bounds(b, 40);
+  if (sens) {
+    EXPECT_TRUE(b.rss.has_value() && std::isfinite(*b.rss)) << what << ": " << b.rss_absent;
+  }
+  // cond never exceeds componentwise: its S is the smaller of the two, and every rule is monotone.
+  for (const SiteBound& s : b.sites) {
+    if (std::isfinite(s.bound[kComp])) {
+      EXPECT_LE(s.bound[kCond], s.bound[kComp]) << what << ": " << s.site;
+    }
+  }
+  return b;
+}
+
+TEST(BoundsSoundness, TheTutorialUnderEachPolicyAndASolvedAssignment) {
+  auto e = tutorial();
+  elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims{{"B", 4}};
+  const int entry = prog.find_function("loss");
+  const Calibrated c = calibrate_drawn(prog, entry, dims, 2);
+  // envelope_samples rebuilds exactly these samples from the envelope's seed.
+  Envelope seeded = c.envelope;
+  seeded.seed = 0;
+  const auto rebuilt = envelope_samples(prog, entry, seeded, 0, 2);
+  ASSERT_EQ(rebuilt.size(), 2u);
+  EXPECT_EQ(rebuilt[1][1].elements[0].tensor.reals, c.samples[1][1].elements[0].tensor.reals);
+  const Sensitivities sens = envelope_sensitivities(prog, entry, dims, c.samples, 128);
+
+  for (Policy p : {Policy::F64, Policy::F32, Policy::BF16, Policy::F16})
+    expect_sound(prog, entry, dims, c, RealizeOptions{p, false, nullptr, false}, &sens, policy_name(p));
+  expect_sound(prog, entry, dims, c, RealizeOptions{Policy::BF16, true, nullptr, false}, &sens,
+               "bf16, half accumulators");
+
+  // Like a solver's decisions: products and the norm in f32 or bf16, parameters narrowed.
+  Assignment a;
+  a.policy = Policy::F64;
+  a.sites = {{"Linear.apply/%4", FloatType::F32},  {"RMSNorm.apply/%4", FloatType::F32},
+             {"RMSNorm.apply/%5", FloatType::F32}, {"RMSNorm.apply/%9", FloatType::BF16},
+             {"Block.apply/%6", FloatType::BF16},  {"loss/%7", FloatType::F32}};
+  a.params = {{"blocks.proj.w", FloatType::F32}, {"blocks.norm.γ", FloatType::BF16}, {"head.b", FloatType::BF16}};
+  ASSERT_EQ(check_assignment(prog, entry, a, dims), std::vector<std::string>{});
+  expect_sound(prog, entry, dims, c, RealizeOptions{Policy::F64, false, &a, false}, &sens, "solved-like");
+
+  // Under f64 every bound is finite and small. (Not tiny: each block's division by
+  // √(mean x² + ε), min 0.46 over the envelope, amplifies a worst-case error by hundreds.)
+  const Realization f64 = realize(prog, entry, RealizeOptions{}, dims);
+  const BoundsReport b = bound_errors(prog, entry, dims, f64, c.envelope, c.samples, &sens);
+  for (int k = 0; k < kBoundRules; ++k) {
+    EXPECT_TRUE(std::isfinite(b.rules[static_cast<size_t>(k)].bound)) << b.rules[static_cast<size_t>(k)].covers;
+    EXPECT_LT(b.rules[static_cast<size_t>(k)].bound, 1e-4 * b.magnitude);
+  }
+  EXPECT_EQ(b.entry, "loss");
+  EXPECT_EQ(b.label, "f64");
+  EXPECT_NE(b.rules[kComp].covers.find("the envelope's 2 samples"), std::string::npos) << b.rules[kComp].covers;
+}
+
+TEST(BoundsSoundness, TheTutorialsVjpThroughTheReverseSweep) {
+  // loss.vjp: the reverse sweep's own operations (fold_vjp, sum_to, expand,
+  // contract_grad_a/b, params), its output a tuple of L and every gradient.
+  auto e = tutorial();
+  elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims{{"B", 4}};
+  const int loss = prog.find_function("loss");
+  const Calibrated forward = calibrate_drawn(prog, loss, dims, 2);
+  envelope_sensitivities(prog, loss, dims, forward.samples, 128);  // appends loss.vjp
+  const int entry = prog.find_function("loss.vjp");
+  ASSERT_GE(entry, 0);
+  Calibrated c;
+  for (std::vector<Value> args : forward.samples) {
+    args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+    c.samples.push_back(std::move(args));
+  }
+  c.envelope = calibrate(prog, entry, dims, c.samples, 128);
+  for (Policy p : {Policy::F64, Policy::F32, Policy::BF16}) {
+    const BoundsReport b = expect_sound(prog, entry, dims, c, RealizeOptions{p, false, nullptr, false}, nullptr,
+                                        fmt::format("loss.vjp under {}", policy_name(p)), /*finite=*/p == Policy::F64);
+    EXPECT_FALSE(b.tensor_output);  // (L, ∂θ, ∂batch): the bounds are over every real leaf
+    EXPECT_NE(print_bounds(b).find("magnitude   -  (the output loss.vjp/"), std::string::npos) << print_bounds(b);
+  }
+}
+
+TEST(BoundsSoundness, HandWrittenProgramsUnderEachPolicy) {
+  const char* programs[] = {
+      // element-wise functions, their library errors and their domains
+      "fn f(x : ℝ[6], y : ℝ[6]) -> ℝ[] =\n"
+      "  sum(tanh(x) * sigmoid(y) + gelu(x) - silu(y) + sqrt(x^2 + 1.0) + exp(y / 4.0) + log(1.0 + y^2)\n"
+      "      + rsqrt(2.0 + x^2) + max(x, y) + relu(x) + abs(y) + erf(x) + x / (2.0 + y^2))\n",
+      // reductions, a contraction, softmax and logsumexp
+      "fn f(x : ℝ[r: 3, n: 5], w : ℝ[n: 5, m: 4]) -> ℝ[] =\n"
+      "  mean(softmax(x · w)) + sum(log_softmax(x)) / 10.0 + sum(logsumexp(axis n, x)) + max(axis r, axis n, x)\n",
+      // a condition that may flip under a narrow input
+      "fn f(x : ℝ[8]) -> ℝ[] = sum(where(x > 0.0, x, 0.5 * x)) + mean(x^3)\n",
+  };
+  for (const char* text : programs) {
+    Program p(text);
+    elab::Program& prog = *p.e->prog;
+    const int entry = p.index("f");
+    const Calibrated c = calibrate_drawn(prog, entry, {}, 3);
+    const Sensitivities sens = envelope_sensitivities(prog, entry, {}, c.samples, 128);
+    // Every divisor, logarithm and root here is away from 0: under f64 all bounds are finite.
+    for (Policy pol : {Policy::F64, Policy::F32, Policy::BF16, Policy::F16})
+      expect_sound(prog, entry, {}, c, RealizeOptions{pol, false, nullptr, false}, &sens,
+                   fmt::format("{} under {}", text, policy_name(pol)), /*finite=*/pol == Policy::F64);
+  }
+}
+
+TEST(BoundsHandChecked, ASumOfThreeValuesUnderF32) {
+  Program p("fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const elab::Program& prog = *p.e->prog;
+  const int entry = p.index("f");
+  const std::vector<std::vector<Value>> samples{{Value::of(reals({3}, {1e8, 1, -1e8}))}};
+  const Envelope env = calibrate(prog, entry, {}, samples, 128);
+  const Realization r = realize(prog, entry, RealizeOptions{Policy::F32, false, nullptr, false}, {});
+  const BoundsReport b = bound_errors(prog, entry, {}, r, env, samples, nullptr);
+
+  // By hand. The input enters f32: δx = u·M + η/2, M = 1e8. The sum's 3 terms are
+  // f32 values, so the first step (0 + x₁) is exact and two steps round, each
+  // the f64 kernel's rounding then f32's: u_a = (1 + 2⁻⁵³)(1 + 2⁻²⁴) − 1, γ₂ = 2u_a / (1 − 2u_a).
+  // Its accumulator is its storage type: the store rounds nothing more.
+  const double u = 0x1p-24, eta = 0x1p-149, M = 1e8;
+  const double dx = u * M + eta / 2;
+  const double ua = (1 + 0x1p-53) * (1 + u) - 1;
+  const double g2 = 2 * ua / (1 - 2 * ua);
+  const double componentwise = 3 * dx + g2 * (3 * (M + dx));
+  EXPECT_DOUBLE_EQ(b.rules[kComp].bound, componentwise);
+  // cond: Σ|x| / |Σ x| = (2e8 + 1) / 1 on the sample, |Σ x| = 1, so S = 2e8 + 1 + 3δx < 3(M + δx).
+  ASSERT_EQ(env.sites.size(), 1u);
+  ASSERT_TRUE(env.sites[0].condition.has_value());
+  EXPECT_EQ(*env.sites[0].condition, 2e8 + 1);
+  const double cond = 3 * dx + g2 * (2e8 + 1 + 3 * dx);
+  EXPECT_DOUBLE_EQ(b.rules[kCond].bound, cond);
+  // normwise: E_x = u·√3·M + √3·η/2; the sum maps it by √3 and adds γ₂·√3·(√3·M + E_x).
+  const double ex = u * std::sqrt(3.0) * M + std::sqrt(3.0) * eta / 2;
+  EXPECT_DOUBLE_EQ(b.rules[kNorm].bound, std::sqrt(3.0) * ex + g2 * std::sqrt(3.0) * (std::sqrt(3.0) * M + ex));
+  // The numbers themselves: 5.36e1 componentwise against 4.17e1 by the condition number.
+  EXPECT_NEAR(b.rules[kComp].bound, 53.644, 1e-3);
+  EXPECT_NEAR(b.rules[kCond].bound, 41.723, 1e-3);
+  EXPECT_LT(b.rules[kCond].bound, b.rules[kComp].bound);
+  // f32 computes 1e8 + 1 = 1e8, then 0: the gap is 1, under every bound.
+  const double gap = measure_gaps(prog, entry, {}, r, samples, exact_outputs(prog, entry, {}, samples, 128)).worst();
+  EXPECT_EQ(gap, 1.0);
+  EXPECT_NE(b.rules[kCond].covers.find("1 sum or contraction no worse conditioned than recorded (the worst 2.0000e8)"),
+            std::string::npos)
+      << b.rules[kCond].covers;
+}
+
+TEST(BoundsHandChecked, AnExactSumUnderF64HasOnlyItsRoundings) {
+  Program p("fn f(x : ℝ[4]) -> ℝ[] = sum(x)\n");
+  const elab::Program& prog = *p.e->prog;
+  const int entry = p.index("f");
+  const std::vector<std::vector<Value>> samples{{Value::of(reals({4}, {0.5, 0.25, 2, 1}))}};
+  const Envelope env = calibrate(prog, entry, {}, samples, 128);
+  const BoundsReport b =
+      bound_errors(prog, entry, {}, realize(prog, entry, RealizeOptions{}, {}), env, samples, nullptr);
+  // f64 inputs enter exactly; three rounded steps of f64 over S = 4·2, then no store rounding.
+  const double u = 0x1p-53;
+  EXPECT_DOUBLE_EQ(b.rules[kComp].bound, 3 * u / (1 - 3 * u) * 8);
+  // All terms positive: condition 1, so S = |Σ x| = 3.75.
+  EXPECT_DOUBLE_EQ(b.rules[kCond].bound, 3 * u / (1 - 3 * u) * 3.75);
+}
+
+TEST(BoundsHandChecked, ADivisionByAValueWhoseSmallestIsZeroIsInfinite) {
+  Program p("fn f(x : ℝ[2], y : ℝ[2]) -> ℝ[] = sum(where(y > 0.0, x / y, x))\n");
+  const elab::Program& prog = *p.e->prog;
+  const int entry = p.index("f");
+  const std::vector<std::vector<Value>> samples{{Value::of(reals({2}, {1, 2})), Value::of(reals({2}, {0, 2}))}};
+  const Envelope env = calibrate(prog, entry, {}, samples, 128);
+  const BoundsReport b =
+      bound_errors(prog, entry, {}, realize(prog, entry, RealizeOptions{}, {}), env, samples, nullptr);
+  std::string div;
+  for (const core::Instr& in : prog.functions.at(static_cast<size_t>(entry)).body)
+    if (in.op == core::Op::Div) div = core::site_name(prog.functions.at(static_cast<size_t>(entry)), in.id);
+  ASSERT_FALSE(div.empty());
+  for (int k = 0; k < kBoundRules; ++k) {
+    const RuleBound& rule = b.rules[static_cast<size_t>(k)];
+    EXPECT_TRUE(std::isinf(rule.bound));
+    ASSERT_TRUE(rule.infinite.has_value());
+    EXPECT_EQ(rule.infinite->site, div);
+    EXPECT_NE(rule.infinite->why.find("a division by values whose smallest |x| (0.0000e0)"), std::string::npos)
+        << rule.infinite->why;
+    EXPECT_NE(rule.covers.find("+inf from " + div), std::string::npos) << rule.covers;
+  }
+  const std::string text = print_bounds(b, 5);
+  EXPECT_NE(text.find("bound    componentwise  inf  from " + div + ": a division"), std::string::npos) << text;
+  EXPECT_NE(bounds_json(b).dump().find("\"bound\":\"inf\""), std::string::npos);
+}
+
+TEST(BoundsReportText, ThePrintoutAndTheJson) {
+  Program p("fn f(x : ℝ[3]) -> ℝ[] = sum(x * x)\n");
+  elab::Program& prog = *p.e->prog;
+  const int entry = p.index("f");
+  const Calibrated c = calibrate_drawn(prog, entry, {}, 1);
+  const Sensitivities sens = envelope_sensitivities(prog, entry, {}, c.samples, 128);
+  const Realization r = realize(prog, entry, RealizeOptions{Policy::F32, false, nullptr, false}, {});
+  BoundsReport b = bound_errors(prog, entry, {}, r, c.envelope, c.samples, &sens);
+  b.envelope_path = "env.json";
+  b.measured = MeasuredGap{1e-8, 1, 0, 128};
+  b.held_out = MeasuredGap{2e-8, 4, 1, 128};
+  const std::string text = print_bounds(b, 10);
+  for (const char* line :
+       {"check --precision: `f` under f32\n", "  bound    componentwise  ", "  bound    normwise       ",
+        "  bound    cond           ", "  estimate rss            ", "× the measured gap",
+        "  measured                1.0000e-8", "worst of 1 sample, the typed interpreter",
+        "  held-out                2.0000e-8", "worst of 4 fresh samples (seeds 1–4)",
+        "  envelope    env.json: 1 sample, 2 sites, parameters drawn from seed 0", "(every site, 2 in all)",
+        "\nrss: an estimate, not a bound"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  const nlohmann::ordered_json j = bounds_json(b);
+  EXPECT_EQ(j["format"], "quire-bounds");
+  EXPECT_EQ(j["sites"].size(), 2u);
+  EXPECT_TRUE(j["rules"].contains("cond"));
+  EXPECT_EQ(j["held_out"]["samples"], 4);
+  // Not a scalar: rss is absent, and says why.
+  Program q("fn g(x : ℝ[3]) -> ℝ[3] = x * 2.0\n");
+  const Calibrated cq = calibrate_drawn(*q.e->prog, q.index("g"), {}, 1);
+  const BoundsReport bq = bound_errors(*q.e->prog, q.index("g"), {}, realize(*q.e->prog, q.index("g"), {}, {}),
+                                       cq.envelope, cq.samples, nullptr);
+  EXPECT_FALSE(bq.rss.has_value());
+  EXPECT_NE(print_bounds(bq).find("estimate rss            absent: `g` does not return ℝ[]"), std::string::npos)
+      << print_bounds(bq);
+}
+
+TEST(BoundsEnvelope, AnotherProgramsEnvelopeIsRefused) {
+  Program p("fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  Program q("fn f(x : ℝ[3]) -> ℝ[] = mean(x * x)\nfn h(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const Calibrated c = calibrate_drawn(*p.e->prog, p.index("f"), {}, 1);
+  // Its own program: no mismatch.
+  EXPECT_TRUE(envelope_mismatches(*p.e->prog, p.index("f"), c.envelope).empty());
+  // Another entry; the same name with another body.
+  std::vector<std::string> other = envelope_mismatches(*q.e->prog, q.index("h"), c.envelope);
+  ASSERT_FALSE(other.empty());
+  EXPECT_EQ(other[0], "the envelope is of `f`, not of `h`");
+  std::vector<std::string> body = envelope_mismatches(*q.e->prog, q.index("f"), c.envelope);
+  ASSERT_FALSE(body.empty());
+  EXPECT_EQ(body[0], "its site f/%2 is a `sum`, but the program's is a `mul`");
+  const Realization r = realize(*q.e->prog, q.index("f"), {}, {});
+  EXPECT_THROW(bound_errors(*q.e->prog, q.index("f"), {}, r, c.envelope, c.samples, nullptr), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------
+// The command line (the built binary beside the tests, as cli_run_test.cpp runs it).
+
+struct Outcome {
+  int status = -1;
+  std::string output;
+};
+
+fs::path quire_binary() { return fs::canonical("/proc/self/exe").parent_path().parent_path() / "quire"; }
+
+Outcome quire(const std::string& args) {
+  Outcome o;
+  FILE* pipe = popen((quire_binary().string() + " " + args + " 2>&1").c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+class BoundsCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(quire_binary())) GTEST_SKIP() << "no quire binary at " << quire_binary();
+    dir_ = fs::temp_directory_path() / fmt::format("quire_bounds_{}_{}",
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                                   static_cast<long>(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(BoundsCli, AMissingEnvelopeIsAnErrorNamingIt) {
+  const std::string prog = write("p.qr", "fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const Outcome o = quire("check --precision " + path("missing.json") + " " + prog);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output.rfind("quire: error: " + path("missing.json") + ": ", 0), 0u) << o.output;
+}
+
+TEST_F(BoundsCli, AMalformedEnvelopeIsAnErrorNamingTheKey) {
+  const std::string prog = write("p.qr", "fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const std::string bad = write("bad.json", "{\"format\": \"quire-envelope\", \"version\": 2}");
+  Outcome o = quire("check --precision " + bad + " " + prog);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output, "quire: error: " + bad + ": key `entry`: missing\n");
+  const std::string junk = write("junk.json", "not json");
+  o = quire("check --precision " + junk + " " + prog);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output.rfind("quire: error: " + junk + ": not JSON", 0), 0u) << o.output;
+}
+
+TEST_F(BoundsCli, AnEnvelopeOfAnotherEntryOrProgramIsRefused) {
+  const std::string a = write("a.qr", "fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const std::string b = write("b.qr", "fn g(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const std::string c = write("c.qr", "fn f(x : ℝ[3]) -> ℝ[] = mean(x * x)\n");
+  Outcome o = quire("calibrate " + a + " --entry f --out " + path("env.json"));
+  ASSERT_EQ(o.status, 0) << o.output;
+  o = quire("check --precision " + path("env.json") + " " + b);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output, "quire: error: --precision " + path("env.json") + ": the envelope is of `f`, which " + b +
+                          " does not define\n");
+  o = quire("check --precision " + path("env.json") + " " + c);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("the envelope does not describe `f` of " + c +
+                          ":\n  its site f/%2 is a `sum`, but the "
+                          "program's is a `mul`"),
+            std::string::npos)
+      << o.output;
+  // A realization solved for another entry.
+  const std::string r = write("r.json", realization_file_json("g", Assignment{}, {}).dump());
+  o = quire("check --precision " + path("env.json") + " " + a + " --realize @" + r);
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output, "quire: error: --realize " + r + ": the realization was solved for `g`, not for `f`\n");
+  // Flags that need --precision, or --measure.
+  o = quire("check " + a + " --measure");
+  EXPECT_EQ(o.status, 1) << o.output;
+  o = quire("check --precision " + path("env.json") + " " + a + " --held-out 2");
+  EXPECT_EQ(o.output, "quire: error: --held-out applies with --measure\n");
+}
+
+TEST_F(BoundsCli, TheBoundsBesideTheMeasurement) {
+  const std::string a = write("a.qr", "fn f(x : ℝ[3]) -> ℝ[] = sum(x * x)\n");
+  ASSERT_EQ(quire("calibrate " + a + " --entry f --samples 2 --out " + path("env.json")).status, 0);
+  const Outcome o = quire("check --precision " + path("env.json") + " " + a +
+                          " --policy bf16 --measure --held-out 3 --out " + path("bounds.json"));
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* line : {"check --precision: `f` under bf16\n", "× the measured gap", "worst of 2 samples",
+                           "worst of 3 fresh samples (seeds 2–4)", "check: wrote "})
+    EXPECT_NE(o.output.find(line), std::string::npos) << line << "\n" << o.output;
+  EXPECT_TRUE(fs::exists(path("bounds.json")));
+}
+
+}  // namespace
+}  // namespace quire::precision

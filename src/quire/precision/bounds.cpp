@@ -308,8 +308,8 @@ class BoundWalk {
           std::vector<const runtime::Tensor*> leaves;
           for (const interp::Value* v : values) leaves.push_back(&v->params->at(leaf_path));
           const ParamStorage* stored = realization_.param(leaf_path);
-          Bounded leaf =
-              entry_tensor(leaves, stored ? stored->stored : FloatType::F64, fmt::format("parameter `{}`", leaf_path));
+          Bounded leaf = entry_tensor(leaves, stored ? stored->stored : FloatType::F64,
+                                      fmt::format("parameter `{}`", leaf_path), /*given=*/true);
           leaf.path = leaf_path;
           leaf.input_rounding = -1;  // a parameter's rounding is charged to its path
           tree->emplace(leaf_path, std::move(leaf));
@@ -327,7 +327,12 @@ class BoundWalk {
   }
 
   /// A tensor argument over the samples, cast to `type` (reals) on entry.
-  Bounded entry_tensor(const std::vector<const runtime::Tensor*>& tensors, FloatType type, const std::string& where) {
+  /// `given`: the values are the ones every covered run has (the parameters
+  /// the envelope was calibrated with), so their cast's error is the one
+  /// measured on them, exactly (|round(x) − x| is exact in doubles), not
+  /// u·max|x|; data arguments vary between inputs and take u·max|x|.
+  Bounded entry_tensor(const std::vector<const runtime::Tensor*>& tensors, FloatType type, const std::string& where,
+                       bool given = false) {
     Bounded b;
     b.shape = tensors.front()->shape;
     b.elem = tensors.front()->kind;
@@ -354,7 +359,12 @@ class BoundWalk {
     b.type = FloatType::F64;
     b.input_rounding = rounding;
     Why why;
-    if (!holds(type, FloatType::F64)) round_to(b, type, &why);
+    if (given && std::isfinite(rounding)) {
+      b.error[kComp] = b.error[kCond] = rounding;
+      b.error[kNorm] = std::sqrt(static_cast<double>(b.size())) * rounding;
+    } else if (!holds(type, FloatType::F64)) {
+      round_to(b, type, &why);
+    }
     b.type = type;
     for (int r = 0; r < kBoundRules; ++r)
       if (!std::isfinite(b.error[r])) {

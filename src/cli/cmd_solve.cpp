@@ -52,8 +52,8 @@ Handler setup_solve(CLI::App& sub) {
                  "values a comparison reads: wide (default, not offered) or measure (offered; the measurement decides)")
       ->check(CLI::IsMember({"wide", "measure"}));
   sub.add_option("--negligible", o->negligible,
-                 "rule 2's θ: a value whose first narrowing saves less than θ of the all-f64 cost is not offered "
-                 "(default 1e-3)")
+                 "rule 2's θ: a value whose first narrowing saves less than θ times the mean value's all-f64 cost is "
+                 "not offered (default 1e-3)")
       ->check(CLI::Range(0.0, 1.0));
   sub.add_option("--held-out", o->held_out, "fresh samples to measure the accepted realization on (default 4)")
       ->check(CLI::NonNegativeNumber);

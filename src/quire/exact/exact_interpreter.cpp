@@ -449,12 +449,13 @@ bool ExactInterpreter::adds_terms(Op op) {
 }
 
 ExactValue ExactInterpreter::absolute_terms(const core::Function& fn, const core::Instr& in,
-                                            const std::vector<ExactValue>& env) {
+                                            const std::vector<ExactValue>& env, bool ones) {
   if (!adds_terms(in.op))
     throw std::logic_error(fmt::format("internal: {} (`{}`) adds no terms", core::site_name(fn, in.id),
                                        core::op_info(in.op).spelling));
   // Only the operands' slots are filled: `step` reads nothing else for these operations.
-  std::vector<ExactValue> absolute(env.size());
+  if (absolute_env_.size() < env.size()) absolute_env_.resize(env.size());
+  std::vector<ExactValue>& absolute = absolute_env_;
   for (size_t k = 0; k < in.args.size(); ++k) {
     const ExactValue& x = env.at(static_cast<size_t>(in.args[k]));
     ExactValue& a = absolute.at(static_cast<size_t>(in.args[k]));
@@ -468,12 +469,20 @@ ExactValue ExactInterpreter::absolute_terms(const core::Function& fn, const core
       BigTensor t;
       t.shape = x.real.shape;
       t.elems.reserve(x.real.elems.size());
-      for (const Big& e : x.real.elems) t.elems.push_back(abs(e));
+      for (const Big& e : x.real.elems) t.elems.push_back(ones ? Big(1.0, e.bits()) : abs(e));
       a = ExactValue::of(std::move(t));
     }
   }
   // None of these operations calls a function or reads a dimension.
-  return step(fn, in, absolute, dims_, 0);
+  ExactValue result;
+  try {
+    result = step(fn, in, absolute, dims_, 0);
+  } catch (...) {
+    for (int a : in.args) absolute.at(static_cast<size_t>(a)) = ExactValue{};
+    throw;
+  }
+  for (int a : in.args) absolute.at(static_cast<size_t>(a)) = ExactValue{};
+  return result;
 }
 
 ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env,

@@ -63,7 +63,11 @@ class ExactInterpreter {
   /// of the original's (Σ|x_i| for a sum, Σ|a_i·b_i| for a contraction; a mean
   /// is Σ|x_i| / n). Index operands (gather_grad's ids) stay as they are.
   /// `env` is as the observer receives it. std::logic_error for another op.
-  ExactValue absolute_terms(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env);
+  /// With `ones`, every real operand element is 1 instead: each result
+  /// element is then the number of terms it adds (a mean's is 1).
+  /// Linear in the operands' size, whatever the size of `env`.
+  ExactValue absolute_terms(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env,
+                            bool ones = false);
 
  private:
   ExactValue eval(int function, const std::vector<ExactValue>& args, const std::map<std::string, int64_t>& dims,
@@ -79,6 +83,9 @@ class ExactInterpreter {
   std::map<std::string, int64_t> dims_;
   int bits_;
   Observer observer_;
+  /// absolute_terms' environment, reused: only the operands' slots are ever
+  /// filled, and they are emptied again after each use.
+  std::vector<ExactValue> absolute_env_;
 };
 
 /// An f64 argument exactly (tuples, trees and tensors element by element).

@@ -67,22 +67,13 @@ void measure(Tally& t, const exact::ExactValue& value, const exact::ExactValue* 
 /// The terms each result element of a sum or contraction adds: the same
 /// reduction run on operands of ones counts them (a mean's is its count).
 int64_t terms_per_element(exact::ExactInterpreter& interp, const core::Function& fn, const core::Instr& in,
-                          const std::vector<exact::ExactValue>& env) {
-  const exact::ExactValue& result_shape_source = env.at(static_cast<size_t>(in.args.at(0)));
+                          const std::vector<exact::ExactValue>& env, const exact::ExactValue& value) {
   if (in.op == core::Op::Mean) {
-    // absolute_terms divides a mean by its count: the count is the sizes' ratio.
-    int64_t out = 1;
-    for (const auto& e : interp.absolute_terms(fn, in, env).real.shape) out *= e;
-    return out == 0 ? 0 : result_shape_source.real.size() / out;
-  }
-  std::vector<exact::ExactValue> ones = env;
-  for (int a : in.args) {
-    exact::ExactValue& v = ones.at(static_cast<size_t>(a));
-    if (v.kind == exact::ExactValue::Kind::Tensor && v.is_real)
-      for (Big& x : v.real.elems) x = Big(1.0, x.bits());
+    const int64_t out = value.real.size();
+    return out == 0 ? 0 : env.at(static_cast<size_t>(in.args.at(0))).real.size() / out;
   }
   int64_t most = 0;
-  for (const Big& x : interp.absolute_terms(fn, in, ones).real.elems)
+  for (const Big& x : interp.absolute_terms(fn, in, env, /*ones=*/true).real.elems)
     most = std::max<int64_t>(most, static_cast<int64_t>(x.to_double()));
   return most;
 }
@@ -219,7 +210,7 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     t.this_sample += 1;
     if (!exact::ExactInterpreter::adds_terms(in.op)) return measure(t, value, nullptr);
     t.has_condition = true;
-    if (t.terms == 0) t.terms = terms_per_element(interp, fn, in, env);
+    if (t.terms == 0) t.terms = terms_per_element(interp, fn, in, env, value);
     const exact::ExactValue absolute = interp.absolute_terms(fn, in, env);
     if (absolute.real.elems.size() != value.real.elems.size())
       throw std::logic_error(fmt::format("internal: {}: Σ|terms| has {} elements, the sum {}",

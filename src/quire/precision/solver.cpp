@@ -334,7 +334,10 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
 
   // The rules that leave a choice unoffered.
   for (const Choice& c : s.choices) s.cost_all_f64 += costs.of(c, FloatType::F64);
-  s.theta_cost = options.negligible * s.cost_all_f64;
+  // Rule 2 measures against the mean choice, not the whole: in a program of n
+  // similar values each is 1/n of the cost, and a fraction of the whole would
+  // leave every value of a large program unoffered.
+  s.theta_cost = s.choices.empty() ? 0 : options.negligible * s.cost_all_f64 / static_cast<double>(s.choices.size());
   for (Choice& c : s.choices) {
     if (!c.unoffered.empty()) continue;
     if (c.elements == 1) {
@@ -348,7 +351,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     }
     const double saving = costs.of(c, FloatType::F64) - costs.of(c, *first);
     if (saving < s.theta_cost)
-      c.unoffered = fmt::format("its first narrowing saves {} {}, under θ·cost = {} (rule 2)", sci(saving),
+      c.unoffered = fmt::format("its first narrowing saves {} {}, under θ times the mean choice's cost, {} (rule 2)", sci(saving),
                                 options.profile ? "s" : "bytes", sci(s.theta_cost));
   }
 

@@ -6,8 +6,8 @@
 // 1. Choices. Every instruction site the entry stores, and every parameter
 //    leaf (keyed by its path), starts at f64. Rules leave some unoffered,
 //    each named in the output: a value of one element (rule 1); a value
-//    whose first narrowing saves less than θ of the entry's all-f64 cost
-//    (rule 2); a value a discontinuous operation reads (a comparison, a
+//    whose first narrowing saves less than θ times the mean choice's
+//    all-f64 cost (rule 2); a value a discontinuous operation reads (a comparison, a
 //    where's condition, a Bernoulli's probability) unless the discontinuity
 //    is to be measured (rule 3). Marks bound the rest: an explicit type or a
 //    `precision(…)` region is not a choice; a `numerics(high)` island (or a
@@ -56,7 +56,7 @@ struct SolveOptions {
   /// The types a choice may take besides f64, widest first.
   std::vector<FloatType> menu = {FloatType::F32, FloatType::BF16, FloatType::F16};
   bool measure_discontinuous = false;  ///< rule 3 offers those values, and the measurement decides
-  double negligible = 1e-3;            ///< rule 2's θ
+  double negligible = 1e-3;            ///< rule 2's θ, a fraction of the mean choice's all-f64 cost
   int held_out = 4;                    ///< fresh samples measured after acceptance
 };
 

@@ -1,4 +1,5 @@
-// quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity [--format text|json] [--entry E]
+// quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity|realize [--format text|json] [--entry E]
+//   realize: --entry E [--dim B=4]
 //   sensitivity: --entry E [--dim B=4] [--bits N] [--seed N] [--sites K]
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "quire/exact/big.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
+#include "quire/kernel/fusion.h"
 #include "quire/precision/realization.h"
 #include "quire/precision/sensitivity.h"
 #include "quire/syntax/ast_printer.h"
@@ -50,19 +52,20 @@ Handler setup_dump(CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
-  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp, precision or sensitivity")
+  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp, precision, sensitivity or realize")
       ->required()
-      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision", "sensitivity"}));
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision", "sensitivity", "realize"}));
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub.add_option("--entry", o->entry,
                  "core: only the functions this one reaches; vjp: the function differentiated; "
-                 "precision: the entry realized; sensitivity: the scalar L differentiated");
+                 "precision: the entry realized; sensitivity: the scalar L differentiated; realize: the entry whose "
+                 "fusion groups are printed");
   sub.add_option("--precision", o->precision, "precision: the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
   sub.add_option("--dim", o->dims,
-                 "precision, sensitivity: bind a dimension, NAME=SIZE (sizes the parameters' bytes; "
-                 "the run's tensors)");
+                 "precision, sensitivity, realize: bind a dimension, NAME=SIZE (sizes the parameters' bytes; "
+                 "the run's tensors; the fold counts of the launch totals)");
   sub.add_option("--bits", o->bits, "sensitivity: the bits of every real in the exact reference (default 128)");
   sub.add_option("--seed", o->seed,
                  "sensitivity: seed of the parameters and inputs, as `quire run` draws them (default 0)")
@@ -71,9 +74,9 @@ Handler setup_dump(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   return [o]() {
     if (!o->entry.empty() && o->stage != "core" && o->stage != "precision" && o->stage != "vjp" &&
-        o->stage != "sensitivity")
-      throw UsageError(
-          fmt::format("--entry applies to --stage core, vjp, precision and sensitivity, not to --stage {}", o->stage));
+        o->stage != "sensitivity" && o->stage != "realize")
+      throw UsageError(fmt::format(
+          "--entry applies to --stage core, vjp, precision, sensitivity and realize, not to --stage {}", o->stage));
     if (o->stage == "sensitivity" && o->entry.empty())
       throw UsageError("--stage sensitivity differentiates one scalar function: give --entry NAME");
     if (o->stage == "sensitivity" && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
@@ -81,6 +84,8 @@ Handler setup_dump(CLI::App& sub) {
           fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits, exact::kMaxBits));
     if (o->stage == "precision" && o->entry.empty())
       throw UsageError("--stage precision realizes one entry: give --entry NAME");
+    if (o->stage == "realize" && o->entry.empty())
+      throw UsageError("--stage realize groups what one entry reaches: give --entry NAME");
     if (o->stage == "vjp" && o->entry.empty())
       throw UsageError("--stage vjp differentiates one function: give --entry NAME");
     if (o->stage == "tokens" || o->stage == "ast") {
@@ -126,6 +131,12 @@ Handler setup_dump(CLI::App& sub) {
       auto r = precision::realize(*prog, root, options, parse_dims(o->dims, *prog));
       if (o->format == "json") std::cout << precision::realization_json(*prog, r).dump(2) << "\n";
       else std::cout << precision::print_realization(*prog, r);
+      return 0;
+    }
+    if (o->stage == "realize") {
+      const kernel::Fusion fusion = kernel::fuse(*prog, root, parse_dims(o->dims, *prog));
+      if (o->format == "json") std::cout << kernel::fusion_json(*prog, fusion).dump(2) << "\n";
+      else std::cout << kernel::print_fusion(*prog, fusion);
       return 0;
     }
     if (o->format == "json") std::cout << core::core_json(*prog, root).dump(2) << "\n";

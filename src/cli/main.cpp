@@ -19,7 +19,7 @@ namespace {
 
 const quire::cli::Command kCommands[] = {
     {"check", "check a program: diagnostics, or nothing (--summary prints what it elaborated)", quire::cli::setup_check},
-    {"dump", "print a stage's result: tokens, ast, elab, core, vjp, precision, sensitivity", quire::cli::setup_dump},
+    {"dump", "print a stage's result: tokens, ast, elab, core, vjp, precision, sensitivity, realize", quire::cli::setup_dump},
     {"run", "evaluate an entry function in the reference interpreter, under a precision policy", quire::cli::setup_run},
     {"calibrate", "measure an entry in the exact reference: every site's largest |x|, condition number, rounding error",
      quire::cli::setup_calibrate},

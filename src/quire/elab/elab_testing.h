@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -92,6 +94,20 @@ inline std::unique_ptr<Elaborated> elaborate_files(const std::map<std::string, s
 /// Elaborates one file, `main.qr`.
 inline std::unique_ptr<Elaborated> elaborate_text(const std::string& text) {
   return elaborate_files({{"main.qr", text}});
+}
+
+/// The shipped tutorial's 07_train.qr (as `main.qr`) with the files it imports.
+inline std::unique_ptr<Elaborated> elaborate_tutorial() {
+  const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
+  auto read = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::map<std::string, std::string> files;
+  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
+    files[name] = read(dir / name);
+  files["main.qr"] = read(dir / "07_train.qr");
+  return elaborate_files(files);
 }
 
 /// The tutorial's Linear and RMSNorm, for tests that build on them.

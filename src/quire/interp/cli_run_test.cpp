@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "quire/io/npy.h"
+#include "quire/support/cli_testing.h"
 #include "quire/runtime/tensor.h"
 
 namespace quire {
@@ -20,50 +21,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status = -1;     ///< the exit status (128 + n for a signal)
-  std::string output;  ///< stdout and stderr together
-};
-
-fs::path quire_binary() { return fs::canonical("/proc/self/exe").parent_path().parent_path() / "quire"; }
+using quire::testing::Outcome;
+using quire::testing::quire_binary;
 
 fs::path tutorial(const std::string& name) { return fs::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial" / name; }
 
-Outcome quire(const std::string& args) {
-  Outcome o;
-  std::string command = quire_binary().string() + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return o;
-}
+Outcome quire(const std::string& args) { return quire::testing::run_quire(args); }
 
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!fs::exists(quire_binary())) GTEST_SKIP() << "no quire binary at " << quire_binary();
-    dir_ = fs::temp_directory_path() / fmt::format("quire_cli_{}_{}",
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                                                   static_cast<long>(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+using Cli = quire::testing::CliTest;
 
 TEST_F(Cli, CheckPrintsNothingOnTheTutorial) {
   for (const char* name :

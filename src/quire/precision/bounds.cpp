@@ -1555,11 +1555,6 @@ bool larger(double a, double b) {
   return a > b;
 }
 
-nlohmann::ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 }  // namespace
 
@@ -1660,26 +1655,26 @@ nlohmann::ordered_json bounds_json(const BoundsReport& b) {
   j["entry"] = b.entry;
   j["result"] = b.result;
   j["realization"] = b.label;
-  j["magnitude"] = b.tensor_output ? number(b.magnitude) : nlohmann::ordered_json(nullptr);
+  j["magnitude"] = b.tensor_output ? json_number(b.magnitude) : nlohmann::ordered_json(nullptr);
   j["samples"] = b.samples;
   j["rules"] = nlohmann::ordered_json::object();
   for (int k = 0; k < kBoundRules; ++k) {
     const RuleBound& rule = b.rules[static_cast<size_t>(k)];
     nlohmann::ordered_json r;
-    r["bound"] = number(rule.bound);
+    r["bound"] = json_number(rule.bound);
     r["covers"] = rule.covers;
     if (rule.infinite) r["infinite"] = {{"site", rule.infinite->site}, {"why", rule.infinite->why}};
     j["rules"][bound_rule_name(static_cast<BoundRule>(k))] = std::move(r);
   }
   if (b.rss)
-    j["rss"] = number(*b.rss);
+    j["rss"] = json_number(*b.rss);
   else {
     j["rss"] = nullptr;
     j["rss_absent"] = b.rss_absent;
   }
   auto gap = [](const MeasuredGap& g) {
     return nlohmann::ordered_json{
-        {"gap", number(g.gap)}, {"samples", g.samples}, {"first_seed", g.first_seed}, {"bits", g.bits}};
+        {"gap", json_number(g.gap)}, {"samples", g.samples}, {"first_seed", g.first_seed}, {"bits", g.bits}};
   };
   if (b.measured) j["measured"] = gap(*b.measured);
   if (b.held_out) j["held_out"] = gap(*b.held_out);
@@ -1692,10 +1687,10 @@ nlohmann::ordered_json bounds_json(const BoundsReport& b) {
     site["type"] = s.type;
     site["elements"] = s.elements;
     site["evaluations"] = s.evaluations;
-    site["magnitude"] = number(s.magnitude);
+    site["magnitude"] = json_number(s.magnitude);
     for (int k = 0; k < kBoundRules; ++k)
-      site[bound_rule_name(static_cast<BoundRule>(k))] = number(s.bound[static_cast<size_t>(k)]);
-    if (s.condition) site["condition"] = number(*s.condition);
+      site[bound_rule_name(static_cast<BoundRule>(k))] = json_number(s.bound[static_cast<size_t>(k)]);
+    if (s.condition) site["condition"] = json_number(*s.condition);
     if (s.infinite) site["infinite"] = {{"site", s.infinite->site}, {"why", s.infinite->why}};
     j["sites"].push_back(std::move(site));
   }

@@ -25,6 +25,7 @@
 #include "quire/interp/params.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/realization_file.h"
+#include "quire/support/cli_testing.h"
 #include "quire/support/testing.h"
 
 namespace quire::precision {
@@ -41,12 +42,7 @@ constexpr int kCond = static_cast<int>(BoundRule::Cond);
 
 /// The tutorial's program (07_train.qr and the files it imports).
 std::unique_ptr<elab::testing::Elaborated> tutorial() {
-  const fs::path dir = fs::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
-  std::map<std::string, std::string> files;
-  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
-    files[name] = quire::testing::read_text(dir / name);
-  files["main.qr"] = quire::testing::read_text(dir / "07_train.qr");
-  auto e = elab::testing::elaborate_files(files);
+  auto e = elab::testing::elaborate_tutorial();
   EXPECT_TRUE(e->ok()) << e->rendered();
   return e;
 }
@@ -328,45 +324,14 @@ TEST(BoundsEnvelope, AnotherProgramsEnvelopeIsRefused) {
 // ---------------------------------------------------------------------------
 // The command line (the built binary beside the tests, as cli_run_test.cpp runs it).
 
-struct Outcome {
-  int status = -1;
-  std::string output;
-};
+using quire::testing::Outcome;
 
-fs::path quire_binary() { return fs::canonical("/proc/self/exe").parent_path().parent_path() / "quire"; }
+Outcome quire(const std::string& args) { return quire::testing::run_quire(args); }
 
-Outcome quire(const std::string& args) {
-  Outcome o;
-  FILE* pipe = popen((quire_binary().string() + " " + args + " 2>&1").c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) o.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return o;
-}
-
-class BoundsCli : public ::testing::Test {
+/// `path(name)`: a file in the test's folder.
+class BoundsCli : public quire::testing::CliTest {
  protected:
-  void SetUp() override {
-    if (!fs::exists(quire_binary())) GTEST_SKIP() << "no quire binary at " << quire_binary();
-    dir_ = fs::temp_directory_path() / fmt::format("quire_bounds_{}_{}",
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                                                   static_cast<long>(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return file(name); }
 };
 
 TEST_F(BoundsCli, AMissingEnvelopeIsAnErrorNamingIt) {

@@ -88,11 +88,6 @@ double relative_error(double error, double max_abs, FloatType t) {
 // ---------------------------------------------------------------------------
 // JSON: numbers, with the non-finite ones as strings (JSON has none).
 
-nlohmann::ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 /// Reads one key of a JSON object, naming the key's path in any error.
 struct Reader {
@@ -141,7 +136,7 @@ nlohmann::ordered_json by_type_json(const std::map<std::string, double>& values)
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (FloatType t : kCandidateTypes) {
     auto it = values.find(runtime::float_type_name(t));
-    if (it != values.end()) out[it->first] = number(it->second);
+    if (it != values.end()) out[it->first] = json_number(it->second);
   }
   return out;
 }
@@ -300,7 +295,7 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
   j["version"] = 2;
   j["entry"] = e.entry;
   j["result"] = e.result;
-  j["result_max_abs"] = number(e.result_max_abs);
+  j["result_max_abs"] = json_number(e.result_max_abs);
   j["bits"] = e.bits;
   j["samples"] = e.samples;
   j["seed"] = e.seed;
@@ -318,10 +313,10 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
     site["function"] = s.function;
     site["op"] = s.op;
     site["elements"] = s.elements;
-    site["max_abs"] = number(s.max_abs);
-    site["min_abs"] = number(s.min_abs);
+    site["max_abs"] = json_number(s.max_abs);
+    site["min_abs"] = json_number(s.min_abs);
     site["evaluations"] = s.evaluations;
-    if (s.condition) site["condition"] = number(*s.condition);
+    if (s.condition) site["condition"] = json_number(*s.condition);
     if (s.terms) site["terms"] = *s.terms;
     site["rounding"] = by_type_json(s.rounding);
     site["relative"] = by_type_json(s.relative);
@@ -332,7 +327,7 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
     nlohmann::ordered_json leaf;
     leaf["path"] = p.path;
     leaf["elements"] = p.elements;
-    leaf["max_abs"] = number(p.max_abs);
+    leaf["max_abs"] = json_number(p.max_abs);
     leaf["rounding"] = by_type_json(p.rounding);
     leaf["relative"] = by_type_json(p.relative);
     j["params"].push_back(std::move(leaf));

@@ -233,12 +233,7 @@ struct Tutorial {
   int entry = -1;
 
   Tutorial() {
-    const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
-    std::map<std::string, std::string> files;
-    for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
-      files[name] = read_text(dir / name);
-    files["main.qr"] = read_text(dir / "07_train.qr");
-    e = elab::testing::elaborate_files(files);
+    e = elab::testing::elaborate_tutorial();
     entry = e->prog->find_function("loss");
   }
   Envelope calibrate(int samples = 1) const {

@@ -3,33 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "quire/elab/elab_testing.h"
+#include "quire/precision/precision_testing.h"
 
 namespace quire::precision {
 namespace {
 
 using elab::testing::elaborate_text;
 
-// Every rule of the realization in one module: the policy, an island, a
-// region, `out = f32`, a cast, a `numerics high` parameter and two frozen ones.
-const char* kProgram = R"(module M {
-  param w : ℝ[4, 4]  init = xavier_uniform
-  param g : ℝ[4]     init = ones  numerics high
-  param t : ℝ[4, 4]  init = ones  frozen
-  param u : ℝ[4]     init = ones  frozen
-
-  fn apply(x : ℝ[b: 2, 4]) -> ℝ[b: 2, 4] =
-    let h = x · w
-    let s = numerics(high) { exp(h) }
-    let r = precision(bf16) { s · t }
-    let m = matmul(r, w, out = f32)
-    let c = m as f16
-    let k = c * g
-    numerics(high) { k + u }
-}
-
-fn loss(θ : params M, x : ℝ[b: 2, 4]) -> ℝ[] =
-  mean(M.apply(θ, x))
-)";
+using testing::kEveryMark;
 
 struct Realized {
   std::unique_ptr<elab::testing::Elaborated> e;
@@ -52,7 +33,7 @@ struct Realized {
 
 Realized realize_under(Policy policy) {
   Realized out;
-  out.e = elaborate_text(kProgram);
+  out.e = elaborate_text(kEveryMark);
   EXPECT_TRUE(out.e->ok()) << out.e->rendered();
   out.r = realize(*out.e->prog, out.e->prog->find_function("loss"), {policy, false}, {});
   return out;

@@ -24,12 +24,6 @@ bool larger(double a, double b) {
   return a > b;
 }
 
-/// A number, or "inf"/"nan" (JSON has no non-finite numbers).
-nlohmann::ordered_json number_json(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  return v;
-}
 
 }  // namespace
 
@@ -173,12 +167,12 @@ nlohmann::ordered_json sensitivities_json(const Sensitivities& s) {
     nlohmann::ordered_json o;
     o["site"] = site.site;
     o["function"] = site.function;
-    o["l1"] = number_json(site.l1);
+    o["l1"] = json_number(site.l1);
     sites.push_back(std::move(o));
   }
   j["sites"] = std::move(sites);
   nlohmann::ordered_json params = nlohmann::ordered_json::array();
-  for (const ParamSensitivity& p : s.params) params.push_back({{"path", p.path}, {"l1", number_json(p.l1)}});
+  for (const ParamSensitivity& p : s.params) params.push_back({{"path", p.path}, {"l1", json_number(p.l1)}});
   j["params"] = std::move(params);
   return j;
 }

@@ -114,12 +114,7 @@ TEST(SensitivityClosedForm, NotAScalarIsRefused) {
 }
 
 TEST(SensitivityTutorial, EverySiteAndTheInputAgainstF64) {
-  const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
-  std::map<std::string, std::string> files;
-  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
-    files[name] = quire::testing::read_text(dir / name);
-  files["main.qr"] = quire::testing::read_text(dir / "07_train.qr");
-  auto e = elab::testing::elaborate_files(files);
+  auto e = elab::testing::elaborate_tutorial();
   ASSERT_TRUE(e->ok()) << e->rendered();
   elab::Program& prog = *e->prog;
   const std::map<std::string, int64_t> dims{{"B", 4}};

@@ -600,29 +600,24 @@ std::string print_solution(const Solution& s, int sites) {
 }
 
 nlohmann::ordered_json solution_report(const Solution& s) {
-  auto number = [](double v) -> nlohmann::ordered_json {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    return v;
-  };
   nlohmann::ordered_json j;
-  j["budget"] = number(s.budget);
+  j["budget"] = json_number(s.budget);
   j["relative"] = s.relative;
-  j["output_magnitude"] = number(s.magnitude);
-  j["budget_absolute"] = number(s.budget_absolute);
+  j["output_magnitude"] = json_number(s.magnitude);
+  j["budget_absolute"] = json_number(s.budget_absolute);
   j["cost_unit"] = s.cost_unit;
-  j["cost"] = number(s.cost);
-  j["cost_all_f64"] = number(s.cost_all_f64);
-  j["proposal_cost"] = number(s.proposal_cost);
-  j["estimate"] = number(s.estimate);
+  j["cost"] = json_number(s.cost);
+  j["cost_all_f64"] = json_number(s.cost_all_f64);
+  j["proposal_cost"] = json_number(s.proposal_cost);
+  j["estimate"] = json_number(s.estimate);
   j["bits"] = s.bits;
   j["measured"] = nlohmann::ordered_json::array();
-  for (double g : s.measured) j["measured"].push_back(number(g));
+  for (double g : s.measured) j["measured"].push_back(json_number(g));
   j["accepted"] = s.accepted;
   j["widening_rounds"] = s.rounds.size();
   j["held_out"] = nlohmann::ordered_json::array();
   for (size_t k = 0; k < s.held_out.size(); ++k)
-    j["held_out"].push_back({{"seed", s.held_out_seeds[k]}, {"gap", number(s.held_out[k])}});
+    j["held_out"].push_back({{"seed", s.held_out_seeds[k]}, {"gap", json_number(s.held_out[k])}});
   j["choices"] = nlohmann::ordered_json::array();
   for (const Choice& c : s.choices) {
     nlohmann::ordered_json o;
@@ -631,18 +626,18 @@ nlohmann::ordered_json solution_report(const Solution& s) {
     o["operation"] = c.operation;
     o["type"] = name(c.type);
     o["elements"] = c.elements;
-    o["magnitude"] = number(c.magnitude);
-    o["sensitivity"] = number(c.sensitivity);
-    o["term"] = number(c.term());
+    o["magnitude"] = json_number(c.magnitude);
+    o["sensitivity"] = json_number(c.sensitivity);
+    o["term"] = json_number(c.term());
     if (!c.unoffered.empty()) o["unoffered"] = c.unoffered;
     if (!c.note.empty()) o["note"] = c.note;
     o["moves"] = nlohmann::ordered_json::array();
     for (const Move& m : c.moves)
       o["moves"].push_back({{"number", m.number},
                             {"to", name(m.to)},
-                            {"saving", number(m.saving)},
-                            {"added", number(m.added)},
-                            {"estimate_after", number(m.estimate_after)},
+                            {"saving", json_number(m.saving)},
+                            {"added", json_number(m.added)},
+                            {"estimate_after", json_number(m.estimate_after)},
                             {"undone_in_round", m.undone_in_round}});
     j["choices"].push_back(std::move(o));
   }

@@ -20,6 +20,7 @@
 #include "quire/grad/vjp.h"
 #include "quire/io/io_error.h"
 #include "quire/precision/measure.h"
+#include "quire/precision/precision_testing.h"
 #include "quire/precision/realization_file.h"
 #include "quire/support/testing.h"
 
@@ -69,14 +70,7 @@ struct Analyzed {
   }
 };
 
-std::unique_ptr<elab::testing::Elaborated> tutorial() {
-  const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
-  std::map<std::string, std::string> files;
-  for (const char* name : {"01_linear.qr", "02_norm.qr", "03_block.qr", "04_loss.qr", "05_dropout.qr", "06_tower.qr"})
-    files[name] = read_text(dir / name);
-  files["main.qr"] = read_text(dir / "07_train.qr");
-  return elab::testing::elaborate_files(files);
-}
+std::unique_ptr<elab::testing::Elaborated> tutorial() { return elab::testing::elaborate_tutorial(); }
 
 const Choice& choice(const Solution& s, const std::string& name) {
   for (const Choice& c : s.choices)
@@ -191,31 +185,13 @@ TEST(SolverWidening, OperandsOfMaxAreNoted) {
   EXPECT_EQ(noted, 2);
 }
 
-// The realization test's module: an island, a region, `out = f32`, a cast
-// and a `numerics high` parameter. Under a loose budget the solver narrows
+// The realization test's module (an island, a region, `out = f32`, a cast
+// and a `numerics high` parameter): under a loose budget the solver narrows
 // what it may, and nothing the marks forbid.
-const char* kMarked = R"(module M {
-  param w : ℝ[4, 4]  init = xavier_uniform
-  param g : ℝ[4]     init = ones  numerics high
-  param t : ℝ[4, 4]  init = ones  frozen
-  param u : ℝ[4]     init = ones  frozen
-
-  fn apply(x : ℝ[b: 2, 4]) -> ℝ[b: 2, 4] =
-    let h = x · w
-    let s = numerics(high) { exp(h) }
-    let r = precision(bf16) { s · t }
-    let m = matmul(r, w, out = f32)
-    let c = m as f16
-    let k = c * g
-    numerics(high) { k + u }
-}
-
-fn loss(θ : params M, x : ℝ[b: 2, 4]) -> ℝ[] =
-  mean(M.apply(θ, x))
-)";
+using testing::kEveryMark;
 
 TEST(SolverMarks, IslandsRegionsCastsAndMarkedParametersAreRespected) {
-  Analyzed a(elab::testing::elaborate_text(kMarked), "loss", {});
+  Analyzed a(elab::testing::elaborate_text(kEveryMark), "loss", {});
   const Solution s = a.solve(10.0, {.budget = 0, .relative = false});
   ASSERT_TRUE(s.accepted);
   const elab::Program& prog = *a.e->prog;
@@ -279,7 +255,7 @@ TEST(SolverRules, OneElementNegligibleTrafficAndComparisonsAreNotOffered) {
 }
 
 TEST(RealizationFile, RoundTripsAndRejectsWhatCannotApply) {
-  Analyzed a(elab::testing::elaborate_text(kMarked), "loss", {});
+  Analyzed a(elab::testing::elaborate_text(kEveryMark), "loss", {});
   const Solution s = a.solve(1.0, {.budget = 0, .relative = false});
   const ScratchDir dir("solver");
   const std::string path = dir.file("r.json");

@@ -1,0 +1,661 @@
+#include "quire/kernel/fusion.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "quire/core/printer.h"
+
+namespace quire::kernel {
+
+using core::Function;
+using core::Instr;
+using core::Op;
+
+LaunchKind launch_kind(const Instr& in) {
+  switch (in.op) {
+    // A host value made a scalar tensor: the kernels that read it take it as an argument.
+    case Op::Real:
+      return LaunchKind::None;
+    case Op::Dot:
+    case Op::Contract:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+      return LaunchKind::Product;
+    case Op::Expand:
+    case Op::ZerosLike:
+    case Op::OneHot:
+      return LaunchKind::DataMovement;
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+      return LaunchKind::Draw;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::MakeParams:
+    case Op::KeySplit:
+    case Op::Call:
+    case Op::Fold:
+    case Op::FoldVjp:
+      return LaunchKind::None;
+    default:
+      break;
+  }
+  // The rest by the operation table's columns, so that a new operation
+  // takes the kind its flags give it.
+  const core::OpInfo& info = core::op_info(in.op);
+  if (info.elementwise) return in.type.is_tensor() ? LaunchKind::ElementWise : LaunchKind::None;
+  if (info.reduction) return LaunchKind::Reduction;
+  if (core::copies_elements(in.op)) return LaunchKind::DataMovement;
+  return LaunchKind::None;
+}
+
+const char* launch_kind_name(LaunchKind k) {
+  switch (k) {
+    case LaunchKind::None:
+      return "not a launch";
+    case LaunchKind::ElementWise:
+      return "element-wise";
+    case LaunchKind::Reduction:
+      return "a reduction";
+    case LaunchKind::Product:
+      return "a product";
+    case LaunchKind::DataMovement:
+      return "data movement";
+    case LaunchKind::Draw:
+      return "a draw";
+  }
+  return "?";
+}
+
+const char* memory_reason_key(MemoryReason r) {
+  switch (r) {
+    case MemoryReason::Result:
+      return "result";
+    case MemoryReason::ReadByCall:
+      return "read_by_call";
+    case MemoryReason::ReadByFold:
+      return "read_by_fold";
+    case MemoryReason::ReadByReduction:
+      return "read_by_reduction";
+    case MemoryReason::ReadByProduct:
+      return "read_by_product";
+    case MemoryReason::ReadByMovement:
+      return "read_by_data_movement";
+    case MemoryReason::ReadByDraw:
+      return "read_by_draw";
+    case MemoryReason::ReadByStructure:
+      return "read_by_structure";
+    case MemoryReason::OtherShape:
+      return "other_shape";
+    case MemoryReason::Unread:
+      return "unread";
+    case MemoryReason::SeveralGroups:
+      return "several_groups";
+    case MemoryReason::SizeLimit:
+      return "size_limit";
+    case MemoryReason::ProductTaken:
+      return "product_taken";
+    case MemoryReason::NotElementWise:
+      return "not_element_wise";
+  }
+  return "?";
+}
+
+int FunctionFusion::fused_groups() const {
+  return static_cast<int>(
+      std::count_if(groups.begin(), groups.end(), [](const FusionGroup& g) { return g.steps.size() > 1; }));
+}
+
+const FunctionFusion* Fusion::find(int function) const {
+  for (const FunctionFusion& f : functions)
+    if (f.function == function) return &f;
+  return nullptr;
+}
+
+namespace {
+
+/// One shape: a group is one loop nest over it. Element types may differ (a
+/// comparison's bool result shares its operands' nest).
+bool same_shape(const elab::Type& a, const elab::Type& b) {
+  return a.is_tensor() && b.is_tensor() && a.tensor.rest == b.tensor.rest && a.tensor.axes == b.tensor.axes;
+}
+
+/// How a reader stops a value from joining its group, if it does.
+std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& value_type) {
+  switch (reader.op) {
+    case Op::Call:
+      return MemoryReason::ReadByCall;
+    case Op::Fold:
+    case Op::FoldVjp:
+      return MemoryReason::ReadByFold;
+    default:
+      break;
+  }
+  switch (launch_kind(reader)) {
+    case LaunchKind::ElementWise:
+      if (same_shape(reader.type, value_type)) return std::nullopt;
+      return MemoryReason::OtherShape;
+    case LaunchKind::Reduction:
+      return MemoryReason::ReadByReduction;
+    case LaunchKind::Product:
+      return MemoryReason::ReadByProduct;
+    case LaunchKind::DataMovement:
+      return MemoryReason::ReadByMovement;
+    case LaunchKind::Draw:
+      return MemoryReason::ReadByDraw;
+    case LaunchKind::None:
+      break;
+  }
+  // A tuple or a parameter tree (the only other instructions that take a tensor).
+  return MemoryReason::ReadByStructure;
+}
+
+class FunctionGrouper {
+ public:
+  explicit FunctionGrouper(const Function& fn) : fn_(fn) {}
+
+  FunctionFusion run(int function) {
+    FunctionFusion out;
+    out.function = function;
+    out.lets = static_cast<int>(fn_.body.size());
+    const size_t values = static_cast<size_t>(fn_.value_count()) + 1;
+    out.group_of.assign(values, -1);
+    readers_.assign(values, {});
+    for (const Instr& in : fn_.body)
+      for (int a : in.args)
+        if (a >= 1 && static_cast<size_t>(a) < values && (readers_[a].empty() || readers_[a].back() != in.id))
+          readers_[a].push_back(in.id);
+    mark_result(fn_.result_value, 0);
+
+    // Last instruction first: a value's readers are placed before it is.
+    std::vector<StoredValue> stored;
+    for (size_t k = fn_.body.size(); k-- > 0;) {
+      const Instr& in = fn_.body[k];
+      const LaunchKind kind = launch_kind(in);
+      if (kind == LaunchKind::None) continue;
+      ++out.launches;
+      StoredValue why = decide(in, kind, out);
+      if (why.group >= 0) {  // joins
+        FusionGroup& g = out.groups[static_cast<size_t>(why.group)];
+        g.steps.push_back(in.id);
+        g.epilogue = g.epilogue || kind == LaunchKind::Product;
+        out.group_of[static_cast<size_t>(in.id)] = why.group;
+        continue;
+      }
+      if (kind == LaunchKind::ElementWise) {
+        why.group = static_cast<int>(out.groups.size());
+        out.groups.push_back(FusionGroup{{in.id}, {}, false});
+        out.group_of[static_cast<size_t>(in.id)] = why.group;
+      }
+      stored.push_back(why);
+    }
+
+    // Steps in body order, a product first: its operands are the group's
+    // inputs, so it depends on no other step.
+    for (FusionGroup& g : out.groups) {
+      std::sort(g.steps.begin(), g.steps.end(), [&](int a, int b) {
+        const bool pa = launch_kind(instr(a)) == LaunchKind::Product, pb = launch_kind(instr(b)) == LaunchKind::Product;
+        return pa != pb ? pa : a < b;
+      });
+      std::set<int> members(g.steps.begin(), g.steps.end());
+      for (int s : g.steps)
+        for (int a : instr(s).args)
+          if (!members.count(a) && std::find(g.inputs.begin(), g.inputs.end(), a) == g.inputs.end())
+            g.inputs.push_back(a);
+    }
+    // Groups by their roots' body order; the indices move with them.
+    std::vector<size_t> order(out.groups.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return out.groups[a].root() < out.groups[b].root(); });
+    std::vector<int> renumber(order.size());
+    std::vector<FusionGroup> sorted;
+    for (size_t i = 0; i < order.size(); ++i) {
+      renumber[order[i]] = static_cast<int>(i);
+      sorted.push_back(std::move(out.groups[order[i]]));
+    }
+    out.groups = std::move(sorted);
+    for (int& g : out.group_of)
+      if (g >= 0) g = renumber[static_cast<size_t>(g)];
+    for (StoredValue& s : stored)
+      if (s.group >= 0) s.group = renumber[static_cast<size_t>(s.group)];
+
+    std::reverse(stored.begin(), stored.end());
+    out.stored = std::move(stored);
+    out.fused_launches = static_cast<int>(out.groups.size()) +
+                         static_cast<int>(std::count_if(out.stored.begin(), out.stored.end(),
+                                                        [](const StoredValue& s) { return s.group < 0; }));
+    return out;
+  }
+
+ private:
+  const Function& fn_;
+  std::vector<std::vector<int>> readers_;  ///< by value: the instructions reading it, in body order
+  std::set<int> result_parts_;             ///< the result, and what the tuples and trees it is made of hold
+
+  const Instr& instr(int id) const { return fn_.body.at(static_cast<size_t>(id) - fn_.args.size() - 1); }
+  bool is_instr(int id) const { return id > static_cast<int>(fn_.args.size()) && id < fn_.value_count() + 1; }
+
+  void mark_result(int id, int depth) {
+    if (depth > 64 || !result_parts_.insert(id).second || !is_instr(id)) return;
+    const Instr& in = instr(id);
+    if (in.op == Op::MakeTuple || in.op == Op::MakeParams)
+      for (int a : in.args) mark_result(a, depth + 1);
+  }
+
+  /// Whether `in` joins a group (the returned group ≥ 0) or reaches memory, and why.
+  StoredValue decide(const Instr& in, LaunchKind kind, const FunctionFusion& out) const {
+    StoredValue s;
+    s.value = in.id;
+    if (result_parts_.count(in.id)) {
+      s.reason = MemoryReason::Result;
+      return s;
+    }
+    const std::vector<int>& readers = readers_[static_cast<size_t>(in.id)];
+    for (int r : readers)
+      if (std::optional<MemoryReason> stop = blocking(instr(r), in.type)) {
+        s.reason = *stop;
+        s.reader = r;
+        return s;
+      }
+    if (readers.empty()) {
+      s.reason = MemoryReason::Unread;
+      return s;
+    }
+    std::set<int> groups;
+    for (int r : readers) groups.insert(out.group_of[static_cast<size_t>(r)]);
+    if (kind != LaunchKind::ElementWise && kind != LaunchKind::Product) {
+      s.reason = MemoryReason::NotElementWise;
+      return s;
+    }
+    // Every reader left is an element-wise launch, so each is in a group.
+    if (groups.size() > 1) {
+      s.reason = MemoryReason::SeveralGroups;
+      return s;
+    }
+    s.reader = readers.front();
+    const FusionGroup& g = out.groups[static_cast<size_t>(*groups.begin())];
+    if (static_cast<int>(g.steps.size()) >= kMaxGroupSteps) {
+      s.reason = MemoryReason::SizeLimit;
+      return s;
+    }
+    if (kind == LaunchKind::Product && g.epilogue) {
+      s.reason = MemoryReason::ProductTaken;
+      return s;
+    }
+    s.group = *groups.begin();
+    return s;
+  }
+};
+
+/// A size's value under `dims`, or nullopt (an unbound symbol, a quotient
+/// that does not divide, a negative count).
+std::optional<int64_t> evaluate(const elab::Size& s, const std::map<std::string, int64_t>& dims) {
+  std::optional<int64_t> v = s.evaluate(dims);
+  if (v && *v < 0) return std::nullopt;
+  return v;
+}
+
+/// The dimensions a callee runs under, as the interpreters bind them
+/// (interp::callee_dims), leaving unbound what does not evaluate.
+std::map<std::string, int64_t> callee_dims(const Function& callee, const Instr& in, size_t first,
+                                           const std::map<std::string, int64_t>& run,
+                                           const std::map<std::string, int64_t>& caller) {
+  std::map<std::string, int64_t> dims = run;
+  for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k) {
+    const std::string& name = callee.dims[k - first];
+    if (std::optional<int64_t> v = evaluate(in.sizes[k], caller))
+      dims[name] = *v;
+    else
+      dims.erase(name);
+  }
+  return dims;
+}
+
+/// How many times one call of the entry evaluates each function: each
+/// evaluation context (the dimensions it runs under) with its count, callers
+/// before callees. Sets `unknown` at the first fold whose count does not evaluate.
+void count_evaluations(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& run, Fusion& out) {
+  using Contexts = std::map<std::map<std::string, int64_t>, int64_t>;
+  std::map<int, Contexts> contexts;
+  std::set<int> unknown;
+  contexts[entry][run] = 1;
+  auto add = [&](int callee, const std::map<std::string, int64_t>& dims, int64_t times) {
+    int64_t& n = contexts[callee][dims];
+    if (__builtin_add_overflow(n, times, &n)) {
+      unknown.insert(callee);
+      if (out.unknown.empty())
+        out.unknown = fmt::format("{} is evaluated more than 2^63 times", prog.functions[callee].name);
+    }
+  };
+  std::vector<int> order = core::reachable_functions(prog, entry);
+  std::reverse(order.begin(), order.end());
+  for (int f : order) {
+    const Function& fn = prog.functions[static_cast<size_t>(f)];
+    const bool f_unknown = unknown.count(f) > 0;
+    for (const Instr& in : fn.body) {
+      if (in.op != Op::Call && in.op != Op::Fold && in.op != Op::FoldVjp) continue;
+      if (in.callee < 0) continue;
+      std::vector<int> callees{in.callee};
+      if (in.op == Op::FoldVjp && in.integer >= 0 && in.integer < static_cast<int64_t>(prog.functions.size()))
+        callees.push_back(static_cast<int>(in.integer));
+      if (f_unknown) {
+        unknown.insert(callees.begin(), callees.end());
+        continue;
+      }
+      const size_t first = in.op == Op::Call ? 0 : 1;
+      for (const auto& [dims, times] : contexts[f]) {
+        int64_t copies = 1;
+        if (in.op != Op::Call) {
+          std::optional<int64_t> n = in.sizes.empty() ? std::nullopt : evaluate(in.sizes[0], dims);
+          if (!n) {
+            unknown.insert(callees.begin(), callees.end());
+            if (out.unknown.empty()) {
+              std::vector<std::string> need;
+              if (!in.sizes.empty())
+                for (const std::string& s : in.sizes[0].symbols())
+                  if (!dims.count(s)) need.push_back(fmt::format("--dim {}=N", s));
+              out.unknown = fmt::format("the fold {} runs {} copies{}", core::site_name(fn, in.id),
+                                        in.sizes.empty() ? "?" : in.sizes[0].str(),
+                                        need.empty() ? "" : fmt::format(": give {}", fmt::join(need, " ")));
+            }
+            continue;
+          }
+          copies = *n;
+        }
+        int64_t total = 0;
+        if (__builtin_mul_overflow(times, copies, &total)) {
+          unknown.insert(callees.begin(), callees.end());
+          if (out.unknown.empty())
+            out.unknown = fmt::format("{} runs more than 2^63 copies", core::site_name(fn, in.id));
+          continue;
+        }
+        for (int c : callees) add(c, callee_dims(prog.functions[static_cast<size_t>(c)], in, first, run, dims), total);
+      }
+    }
+  }
+  for (FunctionFusion& ff : out.functions) {
+    if (unknown.count(ff.function)) continue;
+    int64_t n = 0;
+    bool ok = true;
+    for (const auto& [dims, times] : contexts[ff.function]) ok = ok && !__builtin_add_overflow(n, times, &n);
+    if (ok)
+      ff.evaluations = n;
+    else if (out.unknown.empty())
+      out.unknown = fmt::format("{} is evaluated more than 2^63 times", prog.functions[ff.function].name);
+  }
+}
+
+// ------------------------------------------------------------------ printing
+
+/// `ms : ℝ[...] = mean axis model %4`
+std::string instr_line(const elab::Program& prog, const Function& fn, int id) {
+  const size_t k = static_cast<size_t>(id) - fn.args.size() - 1;
+  if (id <= static_cast<int>(fn.args.size()) || k >= fn.body.size()) return fn.value_name(id);
+  const Instr& in = fn.body[k];
+  return fmt::format("{} : {} = {}", fn.value_name(id), prog.printer()(in.type), core::print_instr(prog, fn, in));
+}
+
+/// A step's operation with the attributes that change what it computes.
+std::string step_name(const Instr& in) {
+  const char* spelling = core::op_info(in.op).spelling;
+  switch (in.op) {
+    case Op::Pow:
+      if (in.args.size() == 1) return fmt::format("pow {}", in.number);
+      break;
+    case Op::Cast:
+      return fmt::format("cast {}", in.text);
+    case Op::Dot:
+      if (!in.text.empty()) return fmt::format("dot {}", in.text);
+      break;
+    default:
+      break;
+  }
+  return spelling;
+}
+
+/// The number of code points: the columns a UTF-8 name takes.
+size_t columns(const std::string& s) {
+  return static_cast<size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string pad(const std::string& s, size_t width) {
+  const size_t n = columns(s);
+  return n >= width ? s : s + std::string(width - n, ' ');
+}
+
+std::string nest_text(const FunctionFusion& ff, const StoredValue& s, LaunchKind kind) {
+  if (s.group < 0) return launch_kind_name(kind);
+  const FusionGroup& g = ff.groups[static_cast<size_t>(s.group)];
+  if (g.steps.size() == 1) return "alone";
+  return fmt::format("ends a group of {}", g.steps.size());
+}
+
+std::string dims_text(const std::map<std::string, int64_t>& dims) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : dims) parts.push_back(fmt::format("{} = {}", name, value));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string plural(int64_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+std::string inputs_text(const Function& fn, const FusionGroup& g) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < g.inputs.size(); ++i) parts.push_back(fmt::format("i{} = {}", i, fn.value_name(g.inputs[i])));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+Fusion fuse(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims) {
+  Fusion out;
+  out.entry = entry;
+  out.dims = dims;
+  if (entry < 0 || entry >= static_cast<int>(prog.functions.size())) return out;
+  for (int f : core::reachable_functions(prog, entry))
+    out.functions.push_back(FunctionGrouper(prog.functions[static_cast<size_t>(f)]).run(f));
+  count_evaluations(prog, entry, dims, out);
+  int64_t launches = 0, fused = 0;
+  for (const FunctionFusion& ff : out.functions) {
+    if (!ff.evaluations) return out;
+    int64_t a = 0, b = 0;
+    if (__builtin_mul_overflow(*ff.evaluations, ff.launches, &a) ||
+        __builtin_mul_overflow(*ff.evaluations, ff.fused_launches, &b) ||
+        __builtin_add_overflow(launches, a, &launches) || __builtin_add_overflow(fused, b, &fused)) {
+      out.unknown = "more than 2^63 launches";
+      return out;
+    }
+  }
+  out.launches = launches;
+  out.fused_launches = fused;
+  return out;
+}
+
+std::string group_expression(const Function& fn, const FusionGroup& g) {
+  std::vector<std::string> steps;
+  for (int id : g.steps) {
+    const Instr& in = fn.body.at(static_cast<size_t>(id) - fn.args.size() - 1);
+    std::vector<std::string> operands;
+    for (int a : in.args) {
+      auto step = std::find(g.steps.begin(), g.steps.end(), a);
+      if (step != g.steps.end()) {
+        operands.push_back(fmt::format("s{}", step - g.steps.begin()));
+        continue;
+      }
+      auto input = std::find(g.inputs.begin(), g.inputs.end(), a);
+      operands.push_back(fmt::format("i{}", input - g.inputs.begin()));
+    }
+    steps.push_back(fmt::format("{}({})", step_name(in), fmt::join(operands, ",")));
+  }
+  return fmt::format("{}", fmt::join(steps, ";"));
+}
+
+std::string memory_reason_text(const elab::Program& prog, const Function& fn, const StoredValue& v) {
+  const std::string reader = v.reader ? instr_line(prog, fn, v.reader) : "?";
+  switch (v.reason) {
+    case MemoryReason::Result:
+      return "the function's result";
+    case MemoryReason::ReadByCall:
+      return fmt::format("read by {}: a call", reader);
+    case MemoryReason::ReadByFold:
+      return fmt::format("read by {}: a fold", reader);
+    case MemoryReason::ReadByReduction:
+      return fmt::format("read by {}: a reduction", reader);
+    case MemoryReason::ReadByProduct:
+      return fmt::format("read by {}: a product", reader);
+    case MemoryReason::ReadByMovement:
+      return fmt::format("read by {}: data movement", reader);
+    case MemoryReason::ReadByDraw:
+      return fmt::format("read by {}: a draw", reader);
+    case MemoryReason::ReadByStructure:
+      return fmt::format("read by {}: a tuple or tree the function does not return", reader);
+    case MemoryReason::OtherShape:
+      return fmt::format("read by {}, of another shape", reader);
+    case MemoryReason::Unread:
+      return "nothing reads it";
+    case MemoryReason::SeveralGroups:
+      return "read by more than one group";
+    case MemoryReason::SizeLimit:
+      return fmt::format("the size limit: the group of {} holds {} steps", reader, kMaxGroupSteps);
+    case MemoryReason::ProductTaken:
+      return fmt::format("read by {}, whose group is already another product's epilogue", reader);
+    case MemoryReason::NotElementWise:
+      return fmt::format("not element-wise ({})",
+                         launch_kind_name(launch_kind(fn.body.at(static_cast<size_t>(v.value) - fn.args.size() - 1))));
+  }
+  return "?";
+}
+
+std::string print_fusion(const elab::Program& prog, const Fusion& f) {
+  if (f.entry < 0) return "";
+  const std::string& entry = prog.functions[static_cast<size_t>(f.entry)].name;
+  std::string out = fmt::format(
+      "Fusion of {}{}: element-wise operations of one shape share one loop nest, a group,\n"
+      "whose intermediates never reach memory; a product takes the group that alone reads it\n"
+      "as its epilogue. iN is a group's input N, sN its step N; a group holds at most {} steps.\n\n",
+      entry, f.dims.empty() ? "" : " at " + dims_text(f.dims), kMaxGroupSteps);
+  int groups = 0, fused_away = 0;
+  for (const FunctionFusion& ff : f.functions) {
+    groups += ff.fused_groups();
+    fused_away += ff.launches - ff.fused_launches;
+  }
+  out += fmt::format("In the functions {} reaches, {}, {} fused away:\n\n", entry, plural(groups, "group", "groups"),
+                     plural(fused_away, "let", "lets"));
+  for (const FunctionFusion& ff : f.functions) {
+    const Function& fn = prog.functions[static_cast<size_t>(ff.function)];
+    out += fmt::format("fn {} — {}, {}, {}, {} saved\n", fn.name, plural(ff.lets, "let", "lets"),
+                       plural(ff.launches, "launch", "launches"), plural(ff.fused_groups(), "group", "groups"),
+                       plural(ff.launches - ff.fused_launches, "launch", "launches"));
+    for (const FusionGroup& g : ff.groups) {
+      if (g.steps.size() < 2) continue;
+      out += fmt::format("  {} = {} [{}, {}{}] {}\n", fn.value_name(g.root()), group_expression(fn, g),
+                         plural(static_cast<int64_t>(g.inputs.size()), "input", "inputs"),
+                         plural(static_cast<int64_t>(g.steps.size()), "step", "steps"),
+                         g.epilogue ? ", a product's epilogue" : "", inputs_text(fn, g));
+    }
+  }
+
+  out +=
+      "\nEvery value that reaches memory, and why: a group's root (its last step), or a launch\n"
+      "no group holds. A value joins its readers' group when they are all in that one group,\n"
+      "element-wise and of its shape, and the group stays within its size limit.\n\n";
+  std::vector<std::array<std::string, 4>> rows;
+  rows.push_back({"value", "nest", "line", "reaches memory because"});
+  for (const FunctionFusion& ff : f.functions) {
+    const Function& fn = prog.functions[static_cast<size_t>(ff.function)];
+    for (const StoredValue& s : ff.stored) {
+      const Instr& in = fn.body.at(static_cast<size_t>(s.value) - fn.args.size() - 1);
+      rows.push_back({core::site_name(fn, s.value), nest_text(ff, s, launch_kind(in)), instr_line(prog, fn, s.value),
+                      memory_reason_text(prog, fn, s)});
+    }
+  }
+  size_t w0 = 0, w1 = 0;
+  for (const auto& r : rows) {
+    w0 = std::max(w0, columns(r[0]));
+    w1 = std::max(w1, columns(r[1]));
+  }
+  for (const auto& r : rows) out += fmt::format("{}  {}  {} — {}\n", pad(r[0], w0), pad(r[1], w1), r[2], r[3]);
+
+  out += fmt::format("\nLaunches over one call of {}: each function's, times the evaluations of it.\n\n", entry);
+  std::vector<std::array<std::string, 4>> counts;
+  counts.push_back({"function", "launches", "fused", "evaluations"});
+  for (const FunctionFusion& ff : f.functions)
+    counts.push_back({prog.functions[static_cast<size_t>(ff.function)].name, std::to_string(ff.launches),
+                      std::to_string(ff.fused_launches), ff.evaluations ? std::to_string(*ff.evaluations) : "?"});
+  std::array<size_t, 4> w{};
+  for (const auto& r : counts)
+    for (size_t i = 0; i < 4; ++i) w[i] = std::max(w[i], columns(r[i]));
+  for (const auto& r : counts) {
+    out += pad(r[0], w[0]);
+    for (size_t i = 1; i < 4; ++i) out += std::string(2 + w[i] - columns(r[i]), ' ') + r[i];
+    out += "\n";
+  }
+  if (f.launches && f.fused_launches)
+    out += fmt::format("\nOver one call, fusion takes {} to {}.\n", plural(*f.launches, "launch", "launches"),
+                       *f.fused_launches);
+  else
+    out += fmt::format("\nThe launches over one call are unknown: {}.\n", f.unknown);
+  return out;
+}
+
+nlohmann::ordered_json fusion_json(const elab::Program& prog, const Fusion& f) {
+  nlohmann::ordered_json j;
+  if (f.entry < 0) return j;
+  j["entry"] = prog.functions[static_cast<size_t>(f.entry)].name;
+  j["dims"] = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : f.dims) j["dims"][name] = value;
+  j["size_limit"] = kMaxGroupSteps;
+  j["functions"] = nlohmann::ordered_json::array();
+  for (const FunctionFusion& ff : f.functions) {
+    const Function& fn = prog.functions[static_cast<size_t>(ff.function)];
+    nlohmann::ordered_json jf;
+    jf["name"] = fn.name;
+    jf["lets"] = ff.lets;
+    jf["launches"] = ff.launches;
+    jf["fused_launches"] = ff.fused_launches;
+    jf["evaluations"] = ff.evaluations ? nlohmann::ordered_json(*ff.evaluations) : nlohmann::ordered_json(nullptr);
+    jf["groups"] = nlohmann::ordered_json::array();
+    for (const FusionGroup& g : ff.groups) {
+      if (g.steps.size() < 2) continue;
+      nlohmann::ordered_json jg;
+      jg["root"] = core::site_name(fn, g.root());
+      jg["expression"] = group_expression(fn, g);
+      jg["steps"] = nlohmann::ordered_json::array();
+      for (int s : g.steps) jg["steps"].push_back(core::site_name(fn, s));
+      jg["inputs"] = nlohmann::ordered_json::array();
+      for (int i : g.inputs) jg["inputs"].push_back(core::site_name(fn, i));
+      jg["epilogue"] = g.epilogue;
+      jf["groups"].push_back(std::move(jg));
+    }
+    jf["stored"] = nlohmann::ordered_json::array();
+    for (const StoredValue& s : ff.stored) {
+      const Instr& in = fn.body.at(static_cast<size_t>(s.value) - fn.args.size() - 1);
+      nlohmann::ordered_json js;
+      js["site"] = core::site_name(fn, s.value);
+      js["line"] = instr_line(prog, fn, s.value);
+      js["nest"] = nest_text(ff, s, launch_kind(in));
+      js["reason"] = memory_reason_key(s.reason);
+      js["reader"] = s.reader ? nlohmann::ordered_json(core::site_name(fn, s.reader)) : nlohmann::ordered_json(nullptr);
+      js["why"] = memory_reason_text(prog, fn, s);
+      jf["stored"].push_back(std::move(js));
+    }
+    j["functions"].push_back(std::move(jf));
+  }
+  j["launches"] = f.launches ? nlohmann::ordered_json(*f.launches) : nlohmann::ordered_json(nullptr);
+  j["fused_launches"] = f.fused_launches ? nlohmann::ordered_json(*f.fused_launches) : nlohmann::ordered_json(nullptr);
+  j["unknown"] = f.unknown.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.unknown);
+  return j;
+}
+
+}  // namespace quire::kernel

@@ -1,4 +1,4 @@
-// quire calibrate FILE --entry NAME [--dim B=4] [--bits N] [--samples K] [--seed N]
+// quire calibrate [--precision] FILE --entry NAME [--dim B=4] [--bits N] [--samples K] [--seed N]
 //   [--params F.safetensors] [--inputs F.npz] [--out envelope.json] [--top N]
 //
 // The envelope (docs/precision.md): the entry runs in the exact reference at
@@ -33,9 +33,13 @@ Handler setup_calibrate(CLI::App& sub) {
     int bits = 128;
     int samples = 1;
     int top = 10;
+    bool precision = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
+  sub.add_flag("--precision", o->precision,
+               "what is calibrated: the precision envelope (the default, and today the only kind; accepted so that "
+               "`quire calibrate --precision FILE` reads as the design writes it)");
   sub.add_option("--entry", o->entry, "the function to measure (e.g. loss, Tower.apply)")->required();
   sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
   sub.add_option("--bits", o->bits, "the bits of every real in the exact reference (default 128)");

@@ -1,0 +1,263 @@
+// quire's products against OpenBLAS, in one process (bench/README.md):
+//   - sgemm against OpenBLAS's cblas_sgemm on the same number of threads;
+//   - bf16gemm against quire's own sgemm at the same shapes;
+// at 1024³ and the transformer shapes 256×768×2304, 256×3072×768 and
+// 256×768×50304 (m×k×n), on 1 and 2 threads. Every operand row-major, C
+// overwritten. GFLOP/s count 2·m·n·k; each figure is the median of --reps
+// timed runs after a warm-up, and is also given as a fraction of the f32 FMA
+// peak measured here (bench/machine_limits.cpp's loop, same process).
+//
+// bf16gemm runs on the path it chooses (bf16gemm_path()) and, where that is
+// not VDPBF16PS but the CPU has it, also on VDPBF16PS (Avx512Bf16).
+//
+// The sides run in turn, quire's in a rotating order and OpenBLAS last, then
+// a pause: OpenBLAS's threads spin for a while after each call and would
+// steal a core from the next side; after the pause a short spin wakes the
+// cores again.
+//
+// OpenBLAS picks its kernels by the CPU model it detects; on a virtual
+// machine's unnamed model it falls back to "Prescott" (SSE3, a few times
+// slower). The benchmark therefore re-runs itself with OPENBLAS_CORETYPE set
+// (default Cooperlake: AVX-512 with BF16, OpenBLAS 0.3.21's newest Intel
+// server core) unless the variable is already set or --openblas-core detect.
+//
+//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer] [--threads 1,2]
+//                          [--openblas-core NAME|detect]
+
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "quire/native/gemm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using quire::native::bf16_from_float;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+// bench/machine_limits.cpp's FMA loop: 16 independent zmm chains per thread.
+__attribute__((target("avx512f,fma"), noinline)) float fma_chains(int64_t iterations) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  }
+  float lanes[16], sum = 0;
+  for (int i = 0; i < 16; ++i) {
+    _mm512_storeu_ps(lanes, acc[i]);
+    for (float lane : lanes) sum += lane;
+  }
+  return sum;
+}
+
+double fma_peak_gflops(int threads) {
+  const int64_t iterations = 50'000'000;
+  std::vector<double> rates;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::thread> pool;
+    std::vector<float> sink(threads);
+    const auto start = Clock::now();
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = fma_chains(iterations); });
+    for (std::thread& th : pool) th.join();
+    if (r > 0) rates.push_back(threads * static_cast<double>(iterations) * 16 * 16 * 2 / seconds_since(start) / 1e9);
+  }
+  return median(rates);
+}
+
+struct Shape {
+  int64_t m, k, n;
+  const char* name;
+};
+
+struct Operands {
+  std::vector<float> a, b, c;
+  std::vector<uint16_t> a16, b16;
+};
+
+Operands make_operands(const Shape& s) {
+  Operands ops;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  ops.a.resize(s.m * s.k);
+  ops.b.resize(s.k * s.n);
+  ops.c.assign(s.m * s.n, 0.0f);
+  for (float& x : ops.a) x = unit(rng);
+  for (float& x : ops.b) x = unit(rng);
+  for (float x : ops.a) ops.a16.push_back(bf16_from_float(x));
+  for (float x : ops.b) ops.b16.push_back(bf16_from_float(x));
+  return ops;
+}
+
+// One timed call of each side, C = A·B, row-major.
+void run_openblas(const Shape& s, Operands& o) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+              static_cast<int>(s.k), 1.0f, o.a.data(), static_cast<int>(s.k), o.b.data(), static_cast<int>(s.n), 0.0f,
+              o.c.data(), static_cast<int>(s.n));
+}
+void run_sgemm(const Shape& s, Operands& o, int threads) {
+  quire::native::sgemm(s.m, s.n, s.k, o.a.data(), s.k, 1, o.b.data(), s.n, 1, o.c.data(), s.n, false, threads);
+}
+void run_bf16gemm(const Shape& s, Operands& o, int threads, quire::native::GemmPath path) {
+  quire::native::bf16gemm_on(path, s.m, s.n, s.k, o.a16.data(), s.k, 1, o.b16.data(), s.n, 1, o.c.data(), s.n, false,
+                             threads);
+}
+
+template <typename Run>
+double time_once(Run run) {
+  const auto start = Clock::now();
+  run();
+  return seconds_since(start);
+}
+
+// The largest relative difference between two f32 results (a sanity check
+// that both sides computed the same product, not a test of bits).
+double max_relative_difference(const std::vector<float>& x, const std::vector<float>& y) {
+  double worst = 0, scale = 0;
+  for (float v : y) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
+  return worst / std::max(scale, 1e-30);
+}
+
+// After OpenBLAS: sleep while its threads spin down, then keep `threads`
+// cores busy for ~40 ms so that whatever runs next does not start on cores
+// (or virtual CPUs) that went idle during the sleep.
+void pause_for_openblas_spinners(int threads) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<std::thread> pool;
+  std::vector<float> sink(threads);
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = fma_chains(15'000'000); });
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 7;
+  std::string which = "all", openblas_core = "Cooperlake";
+  std::vector<int> thread_counts = {1, 2};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      which = argv[++i];
+    } else if (arg == "--openblas-core" && i + 1 < argc) {
+      openblas_core = argv[++i];
+    } else if (arg == "--threads" && i + 1 < argc) {
+      thread_counts.clear();
+      for (std::string list = argv[++i]; !list.empty();) {
+        const size_t comma = list.find(',');
+        thread_counts.push_back(std::max(1, std::atoi(list.substr(0, comma).c_str())));
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--reps N] [--shapes all|square|transformer] [--threads 1,2] "
+                   "[--openblas-core NAME|detect]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  // OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, before main: set it
+  // and start again.
+  if (openblas_core != "detect" && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    setenv("OPENBLAS_CORETYPE", openblas_core.c_str(), 1);
+    execv("/proc/self/exe", argv);
+    std::perror("bench_gemm: re-running with OPENBLAS_CORETYPE set");
+    return 1;
+  }
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) {
+    std::fprintf(stderr, "bench_gemm: this CPU lacks AVX-512F or FMA (the peak loop needs them)\n");
+    return 1;
+  }
+
+  std::vector<Shape> shapes;
+  if (which == "all" || which == "square") shapes.push_back({1024, 1024, 1024, "1024×1024×1024"});
+  if (which == "all" || which == "transformer") {
+    shapes.push_back({256, 768, 2304, "256×768×2304"});
+    shapes.push_back({256, 3072, 768, "256×3072×768"});
+    shapes.push_back({256, 768, 50304, "256×768×50304"});
+  }
+
+  using quire::native::GemmPath;
+  const GemmPath bf16_path = quire::native::bf16gemm_path();
+  const bool also_vdpbf16ps =
+      bf16_path != GemmPath::Avx512Bf16 && quire::native::gemm_path_available(GemmPath::Avx512Bf16);
+  std::printf("quire sgemm path: %s; bf16gemm path: %s%s; OpenBLAS: %s, core %s\n",
+              quire::native::gemm_path_name(quire::native::sgemm_path()), quire::native::gemm_path_name(bf16_path),
+              also_vdpbf16ps ? " (and avx512-bf16, VDPBF16PS, timed too)" : "", openblas_get_config(),
+              openblas_get_corename());
+  if (quire::native::gemm_path_available(GemmPath::Avx512Bf16))
+    std::printf("VDPBF16PS's FLOP rate over VFMADD231PS's on one core, measured now: %.2f\n",
+                quire::native::gemm_detail::vdpbf16ps_relative_speed());
+  std::printf("\n| shape m×k×n | threads | FMA peak GFLOP/s | OpenBLAS GFLOP/s | sgemm GFLOP/s | sgemm / OpenBLAS "
+              "| bf16gemm GFLOP/s | bf16gemm / sgemm |%s fraction of peak: OpenBLAS, sgemm, bf16gemm%s "
+              "| max rel. diff sgemm vs OpenBLAS |\n|---|---|---|---|---|---|---|---|%s---|---|\n",
+              also_vdpbf16ps ? " VDPBF16PS GFLOP/s | VDPBF16PS / sgemm |" : "", also_vdpbf16ps ? ", VDPBF16PS" : "",
+              also_vdpbf16ps ? "---|---|" : "");
+  for (int threads : thread_counts) {
+    const double peak = fma_peak_gflops(threads);
+    openblas_set_num_threads(threads);
+    for (const Shape& s : shapes) {
+      Operands ops = make_operands(s);
+      const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+      // Warm-up: each side once (buffers, threads, page faults), and the check.
+      run_openblas(s, ops);
+      const std::vector<float> reference = ops.c;
+      run_sgemm(s, ops, threads);
+      const double difference = max_relative_difference(ops.c, reference);
+      run_bf16gemm(s, ops, threads, bf16_path);
+      if (also_vdpbf16ps) run_bf16gemm(s, ops, threads, GemmPath::Avx512Bf16);
+      pause_for_openblas_spinners(threads);
+      // quire's sides in turn, their order rotated each repetition; OpenBLAS
+      // last, since its spinning threads would slow whatever followed it.
+      std::vector<double> t_blas, t_sgemm, t_bf16, t_vdp;
+      const int quire_sides = also_vdpbf16ps ? 3 : 2;
+      for (int r = 0; r < reps; ++r) {
+        for (int turn = 0; turn < quire_sides; ++turn) {
+          switch ((turn + r) % quire_sides) {
+            case 0: t_sgemm.push_back(time_once([&] { run_sgemm(s, ops, threads); })); break;
+            case 1: t_bf16.push_back(time_once([&] { run_bf16gemm(s, ops, threads, bf16_path); })); break;
+            case 2: t_vdp.push_back(time_once([&] { run_bf16gemm(s, ops, threads, GemmPath::Avx512Bf16); })); break;
+          }
+        }
+        t_blas.push_back(time_once([&] { run_openblas(s, ops); }));
+        pause_for_openblas_spinners(threads);
+      }
+      const double g_blas = flop / median(t_blas) / 1e9, g_sgemm = flop / median(t_sgemm) / 1e9,
+                   g_bf16 = flop / median(t_bf16) / 1e9, g_vdp = also_vdpbf16ps ? flop / median(t_vdp) / 1e9 : 0;
+      std::printf("| %s | %d | %.0f | %.1f | %.1f | %.2f | %.1f | %.2f |", s.name, threads, peak, g_blas, g_sgemm,
+                  g_sgemm / g_blas, g_bf16, g_bf16 / g_sgemm);
+      if (also_vdpbf16ps) std::printf(" %.1f | %.2f |", g_vdp, g_vdp / g_sgemm);
+      std::printf(" %.2f, %.2f, %.2f", g_blas / peak, g_sgemm / peak, g_bf16 / peak);
+      if (also_vdpbf16ps) std::printf(", %.2f", g_vdp / peak);
+      std::printf(" | %.1e |\n", difference);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nmedian of %d timed runs after one warm-up; each repetition runs quire's sides (sgemm, bf16gemm%s) "
+              "in a rotating order, then OpenBLAS, then sleeps 0.3 s and spins the cores for ~40 ms\n",
+              reps, also_vdpbf16ps ? " on both paths" : "");
+  return 0;
+}

@@ -1,0 +1,463 @@
+// The AVX-512 parts of gemm.h: packing and the register micro-kernels.
+//
+// Only the functions here are compiled for AVX-512 (target attributes, never
+// -march): gemm.cpp calls them after checking the CPU at run time, so the
+// binary still runs on any x86-64. The micro-kernels keep the contract's
+// chain: each C element's accumulator starts from C (or +0) and takes one
+// fused multiply-add (f32) or one VDPBF16PS pair (bf16) per k, in increasing k.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "quire/native/gemm.h"
+
+#define QUIRE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define QUIRE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16")))
+
+namespace quire::native::gemm_detail {
+namespace {
+
+static_assert(kTileCols == 32, "the kernels hold a tile row in two zmm");
+
+// The lanes of the two zmm of a tile row that lie inside C's `cols` columns.
+struct ColumnMasks {
+  __mmask16 low, high;
+};
+inline ColumnMasks column_masks(int64_t cols) {
+  const int64_t w = std::min<int64_t>(cols, kTileCols);
+  const auto mask_of = [](int64_t lanes) -> __mmask16 {
+    return lanes >= 16 ? __mmask16(0xFFFF) : lanes <= 0 ? __mmask16(0) : __mmask16((1u << lanes) - 1);
+  };
+  return {mask_of(w), mask_of(w - 16)};
+}
+
+// ---------------------------------------------------------------------------
+// f32
+
+// acc = a·b + acc as VFMADD231PS acc, a, b: this operand order (a the second
+// source, b the third) decides which NaN propagates, and is the one that
+// matches VDPBF16PS (a before b before acc) bit for bit, NaN payloads
+// included: the bf16-via-FMA path relies on it. Written as assembly because
+// an intrinsic leaves the form to the compiler.
+QUIRE_AVX512 inline __m512 fma_acc_a_b(__m512 acc, __m512 a, __m512 b) {
+  __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+
+// C tile (kRows × ≤32) continues its chains over kc: acc = fma(A[r,p], B[p,j], acc).
+// a: kc × kRows packed (p-major); b: kc × 32 packed, 64-byte aligned.
+template <int kRows>
+QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t c_rs,
+                             ColumnMasks masks, bool load_c) {
+  __m512 acc0[kRows], acc1[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    if (load_c) {
+      acc0[r] = _mm512_maskz_loadu_ps(masks.low, c + r * c_rs);
+      acc1[r] = _mm512_maskz_loadu_ps(masks.high, c + r * c_rs + 16);
+    } else {
+      acc0[r] = _mm512_setzero_ps();
+      acc1[r] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(b);
+    const __m512 b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r]);
+      acc0[r] = fma_acc_a_b(acc0[r], ar, b0);
+      acc1[r] = fma_acc_a_b(acc1[r], ar, b1);
+    }
+    a += kRows;
+    b += kTileCols;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    _mm512_mask_storeu_ps(c + r * c_rs, masks.low, acc0[r]);
+    _mm512_mask_storeu_ps(c + r * c_rs + 16, masks.high, acc1[r]);
+  }
+}
+
+using SgemmTile = void (*)(int64_t, const float*, const float*, float*, int64_t, ColumnMasks, bool);
+template <int... R>
+constexpr std::array<SgemmTile, sizeof...(R)> sgemm_tiles(std::integer_sequence<int, R...>) {
+  return {&sgemm_tile<R + 1>...};
+}
+// kSgemmTiles[h − 1] handles a micro-panel of h rows.
+constexpr auto kSgemmTiles = sgemm_tiles(std::make_integer_sequence<int, kTileRows>{});
+
+// ---------------------------------------------------------------------------
+// bf16
+
+// As sgemm_tile over kc pairs: acc = VDPBF16PS(acc, A pair, B pair). The A pair
+// is the instruction's first source and B's the second: that order decides
+// which NaN propagates (gemm.h, bf16_dot_step).
+template <int kRows>
+QUIRE_AVX512_BF16 void bf16gemm_tile(int64_t kc, const uint32_t* __restrict a, const uint32_t* __restrict b, float* c,
+                                     int64_t c_rs, ColumnMasks masks, bool load_c) {
+  __m512 acc0[kRows], acc1[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    if (load_c) {
+      acc0[r] = _mm512_maskz_loadu_ps(masks.low, c + r * c_rs);
+      acc1[r] = _mm512_maskz_loadu_ps(masks.high, c + r * c_rs + 16);
+    } else {
+      acc0[r] = _mm512_setzero_ps();
+      acc1[r] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t q = 0; q < kc; ++q) {
+    const __m512i b0 = _mm512_load_si512(b);
+    const __m512i b1 = _mm512_load_si512(b + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i ar = _mm512_set1_epi32(static_cast<int>(a[r]));
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], (__m512bh)ar, (__m512bh)b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], (__m512bh)ar, (__m512bh)b1);
+    }
+    a += kRows;
+    b += kTileCols;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    _mm512_mask_storeu_ps(c + r * c_rs, masks.low, acc0[r]);
+    _mm512_mask_storeu_ps(c + r * c_rs + 16, masks.high, acc1[r]);
+  }
+}
+
+using Bf16gemmTile = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, ColumnMasks, bool);
+template <int... R>
+constexpr std::array<Bf16gemmTile, sizeof...(R)> bf16gemm_tiles(std::integer_sequence<int, R...>) {
+  return {&bf16gemm_tile<R + 1>...};
+}
+constexpr auto kBf16gemmTiles = bf16gemm_tiles(std::make_integer_sequence<int, kTileRows>{});
+
+// The block loops shared by both element types: B panels outside (one panel,
+// kc × 32, stays in L1 while every A micro-panel of the block streams past it
+// from L2), A micro-panels inside.
+template <typename Packed, typename Tile, size_t kTiles>
+inline void block_loops(const PackedBlock<Packed>& block, const std::array<Tile, kTiles>& tiles) {
+  for (int64_t j = 0; j < block.cols; j += kTileCols) {
+    const ColumnMasks masks = column_masks(block.cols - j);
+    const Packed* b_panel = block.b + (j / kTileCols) * b_panel_stride(block.kc);
+    for (int64_t i = 0; i < block.rows; i += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, block.rows - i);
+      tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.c + i * block.c_rs + j, block.c_rs, masks,
+                      block.load_c);
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm_block_avx512(const PackedBlock<float>& block) { block_loops(block, kSgemmTiles); }
+
+void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block) { block_loops(block, kBf16gemmTiles); }
+
+namespace {
+// MXCSR while the bf16-via-FMA tiles run: VDPBF16PS's environment. With
+// flush-to-zero, denormals-are-zero and round-to-nearest-even, VFMADD231PS
+// gives each VDPBF16PS step's bits exactly (x86 detects tininess after
+// rounding, as VDPBF16PS does); gemm_test.cpp checks it against the reference.
+constexpr unsigned kMxcsrFlushToZero = 1u << 15;
+constexpr unsigned kMxcsrDenormalsAreZero = 1u << 6;
+constexpr unsigned kMxcsrRoundingMask = 3u << 13;  // 00: to nearest even
+
+class Bf16FloatEnvironment {
+ public:
+  Bf16FloatEnvironment() : saved_(_mm_getcsr()) {
+    _mm_setcsr((saved_ & ~kMxcsrRoundingMask) | kMxcsrFlushToZero | kMxcsrDenormalsAreZero);
+  }
+  ~Bf16FloatEnvironment() { _mm_setcsr(saved_); }
+  Bf16FloatEnvironment(const Bf16FloatEnvironment&) = delete;
+  Bf16FloatEnvironment& operator=(const Bf16FloatEnvironment&) = delete;
+
+ private:
+  unsigned saved_;
+};
+}  // namespace
+
+void bf16gemm_fma_block_avx512(const PackedBlock<float>& block) {
+  const Bf16FloatEnvironment environment;
+  block_loops(block, kSgemmTiles);
+}
+
+// ---------------------------------------------------------------------------
+// Packing
+
+namespace {
+
+// A micro-panel of A is a transposition (h rows, read along k, written
+// k-major); with A's rows at stride a_rs, one gather per k collects a column
+// of the panel. The gather's 32-bit offsets must hold (h − 1)·a_rs.
+inline bool gather_reaches(int64_t rows, int64_t stride) {
+  return (rows - 1) * (stride < 0 ? -stride : stride) <= INT32_MAX;
+}
+
+QUIRE_AVX512 inline __m512i row_offsets(int64_t stride) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int32_t>(stride)));
+}
+
+}  // namespace
+
+QUIRE_AVX512 void pack_a_f32_avx512(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc,
+                                    float* dst) {
+  static_assert(kTileRows <= 16, "one gather collects a micro-panel's column");
+  for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
+    const int64_t h = std::min<int64_t>(kTileRows, rows - i0);
+    const float* src = a + i0 * a_rs;
+    if (gather_reaches(h, a_rs)) {
+      const __m512i offsets = row_offsets(a_rs);
+      const __mmask16 lanes = static_cast<__mmask16>((1u << h) - 1);
+      for (int64_t p = 0; p < kc; ++p)
+        _mm512_mask_storeu_ps(dst + p * h, lanes,
+                              _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets, src + p * a_cs, 4));
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t r = 0; r < h; ++r) dst[p * h + r] = src[r * a_rs + p * a_cs];
+    }
+    dst += h * kc;
+  }
+}
+
+namespace {
+
+// The pair (A[r, 2q], A[r, 2q+1]) as one 32-bit word, even element low; +0
+// for the odd element past an odd kc.
+inline uint32_t a_pair(const uint16_t* row, int64_t a_cs, int64_t q, int64_t kc) {
+  const uint32_t even = row[2 * q * a_cs];
+  const uint32_t odd = 2 * q + 1 < kc ? row[(2 * q + 1) * a_cs] : 0u;
+  return even | odd << 16;
+}
+
+// Stores column q of pairs of a micro-panel of h rows: as pairs (VDPBF16PS's
+// layout), or widened to f32 with each pair's elements swapped (virtual k 2q
+// holds the odd element, the high half; 2q+1 the even one).
+template <bool kWiden>
+QUIRE_AVX512 inline void store_pair_column(void* panel, int64_t q, int64_t h, __m512i column) {
+  const __mmask16 lanes = static_cast<__mmask16>((1u << h) - 1);
+  if constexpr (kWiden) {
+    float* dst = static_cast<float*>(panel);
+    const __m512i odd = _mm512_and_si512(column, _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u)));
+    const __m512i even = _mm512_maskz_slli_epi32(0xFFFF, column, 16);
+    _mm512_mask_storeu_epi32(dst + 2 * q * h, lanes, odd);
+    _mm512_mask_storeu_epi32(dst + (2 * q + 1) * h, lanes, even);
+  } else {
+    _mm512_mask_storeu_epi32(static_cast<uint32_t*>(panel) + q * h, lanes, column);
+  }
+}
+
+// Packs A's rows into micro-panels of pairs (or widened, see above). With
+// contiguous rows (a_cs = 1) a pair is one 32-bit word, so one gather (scale
+// 2: offsets in elements) reads a column of pairs; a last, half-padded pair is
+// read element by element, since its word would reach past the row.
+template <bool kWiden>
+QUIRE_AVX512 void pack_a_pairs(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, void* dst) {
+  const int64_t pairs = (kc + 1) / 2;
+  const int64_t words_per_pair = kWiden ? 2 : 1;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
+    const int64_t h = std::min<int64_t>(kTileRows, rows - i0);
+    const uint16_t* src = a + i0 * a_rs;
+    const __mmask16 lanes = static_cast<__mmask16>((1u << h) - 1);
+    int64_t q = 0;
+    if (a_cs == 1 && gather_reaches(h, a_rs)) {
+      const __m512i offsets = row_offsets(a_rs);
+      for (; q < kc / 2; ++q)
+        store_pair_column<kWiden>(dst, q, h,
+                                  _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, offsets, src + 2 * q, 2));
+    }
+    for (; q < pairs; ++q) {
+      alignas(64) uint32_t column[16] = {};
+      for (int64_t r = 0; r < h; ++r) column[r] = a_pair(src + r * a_rs, a_cs, q, kc);
+      store_pair_column<kWiden>(dst, q, h, _mm512_load_si512(column));
+    }
+    dst = static_cast<uint32_t*>(dst) + h * pairs * words_per_pair;
+  }
+}
+
+}  // namespace
+
+void pack_a_bf16_avx512(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, uint32_t* dst) {
+  pack_a_pairs<false>(a, a_rs, a_cs, rows, kc, dst);
+}
+
+void pack_a_bf16_as_f32_avx512(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst) {
+  pack_a_pairs<true>(a, a_rs, a_cs, rows, kc, dst);
+}
+
+QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols,
+                                    float* dst) {
+  const int64_t panels = (cols + kTileCols - 1) / kTileCols;
+  if (b_cs == 1) {
+    // Rows of B are contiguous: each row of the block is read once, in order.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* row = b + p * b_rs;
+      for (int64_t t = 0; t < panels; ++t) {
+        const ColumnMasks masks = column_masks(cols - t * kTileCols);
+        float* out = dst + t * b_panel_stride(kc) + p * kTileCols;
+        _mm512_store_ps(out, _mm512_maskz_loadu_ps(masks.low, row + t * kTileCols));
+        _mm512_store_ps(out + 16, _mm512_maskz_loadu_ps(masks.high, row + t * kTileCols + 16));
+      }
+    }
+    return;
+  }
+  for (int64_t t = 0; t < panels; ++t) {
+    const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
+    float* out = dst + t * b_panel_stride(kc);
+    if (w < kTileCols) std::memset(out, 0, sizeof(float) * kc * kTileCols);
+    for (int64_t j = 0; j < w; ++j) {
+      const float* col = b + (t * kTileCols + j) * b_cs;
+      for (int64_t p = 0; p < kc; ++p) out[p * kTileCols + j] = col[p * b_rs];
+    }
+  }
+}
+
+namespace {
+// The maskz_ forms of these intrinsics, all lanes on: GCC 12 warns
+// (-Wmaybe-uninitialized) inside the plain forms' _mm512_undefined_epi32.
+QUIRE_AVX512 inline __m512i widen_u16(__m256i x) { return _mm512_maskz_cvtepu16_epi32(0xFFFF, x); }
+}  // namespace
+
+QUIRE_AVX512 void pack_b_bf16_as_f32_avx512(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols,
+                                            float* dst) {
+  const int64_t panels = (cols + kTileCols - 1) / kTileCols;
+  const int64_t pairs = (kc + 1) / 2;
+  if (b_cs == 1) {
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint16_t* even_row = b + 2 * q * b_rs;
+      const uint16_t* odd_row = 2 * q + 1 < kc ? even_row + b_rs : nullptr;
+      for (int64_t t = 0; t < panels; ++t) {
+        const ColumnMasks masks = column_masks(cols - t * kTileCols);
+        float* out = dst + t * b_panel_stride(2 * pairs) + 2 * q * kTileCols;  // the odd row, then the even row
+        const int64_t j = t * kTileCols;
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i odd0 = odd_row ? widen_u16(_mm256_maskz_loadu_epi16(masks.low, odd_row + j)) : zero;
+        const __m512i odd1 = odd_row ? widen_u16(_mm256_maskz_loadu_epi16(masks.high, odd_row + j + 16)) : zero;
+        const __m512i even0 = widen_u16(_mm256_maskz_loadu_epi16(masks.low, even_row + j));
+        const __m512i even1 = widen_u16(_mm256_maskz_loadu_epi16(masks.high, even_row + j + 16));
+        _mm512_store_si512(out, _mm512_maskz_slli_epi32(0xFFFF, odd0, 16));
+        _mm512_store_si512(out + 16, _mm512_maskz_slli_epi32(0xFFFF, odd1, 16));
+        _mm512_store_si512(out + kTileCols, _mm512_maskz_slli_epi32(0xFFFF, even0, 16));
+        _mm512_store_si512(out + kTileCols + 16, _mm512_maskz_slli_epi32(0xFFFF, even1, 16));
+      }
+    }
+    return;
+  }
+  for (int64_t t = 0; t < panels; ++t) {
+    const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
+    float* out = dst + t * b_panel_stride(2 * pairs);
+    if (w < kTileCols || kc % 2 != 0) std::memset(out, 0, sizeof(float) * 2 * pairs * kTileCols);
+    for (int64_t j = 0; j < w; ++j) {
+      const uint16_t* col = b + (t * kTileCols + j) * b_cs;
+      for (int64_t p = 0; p < kc; ++p) {
+        // Element p goes to virtual row p + 1 if p is even, p − 1 if odd.
+        const uint32_t widened = uint32_t{col[p * b_rs]} << 16;
+        std::memcpy(out + (p % 2 == 0 ? p + 1 : p - 1) * kTileCols + j, &widened, sizeof(float));
+      }
+    }
+  }
+}
+
+QUIRE_AVX512 void pack_b_bf16_avx512(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols,
+                                     uint32_t* dst) {
+  const int64_t panels = (cols + kTileCols - 1) / kTileCols;
+  const int64_t pairs = (kc + 1) / 2;
+  if (b_cs == 1) {
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint16_t* even_row = b + 2 * q * b_rs;
+      const uint16_t* odd_row = 2 * q + 1 < kc ? even_row + b_rs : nullptr;
+      for (int64_t t = 0; t < panels; ++t) {
+        const ColumnMasks masks = column_masks(cols - t * kTileCols);
+        uint32_t* out = dst + t * b_panel_stride(pairs) + q * kTileCols;
+        const int64_t j = t * kTileCols;
+        __m512i even0 = widen_u16(_mm256_maskz_loadu_epi16(masks.low, even_row + j));
+        __m512i even1 = widen_u16(_mm256_maskz_loadu_epi16(masks.high, even_row + j + 16));
+        if (odd_row != nullptr) {
+          const __m512i odd0 = widen_u16(_mm256_maskz_loadu_epi16(masks.low, odd_row + j));
+          const __m512i odd1 = widen_u16(_mm256_maskz_loadu_epi16(masks.high, odd_row + j + 16));
+          even0 = _mm512_or_si512(even0, _mm512_maskz_slli_epi32(0xFFFF, odd0, 16));
+          even1 = _mm512_or_si512(even1, _mm512_maskz_slli_epi32(0xFFFF, odd1, 16));
+        }
+        _mm512_store_si512(out, even0);
+        _mm512_store_si512(out + 16, even1);
+      }
+    }
+    return;
+  }
+  for (int64_t t = 0; t < panels; ++t) {
+    const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
+    uint32_t* out = dst + t * b_panel_stride(pairs);
+    if (w < kTileCols) std::memset(out, 0, sizeof(uint32_t) * pairs * kTileCols);
+    for (int64_t j = 0; j < w; ++j) {
+      const uint16_t* col = b + (t * kTileCols + j) * b_cs;
+      for (int64_t q = 0; q < pairs; ++q) {
+        const uint32_t even = col[2 * q * b_rs];
+        const uint32_t odd = 2 * q + 1 < kc ? col[(2 * q + 1) * b_rs] : 0u;
+        out[q * kTileCols + j] = even | odd << 16;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Which bf16 path is faster here
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kSpeedChains = 12;       // independent chains: enough to hide either latency
+constexpr int64_t kSpeedRounds = 4000;  // 48 000 instructions: 10–100 µs
+
+template <typename Step>
+double best_seconds(Step step) {
+  double best = 1e30;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const auto start = Clock::now();
+    step();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return best;
+}
+
+QUIRE_AVX512 void fma_chains() {
+  __m512 acc[kSpeedChains];
+  for (__m512& x : acc) x = _mm512_setzero_ps();
+  __m512 a = _mm512_set1_ps(1.0f);
+  const __m512 b = _mm512_set1_ps(0x1p-7f);
+  for (int64_t round = 0; round < kSpeedRounds; ++round) {
+    __asm__ volatile("" : "+v"(a));  // keeps the loop from being folded
+#pragma GCC unroll 16
+    for (__m512& x : acc) x = fma_acc_a_b(x, a, b);
+  }
+  for (__m512& x : acc) __asm__ volatile("" : : "v"(x));
+}
+
+QUIRE_AVX512_BF16 void dpbf16_chains() {
+  __m512 acc[kSpeedChains];
+  for (__m512& x : acc) x = _mm512_setzero_ps();
+  __m512i a = _mm512_set1_epi32(0x3F803F80);        // bf16 pairs (1, 1)
+  const __m512i b = _mm512_set1_epi32(0x3C003C00);  // (2^-7, 2^-7)
+  for (int64_t round = 0; round < kSpeedRounds; ++round) {
+    __asm__ volatile("" : "+v"(a));
+#pragma GCC unroll 16
+    for (__m512& x : acc) x = _mm512_dpbf16_ps(x, (__m512bh)a, (__m512bh)b);
+  }
+  for (__m512& x : acc) __asm__ volatile("" : : "v"(x));
+}
+
+}  // namespace
+
+double vdpbf16ps_relative_speed() {
+  // FLOP per instruction: 64 for VDPBF16PS (16 lanes × 2 products), 32 for an FMA.
+  return 2.0 * best_seconds(fma_chains) / best_seconds(dpbf16_chains);
+}
+
+}  // namespace quire::native::gemm_detail

@@ -39,51 +39,15 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench_common.h"
 #include "quire/native/gemm.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using quire::bench::Clock;
+using quire::bench::median;
+using quire::bench::seconds_since;
 using quire::native::bf16_from_float;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
-}
-
-// bench/machine_limits.cpp's FMA loop: 16 independent zmm chains per thread.
-__attribute__((target("avx512f,fma"), noinline)) float fma_chains(int64_t iterations) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
-  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  }
-  float lanes[16], sum = 0;
-  for (int i = 0; i < 16; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    for (float lane : lanes) sum += lane;
-  }
-  return sum;
-}
-
-double fma_peak_gflops(int threads) {
-  const int64_t iterations = 50'000'000;
-  std::vector<double> rates;
-  for (int r = 0; r < 4; ++r) {
-    std::vector<std::thread> pool;
-    std::vector<float> sink(threads);
-    const auto start = Clock::now();
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = fma_chains(iterations); });
-    for (std::thread& th : pool) th.join();
-    if (r > 0) rates.push_back(threads * static_cast<double>(iterations) * 16 * 16 * 2 / seconds_since(start) / 1e9);
-  }
-  return median(rates);
-}
 
 struct Shape {
   int64_t m, k, n;
@@ -146,7 +110,7 @@ void pause_for_openblas_spinners(int threads) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<std::thread> pool;
   std::vector<float> sink(threads);
-  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = fma_chains(15'000'000); });
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = quire::bench::fma_chains(15'000'000); });
   for (std::thread& th : pool) th.join();
 }
 
@@ -217,7 +181,7 @@ int main(int argc, char** argv) {
               also_vdpbf16ps ? " VDPBF16PS GFLOP/s | VDPBF16PS / sgemm |" : "", also_vdpbf16ps ? ", VDPBF16PS" : "",
               also_vdpbf16ps ? "---|---|" : "");
   for (int threads : thread_counts) {
-    const double peak = fma_peak_gflops(threads);
+    const double peak = quire::bench::fma_peak_gflops(threads, 3, 50'000'000);
     openblas_set_num_threads(threads);
     for (const Shape& s : shapes) {
       Operands ops = make_operands(s);

@@ -20,56 +20,17 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
-}
-
-// 16 independent chains acc = acc·x + y, `iterations` times: 16·16·2 FLOP per
-// iteration. The chains converge to y/(1 − x) and stay normal.
-__attribute__((target("avx512f,fma"), noinline)) float fma_chains(int64_t iterations) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
-  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  }
-  // (Not _mm512_reduce_add_ps: GCC 12 warns inside it under -Wall.)
-  float lanes[16], sum = 0;
-  for (int i = 0; i < 16; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    for (float lane : lanes) sum += lane;
-  }
-  return sum;
-}
-
-// Runs body(t) on `threads` threads at once; returns the wall time.
-template <typename Body>
-double timed_on_threads(int threads, Body body) {
-  std::vector<std::thread> pool;
-  const auto start = Clock::now();
-  for (int t = 0; t < threads; ++t) pool.emplace_back(body, t);
-  for (std::thread& th : pool) th.join();
-  return seconds_since(start);
-}
+using quire::bench::Clock;
+using quire::bench::median;
+using quire::bench::seconds_since;
+using quire::bench::timed_on_threads;
 
 double fma_peak_gflops(int threads, int reps) {
-  const int64_t iterations = 100'000'000;  // ~0.2 s per thread at 4 GHz
-  volatile float sink = 0;
-  std::vector<double> rates;
-  for (int r = 0; r <= reps; ++r) {
-    const double t = timed_on_threads(threads, [&](int) { sink = sink + fma_chains(iterations); });
-    if (r > 0) rates.push_back(threads * static_cast<double>(iterations) * 16 * 16 * 2 / t / 1e9);
-  }
-  return median(rates);
+  return quire::bench::fma_peak_gflops(threads, reps, 100'000'000);  // ~0.2 s per thread at 4 GHz
 }
 
 double copy_gbytes_per_s(int threads, int reps) {

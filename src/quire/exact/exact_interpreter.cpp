@@ -25,6 +25,7 @@ using interp::contract_plan;
 using interp::eval_size;
 using interp::merge_permutation;
 using interp::reduce_op;
+using interp::reduced_axes;
 using interp::reduced_map;
 using interp::subtree;
 using interp::unary_op;
@@ -638,13 +639,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::ReduceMax:
     case Op::ReduceMin:
     case Op::LogSumExp: {
-      std::vector<int> axes;
-      if (in.all_axes) {
-        for (int i = 0; i < rank_of(0); ++i) axes.push_back(i);
-      } else {
-        int rest = rest_of(0);
-        for (int a : in.axes) axes.push_back(rest + a);
-      }
+      const std::vector<int> axes = reduced_axes(static_cast<int>(rank_of(0)), rest_of(0), in.all_axes, in.axes);
       const ExactValue& x = arg(0);
       if (!x.is_real && (in.op == Op::Sum || in.op == Op::ReduceMax || in.op == Op::ReduceMin)) {
         ExactValue v;

@@ -129,6 +129,16 @@ runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vecto
   return map;
 }
 
+std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vector<int>& axes) {
+  std::vector<int> out;
+  if (all_axes) {
+    for (int i = 0; i < rank; ++i) out.push_back(i);
+  } else {
+    for (int a : axes) out.push_back(rest + a);
+  }
+  return out;
+}
+
 std::map<std::string, int64_t> callee_dims(const core::Function& callee, const core::Instr& in, size_t first,
                                            const std::map<std::string, int64_t>& run,
                                            const std::map<std::string, int64_t>& caller) {

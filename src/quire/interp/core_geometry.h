@@ -46,6 +46,10 @@ std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vecto
 /// The map from x's axes to a reduction's result: -1 for a reduced axis.
 runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vector<int>& axes);
 
+/// The run-time axes of x (rank `rank`, `rest` leading `...` axes) that a
+/// reduction over its explicit `axes`, or over all of them, sums away.
+std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vector<int>& axes);
+
 /// The dimensions a called function runs under: the run's (`run`), with the
 /// callee's own dimensions (a module's, or inferred size parameters) bound to
 /// the instruction's sizes from `first` on, evaluated in the caller's `caller`

@@ -331,13 +331,8 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     case Op::ReduceMax:
     case Op::ReduceMin:
     case Op::LogSumExp: {
-      std::vector<int> axes;
-      if (in.all_axes) {
-        for (int i = 0; i < tensor_arg(0).rank(); ++i) axes.push_back(i);
-      } else {
-        int rest = rest_of(0);
-        for (int a : in.axes) axes.push_back(rest + a);
-      }
+      const std::vector<int> axes =
+          reduced_axes(static_cast<int>(tensor_arg(0).rank()), rest_of(0), in.all_axes, in.axes);
       return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes, tensor_arg(0).is_real() ? acc : FloatType::F64));
     }
     case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc));

@@ -1098,12 +1098,8 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::ReduceMin:
     case Op::LogSumExp: {
       const Bounded& x = arg(0);
-      std::vector<int> axes;
-      if (in.all_axes) {
-        for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) axes.push_back(i);
-      } else {
-        for (int a : in.axes) axes.push_back(rest_of(0) + a);
-      }
+      const std::vector<int> axes =
+          interp::reduced_axes(static_cast<int>(x.shape.size()), rest_of(0), in.all_axes, in.axes);
       Shape shape;
       for (int i = 0; i < static_cast<int>(x.shape.size()); ++i)
         if (std::find(axes.begin(), axes.end(), i) == axes.end()) shape.push_back(x.shape[static_cast<size_t>(i)]);

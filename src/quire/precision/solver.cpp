@@ -299,10 +299,12 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
       for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
       if (fr.at_least_f32) c.note = fmt::format("never below f32: {}", fr.floor_why);
       if (const std::string why = discontinuities.flip(site); !why.empty()) {
-        if (options.measure_discontinuous)
+        if (options.measure_discontinuous) {
           c.note = fmt::format("{}: offered, and the measurement decides (a flip is not first order)", why);
-        else
+        } else {
+          c.rule = Unoffered::Discontinuity;
           c.unoffered = fmt::format("kept wide: {}, which may flip (rule 3)", why);
+        }
       } else if (const std::string tie = discontinuities.tie(site); !tie.empty()) {
         c.note = fmt::format("{}: a tie is not first order; the measurement decides", tie);
       }
@@ -339,20 +341,24 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
   // leave every value of a large program unoffered.
   s.theta_cost = s.choices.empty() ? 0 : options.negligible * s.cost_all_f64 / static_cast<double>(s.choices.size());
   for (Choice& c : s.choices) {
-    if (!c.unoffered.empty()) continue;
+    if (c.rule != Unoffered::None) continue;
     if (c.elements == 1) {
+      c.rule = Unoffered::OneElement;
       c.unoffered = "one element, no traffic to save (rule 1)";
       continue;
     }
     const std::optional<FloatType> first = next_narrower(c);
     if (!first) {
+      c.rule = Unoffered::NoNarrowerType;
       c.unoffered = "no narrower type on the menu";
       continue;
     }
     const double saving = costs.of(c, FloatType::F64) - costs.of(c, *first);
-    if (saving < s.theta_cost)
+    if (saving < s.theta_cost) {
+      c.rule = Unoffered::NegligibleTraffic;
       c.unoffered = fmt::format("its first narrowing saves {} {}, under θ times the mean choice's cost, {} (rule 2)", sci(saving),
                                 options.profile ? "s" : "bytes", sci(s.theta_cost));
+    }
   }
 
   // Narrowing, best saving per unit of estimate first.
@@ -368,7 +374,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     queue.push({i, *to, costs.of(c, c.type) - costs.of(c, *to), added});
   };
   for (size_t i = 0; i < s.choices.size(); ++i)
-    if (s.choices[i].unoffered.empty()) offer_next(i);
+    if (s.choices[i].rule == Unoffered::None) offer_next(i);
   while (!queue.empty()) {
     const Offer o = queue.top();
     queue.pop();
@@ -472,19 +478,21 @@ std::string print_solution(const Solution& s, int sites) {
   double param_bytes = 0, param_bytes_f64 = 0;
   for (const Choice& c : s.choices) {
     (c.param ? param_choices : site_choices) += 1;
-    if (c.unoffered.empty()) ++offered;
+    if (c.rule == Unoffered::None) ++offered;
     if (c.type != FloatType::F64) (c.param ? params_narrowed : narrowed) += 1;
     if (c.param) {
       param_types[c.type] += 1;
       param_bytes += static_cast<double>(c.elements * bytes_per(c.type));
       param_bytes_f64 += static_cast<double>(c.elements * 8);
     }
-    if (!c.unoffered.empty()) {
-      const std::string rule = c.unoffered.find("rule 1") != std::string::npos   ? "of one element (rule 1)"
-                               : c.unoffered.find("rule 2") != std::string::npos ? "of negligible traffic (rule 2)"
-                               : c.unoffered.find("rule 3") != std::string::npos ? "kept wide at a discontinuity (rule 3)"
-                                                                                 : "with no narrower type allowed";
-      unoffered_by_rule[rule].push_back(c.name);
+    switch (c.rule) {
+      case Unoffered::None: break;
+      case Unoffered::OneElement: unoffered_by_rule["of one element (rule 1)"].push_back(c.name); break;
+      case Unoffered::NegligibleTraffic: unoffered_by_rule["of negligible traffic (rule 2)"].push_back(c.name); break;
+      case Unoffered::Discontinuity:
+        unoffered_by_rule["kept wide at a discontinuity (rule 3)"].push_back(c.name);
+        break;
+      case Unoffered::NoNarrowerType: unoffered_by_rule["with no narrower type allowed"].push_back(c.name); break;
     }
   }
   int fixed = 0, carried = 0;
@@ -531,7 +539,7 @@ std::string print_solution(const Solution& s, int sites) {
   // The decisions, by term.
   std::vector<const Choice*> rows;
   for (const Choice& c : s.choices)
-    if (c.unoffered.empty()) rows.push_back(&c);
+    if (c.rule == Unoffered::None) rows.push_back(&c);
   std::stable_sort(rows.begin(), rows.end(), [](const Choice* a, const Choice* b) { return a->term() > b->term(); });
   out += fmt::format("\nThe decisions, each with its term s·r(type) of the estimate{}:\n",
                      limit(rows.size()) < rows.size() ? fmt::format(" (the {} largest)", limit(rows.size())) : "");
@@ -578,7 +586,7 @@ std::string print_solution(const Solution& s, int sites) {
   // Not offered.
   std::vector<const Choice*> unoffered;
   for (const Choice& c : s.choices)
-    if (!c.unoffered.empty()) unoffered.push_back(&c);
+    if (c.rule != Unoffered::None) unoffered.push_back(&c);
   if (!unoffered.empty()) {
     out += "\nNot offered, left at f64:\n";
     for (size_t i = 0; i < limit(unoffered.size()); ++i)

@@ -70,6 +70,9 @@ struct Move {
   int undone_in_round = 0;    ///< the widening round that reverted it (0: kept)
 };
 
+/// Why a choice is not offered (None: it is).
+enum class Unoffered : uint8_t { None, OneElement, NegligibleTraffic, Discontinuity, NoNarrowerType };
+
 /// A site or a parameter the solver could decide.
 struct Choice {
   bool param = false;
@@ -83,7 +86,8 @@ struct Choice {
   double sensitivity = 0;
   std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu
   std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
-  std::string unoffered;                 ///< why it is not offered ("" if it is)
+  Unoffered rule = Unoffered::None;      ///< the rule that leaves it unoffered
+  std::string unoffered;                 ///< that rule's sentence for it ("" if it is offered)
   std::string note;                      ///< a mark's floor, or a discontinuity to measure
   FloatType type = FloatType::F64;
   std::vector<Move> moves;

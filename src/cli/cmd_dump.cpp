@@ -1,5 +1,6 @@
-// quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity|realize [--format text|json] [--entry E]
+// quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity|realize|kernel [--format text|json] [--entry E]
 //   realize: --entry E [--dim B=4]
+//   kernel: --entry E [--dim B=4] [--precision P] [--seed S]: the kernels and the host of one call
 //   sensitivity: --entry E [--dim B=4] [--bits N] [--seed N] [--sites K]
 
 #include <fmt/format.h>
@@ -14,6 +15,8 @@
 #include "quire/exact/big.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
+#include "quire/interp/interpreter.h"
+#include "quire/kernel/engine.h"
 #include "quire/kernel/fusion.h"
 #include "quire/precision/realization.h"
 #include "quire/precision/sensitivity.h"
@@ -52,15 +55,15 @@ Handler setup_dump(CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
-  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp, precision, sensitivity or realize")
+  sub.add_option("--stage", o->stage, "tokens, ast, elab, core, vjp, precision, sensitivity, realize or kernel")
       ->required()
-      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision", "sensitivity", "realize"}));
+      ->check(CLI::IsMember({"tokens", "ast", "elab", "core", "vjp", "precision", "sensitivity", "realize", "kernel"}));
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub.add_option("--entry", o->entry,
                  "core: only the functions this one reaches; vjp: the function differentiated; "
                  "precision: the entry realized; sensitivity: the scalar L differentiated; realize: the entry whose "
-                 "fusion groups are printed");
-  sub.add_option("--precision", o->precision, "precision: the run policy (f64, f32, bf16, f16)")
+                 "fusion groups are printed; kernel: the entry called once");
+  sub.add_option("--precision", o->precision, "precision, kernel: the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
   sub.add_option("--dim", o->dims,
@@ -74,9 +77,9 @@ Handler setup_dump(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   return [o]() {
     if (!o->entry.empty() && o->stage != "core" && o->stage != "precision" && o->stage != "vjp" &&
-        o->stage != "sensitivity" && o->stage != "realize")
+        o->stage != "sensitivity" && o->stage != "realize" && o->stage != "kernel")
       throw UsageError(fmt::format(
-          "--entry applies to --stage core, vjp, precision, sensitivity and realize, not to --stage {}", o->stage));
+          "--entry applies to --stage core, vjp, precision, sensitivity, realize and kernel, not to --stage {}", o->stage));
     if (o->stage == "sensitivity" && o->entry.empty())
       throw UsageError("--stage sensitivity differentiates one scalar function: give --entry NAME");
     if (o->stage == "sensitivity" && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
@@ -86,6 +89,9 @@ Handler setup_dump(CLI::App& sub) {
       throw UsageError("--stage precision realizes one entry: give --entry NAME");
     if (o->stage == "realize" && o->entry.empty())
       throw UsageError("--stage realize groups what one entry reaches: give --entry NAME");
+    if (o->stage == "kernel" && o->entry.empty())
+      throw UsageError("--stage kernel lowers what one call of an entry launches: give --entry NAME");
+    if (o->stage == "kernel" && o->format == "json") throw UsageError("--stage kernel prints text only");
     if (o->stage == "vjp" && o->entry.empty())
       throw UsageError("--stage vjp differentiates one function: give --entry NAME");
     if (o->stage == "tokens" || o->stage == "ast") {
@@ -131,6 +137,26 @@ Handler setup_dump(CLI::App& sub) {
       auto r = precision::realize(*prog, root, options, parse_dims(o->dims, *prog));
       if (o->format == "json") std::cout << precision::realization_json(*prog, r).dump(2) << "\n";
       else std::cout << precision::print_realization(*prog, r);
+      return 0;
+    }
+    if (o->stage == "kernel") {
+      // One call of the entry on the arguments `quire run` draws: kernels are
+      // lowered at the shapes the call has.
+      const auto dims = parse_dims(o->dims, *prog);
+      const core::Function& fn = prog->functions[static_cast<size_t>(root)];
+      precision::RealizeOptions options;
+      options.policy = *precision::parse_policy(o->precision);
+      options.half_intermediates = o->half_intermediates;
+      const precision::Realization r = precision::realize(*prog, root, options, dims);
+      std::optional<interp::ParamMap> params = entry_params(*prog, fn, "", static_cast<uint64_t>(o->seed), dims);
+      std::vector<interp::Value> args = interp::entry_arguments(*prog, root, params ? &*params : nullptr, dims,
+                                                                static_cast<uint64_t>(o->seed), std::nullopt);
+      kernel::InterpretingRunner runner;
+      kernel::KernelEngine engine(*prog, root, dims, options.half_intermediates, runner);
+      interp::Interpreter interp(*prog, dims, &r);
+      interp.set_launcher(&engine);
+      interp.call(root, args);
+      std::cout << engine.print();
       return 0;
     }
     if (o->stage == "realize") {

@@ -1,4 +1,5 @@
 // quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16|exact] [--bits N]
+//   [--backend native|kernels|interp] [--threads N] [--repeat N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
 //   [--realize @realization.json]
@@ -10,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "commands.h"
@@ -18,6 +21,8 @@
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
+#include "quire/kernel/engine.h"
+#include "quire/native/native_runner.h"
 #include "quire/io/npy.h"
 #include "quire/io/safetensors.h"
 #include "quire/precision/realization.h"
@@ -127,6 +132,9 @@ Handler setup_run(CLI::App& sub) {
     int64_t seed = 0;
     bool half_intermediates = false;
     std::string remat = "store";
+    std::string backend = "native";
+    int threads = default_threads();
+    int repeat = 0;
     std::string realize;
     int bits = 128;
   };
@@ -150,9 +158,18 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--remat", o->remat,
                  "how a gradient's backward pass gets the forward values of calls: store (default) or recompute")
       ->check(CLI::IsMember({"store", "recompute"}));
+  CLI::Option* backend_flag = sub.add_option("--backend", o->backend,
+                 "native (the fused loop nests compiled as C, default), kernels (the same nests in the kernel "
+                 "interpreter) or interp (the reference interpreter): the same bits")
+      ->check(CLI::IsMember({"native", "kernels", "interp"}));
+  sub.add_option("--threads", o->threads, "threads a native kernel may use (default: the machine's cores); the same bits")
+      ->check(CLI::Range(1, 256));
+  sub.add_option("--repeat", o->repeat,
+                 "after the call, time N more calls of the entry and print the median (compilation excluded)")
+      ->check(CLI::PositiveNumber);
   sub.add_option("--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
-  return [o, bits, precision_flag]() {
+  return [o, bits, precision_flag, backend_flag]() {
     const bool exact = o->precision == "exact";
     if (!o->realize.empty() && precision_flag->count() > 0)
       throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
@@ -161,6 +178,9 @@ Handler setup_run(CLI::App& sub) {
     if (exact && (o->bits < exact::kMinBits || o->bits > exact::kMaxBits))
       throw UsageError(fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits,
                                    exact::kMaxBits));
+    if (exact && o->repeat > 0) throw UsageError("--repeat: the exact reference is not timed");
+    if (exact && backend_flag->count() > 0)
+      throw UsageError(fmt::format("--backend {}: the exact reference runs in its own interpreter", o->backend));
     if (exact && o->half_intermediates)
       throw UsageError("--half-intermediates: the exact reference has no half values");
     if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz") &&
@@ -206,8 +226,26 @@ Handler setup_run(CLI::App& sub) {
     }
     interp::Interpreter interp(*prog, dims, &realization);
     interp.set_remat(*interp::parse_remat(o->remat));
+    std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
+    std::optional<kernel::KernelEngine> engine;
+    if (runner) {
+      engine.emplace(*prog, entry, dims, options.half_intermediates, *runner, native::warn_native_unavailable);
+      interp.set_launcher(&*engine);
+    }
     auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
     interp::Value result = interp.call(entry, args);
+    // Timed after the first call, so that lowering and compiling are not in it.
+    std::optional<double> median_ms;
+    if (o->repeat > 0) {
+      std::vector<double> ms;
+      for (int i = 0; i < o->repeat; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        interp.call(entry, args);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      median_ms = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+    }
     std::vector<std::pair<std::string, runtime::Tensor>> leaves;
     interp::flatten_value(result, "result", leaves);
     io::StoreTypes types;
@@ -218,6 +256,15 @@ Handler setup_run(CLI::App& sub) {
       const char* type = !t.is_real() || st == io::StoreType::F64 ? nullptr
                          : st == io::StoreType::F32 ? "f32" : st == io::StoreType::BF16 ? "bf16" : "f16";
       std::cout << fmt::format("{}{} = {}\n", path, type ? fmt::format(" : {}", type) : "", tensor_text(t));
+    }
+    if (median_ms) {
+      std::string compiled;
+      if (const auto* n = dynamic_cast<const native::NativeRunner*>(runner.get()); n && engine && engine->fell_back().empty())
+        compiled = fmt::format("; {} kernels: {} compiled, {} from the cache", engine->kernels().size(), n->compilations(),
+                               n->cache_hits());
+      std::cout << fmt::format("-- {} calls on the {} backend: median {:.4g} ms a call, the first call (lowering and "
+                               "compiling) not counted{}\n",
+                               o->repeat, o->backend, *median_ms, compiled);
     }
     if (!o->out.empty()) {
       if (ends_with(o->out, ".npy")) {

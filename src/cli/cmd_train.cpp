@@ -1,6 +1,7 @@
 // quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
+//   [--backend native|kernels|interp] [--threads N]
 //   [--realize @realization.json]
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
@@ -24,10 +25,12 @@ Handler setup_train(CLI::App& sub) {
     std::vector<std::string> dims;
     int64_t max_steps = -1;
     std::string remat = "store";
+    std::string backend = "native";
     std::string realize;
     train::TrainOptions train;
   };
   auto o = std::make_shared<Options>();
+  o->train.threads = default_threads();
   sub.add_option("file", o->file, "the program (.qr) with a `training run` block")->required();
   CLI::Option* precision_flag = sub.add_option("--precision", o->train.precision, "the run policy: f64 (default), f32, bf16 or f16")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
@@ -47,6 +50,13 @@ Handler setup_train(CLI::App& sub) {
                  "store (default): keep the forward values of calls for the backward pass; recompute: evaluate them "
                  "again there")
       ->check(CLI::IsMember({"store", "recompute"}));
+  sub.add_option("--backend", o->backend,
+                 "native (the fused loop nests compiled as C, default), kernels (the same nests in the kernel "
+                 "interpreter) or interp (the reference interpreter): the same bits")
+      ->check(CLI::IsMember({"native", "kernels", "interp"}));
+  sub.add_option("--threads", o->train.threads,
+                 "threads a native kernel may use (default: the machine's cores); the same bits")
+      ->check(CLI::Range(1, 256));
   sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--realize", o->realize,
@@ -64,6 +74,7 @@ Handler setup_train(CLI::App& sub) {
     o->train.dims = parse_dims(o->dims, *prog);
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
     o->train.remat = *interp::parse_remat(o->remat);
+    o->train.backend = *kernel::parse_backend(o->backend);
     train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1);
     return 0;
   };

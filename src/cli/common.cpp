@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <charconv>
 #include <iostream>
 #include <set>
@@ -78,6 +81,11 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
     throw UsageError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", path, problems.size(),
                                  fmt::join(problems, "\n  ")));
   return file;
+}
+
+int default_threads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));
 }
 
 }  // namespace quire::cli

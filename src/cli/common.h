@@ -40,6 +40,9 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
                                             const std::map<std::string, int64_t>& dims);
 
+/// The threads a native kernel may use unless --threads says: the machine's cores.
+int default_threads();
+
 /// The entry function by name (`loss`, `Tower.apply`), or a UsageError listing the choices.
 int find_entry(const elab::Program& prog, const std::string& name);
 

@@ -148,4 +148,10 @@ std::map<std::string, int64_t> callee_dims(const core::Function& callee, const c
   return dims;
 }
 
+bool stored_directly(core::Op op) {
+  using core::Op;
+  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
+         op == Op::Cast;
+}
+
 }  // namespace quire::interp

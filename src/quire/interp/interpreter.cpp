@@ -84,13 +84,6 @@ precision::Carry carry_of(const Value& v, int depth = 0) {
   return c;
 }
 
-/// Results stored without the f32 step: copies, parameter reads, constants
-/// and casts (a cast rounds once, from its operand).
-bool stored_directly(Op op) {
-  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
-         op == Op::Cast;
-}
-
 /// Copy `i` of a stack: every leaf loses its leading axis.
 ParamMap slice_copy(const ParamMap& tree, int64_t i) {
   ParamMap out;
@@ -223,20 +216,44 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   // A frame keeps its callees' forward values when a reverse sweep will read
   // them: it is a vjp's (its own reverse sweep follows), or a kept one.
   Kept* keeping = remat_ == Remat::Store && (fn.primal >= 0 || keep) ? &kept : nullptr;
+  // With a launcher, a group's members wait for its root, whose kernel computes them all.
+  const bool fused = !keep && !watch_nonfinite_;
+  const LaunchGroups* groups = launcher_ ? &launcher_->groups(function, fused, table) : nullptr;
+  const int first_value = static_cast<int>(fn.args.size()) + 1 + static_cast<int>(first);
+  auto finish = [&](const core::Instr& in) {
+    if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
+    check_result(fn, in, env[in.id], dims);
+    ++stats_.evaluated;
+    if (watch_nonfinite_ && !first_nonfinite_)
+      if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
+        first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};
+  };
   for (size_t k = first; k < fn.body.size(); ++k) {
     const core::Instr& in = fn.body[k];
+    const core::Instr* at = &in;  // the instruction an error is placed at
     try {
+      if (groups && groups->computed_by[in.id] != 0) continue;
+      if (groups && !groups->steps[in.id].empty()) {
+        if (std::optional<Value> v = launcher_->launch(function, in.id, fused, env, table)) {
+          env[in.id] = std::move(*v);
+          finish(in);
+          continue;
+        }
+        // No kernel: the members one at a time (those a reused forward holds already are there).
+        for (int m : groups->steps[in.id]) {
+          if (m < first_value) continue;
+          at = &fn.body[static_cast<size_t>(m - static_cast<int>(fn.args.size()) - 1)];
+          env[m] = step(fn, *at, env, dims, depth, context, table, keeping);
+          finish(*at);
+        }
+        continue;
+      }
       env[in.id] = step(fn, in, env, dims, depth, context, table, keeping);
-      if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
-      check_result(fn, in, env[in.id], dims);
-      ++stats_.evaluated;
-      if (watch_nonfinite_ && !first_nonfinite_)
-        if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
-          first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};
+      finish(in);
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(in.loc.begin);
-      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,
-                                  core::site_name(fn, in.id), e.what()));
+      LineCol lc = prog_.sources.line_col(at->loc.begin);
+      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
+                                  lc.column, core::site_name(fn, at->id), e.what()));
     }
   }
   Value result = env[fn.result_value];

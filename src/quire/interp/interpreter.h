@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "quire/elab/program.h"
+#include "quire/interp/launcher.h"
 #include "quire/interp/value.h"
 #include "quire/precision/realization.h"
 
@@ -97,6 +98,12 @@ class Interpreter {
   }
   const std::optional<NonFiniteSite>& first_nonfinite() const { return first_nonfinite_; }
 
+  /// Computes launches through `launcher` (kept by reference; nullptr: one
+  /// instruction at a time with the reference kernels). An evaluation whose
+  /// values are kept for a reverse sweep (--remat store), or watched for
+  /// non-finite values, runs each launch alone so that every value exists.
+  void set_launcher(Launcher* launcher) { launcher_ = launcher; }
+
   /// Recompute unless set.
   void set_remat(Remat r) { remat_ = r; }
   Remat remat() const { return remat_; }
@@ -155,6 +162,7 @@ class Interpreter {
   Remat remat_ = Remat::Recompute;
   EvalStats stats_;
   int64_t stored_bytes_ = 0;  ///< bytes of forward values kept now
+  Launcher* launcher_ = nullptr;
 };
 
 }  // namespace quire::interp

@@ -321,6 +321,32 @@ void binary_ints(BinaryOp op, const Tensor& a, std::vector<int64_t> as, const Te
 }  // namespace
 
 const char* op_name(UnaryOp op) { return row(op).name; }
+
+double apply_unary(UnaryOp op, double x) {
+  if (op == UnaryOp::Not) return x == 0.0 ? 1.0 : 0.0;
+  return row(op).real(x);
+}
+
+double apply_binary(BinaryOp op, double a, double b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
+    case BinaryOp::Pow: return std::pow(a, b);
+    case BinaryOp::Min: return detail::min_real(a, b);
+    case BinaryOp::Max: return detail::max_real(a, b);
+    case BinaryOp::Lt: return a < b ? 1.0 : 0.0;
+    case BinaryOp::Le: return a <= b ? 1.0 : 0.0;
+    case BinaryOp::Gt: return a > b ? 1.0 : 0.0;
+    case BinaryOp::Ge: return a >= b ? 1.0 : 0.0;
+    case BinaryOp::Eq: return a == b ? 1.0 : 0.0;
+    case BinaryOp::Ne: return a != b ? 1.0 : 0.0;
+    case BinaryOp::And: return a != 0.0 && b != 0.0 ? 1.0 : 0.0;
+    case BinaryOp::Or: return a != 0.0 || b != 0.0 ? 1.0 : 0.0;
+  }
+  misuse("binary", fmt::format("operation {}", static_cast<int>(op)));
+}
 const char* op_name(BinaryOp op) { return row(op).name; }
 
 std::optional<ElemKind> unary_result_kind(UnaryOp op, ElemKind operand) {

@@ -91,6 +91,10 @@ std::optional<ElemKind> unary_result_kind(UnaryOp op, ElemKind operand);
 /// y[i] = op(x[i]); y.shape = x.shape, y.kind = unary_result_kind(op, x.kind).
 Tensor unary(UnaryOp op, const Tensor& x);
 
+/// The f64 expression of a real unary operation (not Not) on one element:
+/// what unary() computes for each element of a real operand.
+double apply_unary(UnaryOp op, double x);
+
 /// Binary operations, evaluated as written on the two (promoted) elements a, b:
 enum class BinaryOp : uint8_t {
   Add,  ///< a + b
@@ -112,6 +116,11 @@ enum class BinaryOp : uint8_t {
 
 /// "add", "pow", "lt", …: the operation's name in messages.
 const char* op_name(BinaryOp op);
+
+/// The f64 expression of a binary operation on two real elements, as binary()
+/// computes it for real operands; a comparison gives 1.0 or 0.0. Pow is
+/// std::pow here: the squaring of a literal 2 is the caller's choice.
+double apply_binary(BinaryOp op, double a, double b);
 
 /// The kind of `a op b`, or nullopt when `op` does not take those kinds.
 /// Operands are promoted first: Real with Real or with an integer → Real (the

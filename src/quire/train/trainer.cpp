@@ -13,6 +13,7 @@
 #include "quire/grad/vjp.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
+#include "quire/native/native_runner.h"
 #include "quire/precision/realization.h"
 #include "quire/train/sha256.h"
 #include "quire/support/diagnostics.h"
@@ -98,6 +99,8 @@ class Trainer {
   std::unique_ptr<precision::Realization> realization_;
   std::string policy_label_;  ///< the policy, or the solved realization's fingerprint (`f64+solved:…`)
   std::unique_ptr<interp::Interpreter> interp_;
+  std::unique_ptr<kernel::KernelRunner> runner_;  ///< the kernels' runner; null under --backend interp
+  std::unique_ptr<kernel::KernelEngine> engine_;
   FloatType master_ = FloatType::F64;
   io::StoreTypes param_types_;
   ParamMap params_;
@@ -205,6 +208,12 @@ void Trainer::set_up() {
   realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
   interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
   interp_->set_remat(options_.remat);
+  runner_ = native::make_runner(options_.backend, options_.threads);
+  if (runner_) {
+    engine_ = std::make_unique<kernel::KernelEngine>(prog_, vjp_, dims_, realize.half_intermediates, *runner_,
+                                                     native::warn_native_unavailable);
+    interp_->set_launcher(engine_.get());
+  }
   master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
   if (realize.policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
 

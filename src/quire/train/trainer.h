@@ -44,6 +44,7 @@
 
 #include "quire/elab/program.h"
 #include "quire/interp/interpreter.h"
+#include "quire/kernel/engine.h"
 #include "quire/precision/realization_file.h"
 #include "quire/train/loss_scale.h"
 
@@ -72,6 +73,8 @@ struct TrainOptions {
   int64_t log_every = 0;          ///< plain progress lines every N steps; 0: progress.h's default
   LossScaleConfig loss_scale;     ///< f16 runs only
   interp::Remat remat = interp::Remat::Store;  ///< how the reverse sweep gets its callees' forward values
+  kernel::Backend backend = kernel::Backend::Interp;  ///< how launches run (the same bits either way)
+  int threads = 1;  ///< threads a native kernel may use (the same bits on any count)
   /// The solver's decisions for the objective (`--realize @realization.json`):
   /// its policy replaces `precision`; parameters keep their master type and
   /// their reads are rounded to the decision.

@@ -1,0 +1,208 @@
+// The kernel backend (the engine running lowered kernels through the kernel
+// interpreter) against the reference interpreter: the same bits for every
+// function of the tutorial under every policy, for its training step under
+// both remat modes, and for hand-written programs that cover every operation
+// the lowering takes, special values included; what it does not lower runs
+// on the reference kernels and is counted.
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <algorithm>
+
+#include "quire/elab/elab_testing.h"
+#include "quire/grad/vjp.h"
+#include "quire/interp/inputs.h"
+#include "quire/interp/interp_testing.h"
+#include "quire/interp/interpreter.h"
+#include "quire/interp/params.h"
+#include "quire/kernel/engine.h"
+#include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/kernel_testing.h"
+
+namespace quire::kernel {
+namespace {
+
+using interp::Value;
+using precision::Policy;
+using testing::drawn_arguments;
+using testing::every_policy;
+using testing::expect_same;
+using testing::label;
+using testing::Runs;
+
+Runs run_both(const elab::Program& prog, int fn, const std::vector<Value>& args,
+              const std::map<std::string, int64_t>& dims, const precision::RealizeOptions& options,
+              interp::Remat remat = interp::Remat::Recompute) {
+  InterpretingRunner runner;
+  return testing::run_both(prog, fn, args, dims, options, runner, remat);
+}
+
+TEST(KernelBackend, EveryTutorialFunctionUnderEveryPolicyHasTheReferenceBits) {
+  auto e = elab::testing::elaborate_tutorial();
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  const elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims = {{"B", 4}};
+  std::set<std::string> ran;
+  for (size_t fn = 0; fn < prog.functions.size(); ++fn) {
+    const core::Function& f = prog.functions[fn];
+    if (!f.checked || f.result_value == 0) continue;
+    std::vector<Value> args;
+    try {
+      args = drawn_arguments(prog, static_cast<int>(fn), dims);
+    } catch (const std::exception&) {
+      continue;  // not an entry `quire run` can call (its arguments have `...` axes): its callers cover it
+    }
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(f.name + " under " + label(o));
+      const Runs r = run_both(prog, static_cast<int>(fn), args, dims, o);
+      expect_same(r.kernels, r.reference, "result");
+      EXPECT_GT(r.kernel_launches, 0);
+      EXPECT_EQ(r.runtime_launches, 0) << "every launch of the tutorial's forward has a kernel";
+    }
+    ran.insert(f.name);
+  }
+  // The others take `...` axes; loss reaches every one of them.
+  EXPECT_TRUE(ran.count("loss")) << ran.size();
+}
+
+TEST(KernelBackend, OneCallOfTheTutorialLossLaunchesWhatFusionCounts) {
+  auto e = elab::testing::elaborate_tutorial();
+  ASSERT_TRUE(e->ok());
+  const elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims = {{"B", 4}};
+  const int fn = prog.find_function("loss");
+  precision::RealizeOptions o;
+  o.policy = Policy::F32;
+  const Runs r = run_both(prog, fn, drawn_arguments(prog, fn, dims), dims, o);
+  const Fusion f = fuse(prog, fn, dims);
+  ASSERT_TRUE(f.fused_launches.has_value());
+  EXPECT_EQ(r.kernel_launches, *f.fused_launches);  // 24: 35 launches without fusion
+}
+
+TEST(KernelBackend, TheTrainingStepHasTheReferenceBitsUnderBothRematModes) {
+  auto e = elab::testing::elaborate_tutorial();
+  ASSERT_TRUE(e->ok());
+  elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims = {{"B", 4}};
+  const int loss = prog.find_function("loss");
+  const int step = grad::vjp(prog, loss, grad::differentiable_args(prog.functions[static_cast<size_t>(loss)]));
+  std::vector<Value> args = drawn_arguments(prog, loss, dims);
+  args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store})
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(label(o) + " --remat " + interp::remat_name(remat));
+      const Runs r = run_both(prog, step, args, dims, o, remat);
+      expect_same(r.kernels, r.reference, "step");
+      EXPECT_GT(r.kernel_launches, 0);
+    }
+}
+
+TEST(KernelBackend, EveryLoweredOperationHasTheReferenceBitsOnSpecialValues) {
+  interp::testing::Program p(testing::kOperations);
+  const elab::Program& prog = p.prog();
+  const auto calls = testing::operation_calls();
+  for (const auto& [name, tensors] : calls) {
+    std::vector<Value> args;
+    for (const runtime::Tensor& t : tensors) args.push_back(Value::of(t));
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(name + " under " + label(o));
+      const Runs r = run_both(prog, p.index(name), args, p.dims, o);
+      expect_same(r.kernels, r.reference, "result");
+      // Integer arithmetic alone has no kernel: its group (`i * i`, then `+`) runs on the reference kernels.
+      EXPECT_EQ(r.kernel_launches > 0, name != "int_arith");
+      EXPECT_EQ(r.runtime_launches, name == "int_arith" ? 2 : 0);
+    }
+  }
+}
+
+TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
+  // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
+  // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A
+  // kernel must take the same path as the reference for each setting.
+  interp::testing::Program p(R"(fn h(x : ℝ[4], y : ℝ[4]) -> ℝ[4] = (x as bf16) + y
+)");
+  const double y = std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  std::vector<Value> args = {Value::of(interp::testing::reals({4}, {1, 1, 1, 1})),
+                             Value::of(interp::testing::reals({4}, {y, y, y, y}))};
+  for (bool half_intermediates : {false, true}) {
+    precision::RealizeOptions o;
+    o.policy = Policy::BF16;
+    o.half_intermediates = half_intermediates;
+    const Runs r = run_both(p.prog(), p.index("h"), args, p.dims, o);
+    expect_same(r.kernels, r.reference, "result");
+    EXPECT_EQ(r.kernels.tensor.reals[0], half_intermediates ? 1.0 + std::ldexp(1.0, -7) : 1.0);
+    EXPECT_EQ(r.runtime_launches, 0);
+  }
+}
+
+TEST(KernelBackend, AReferenceKernelErrorIsStillPlacedAtItsSite) {
+  interp::testing::Program p(R"(fn f(x : ℝ[..., n: 4]) -> ℝ[] = max(x)
+)");
+  precision::RealizeOptions o;
+  const precision::Realization r = precision::realize(p.prog(), p.index("f"), o, p.dims);
+  InterpretingRunner runner;
+  KernelEngine engine(p.prog(), p.index("f"), p.dims, false, runner);
+  interp::Interpreter in(p.prog(), p.dims, &r);
+  in.set_launcher(&engine);
+  // An empty reduction has no kernel; the reference kernel reports it.
+  try {
+    in.call(p.index("f"), {Value::of(runtime::Tensor::real({0, 4}))});
+    FAIL() << "expected an error";
+  } catch (const interp::EvalError& err) {
+    EXPECT_NE(std::string(err.what()).find("main.qr:1:"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("size 0"), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(engine.runtime_launches(), 1);
+}
+
+TEST(KernelIr, PrintsALoweredNestAndFusesOnlyWhereAsked) {
+  KernelBuilder b("demo");
+  const int in = b.buffer(ElemType::F32, {3});
+  const int out = b.buffer(ElemType::F32, {});
+  Kernel& k = b.kernel();
+  const int s = b.new_scalar();
+  Stmt init;
+  init.kind = StmtKind::Set;
+  init.scalar = s;
+  init.expr = b.constant(0.0);
+  k.body.push_back(init);
+  Stmt loop;
+  loop.kind = StmtKind::Loop;
+  loop.var = b.new_loop_var();
+  loop.extent = 3;
+  Stmt acc;
+  acc.kind = StmtKind::Set;
+  acc.scalar = s;
+  const int x = b.load(in, Affine{0, {{loop.var, 1}}});
+  acc.expr = b.round(runtime::FloatType::F32, b.fma(x, x, b.scalar(s)));
+  loop.body.push_back(acc);
+  k.body.push_back(loop);
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.expr = b.round(runtime::FloatType::F32, b.scalar(s));  // already f32: not rounded twice
+  k.body.push_back(store);
+  Kernel kernel = b.take();
+  EXPECT_EQ(print_kernel(kernel),
+            "kernel demo (%0 : f32[3]) -> %1 : f32[] {\n"
+            "  s0 = 0\n"
+            "  for i0 in 0..3 {\n"
+            "    s0 = f32(fma(%0[i0], %0[i0], s0))\n"
+            "  }\n"
+            "  %1[0] = f32(s0)\n"
+            "}\n");
+  EXPECT_EQ(kernel_flops(kernel), 6);
+  // The fold is the fused chain, each step rounded to f32.
+  runtime::Tensor v = runtime::Tensor::real({3});
+  v.reals = {1.0 + std::ldexp(1.0, -12), 0.0, 0.0};
+  const runtime::Tensor r = run_kernel(kernel, {&v});
+  EXPECT_EQ(r.reals[0], runtime::round_to(runtime::FloatType::F32, std::fma(v.reals[0], v.reals[0], 0.0)));
+}
+
+}  // namespace
+}  // namespace quire::kernel

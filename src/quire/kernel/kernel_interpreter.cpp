@@ -1,0 +1,128 @@
+#include "quire/kernel/kernel_interpreter.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "quire/runtime/runtime_error.h"
+
+// The IR's semantics round each product and sum on its own; only an explicit
+// `fma` fuses. GCC contracts by default wherever the target has FMA and
+// ignores the standard pragma (see runtime/elementwise.cpp).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace quire::kernel {
+
+runtime::ElemKind held_kind(ElemType t) {
+  switch (t) {
+    case ElemType::I32: return runtime::ElemKind::I32;
+    case ElemType::I64: return runtime::ElemKind::I64;
+    case ElemType::Bool: return runtime::ElemKind::Bool;
+    default: return runtime::ElemKind::Real;
+  }
+}
+
+namespace {
+
+class Machine {
+ public:
+  Machine(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs, runtime::Tensor& out)
+      : k_(k), vars_(static_cast<size_t>(k.loop_vars), 0), scalars_(static_cast<size_t>(k.scalars), 0.0) {
+    buffers_ = inputs;
+    buffers_.push_back(&out);
+    out_ = &out;
+  }
+
+  void run(const std::vector<Stmt>& body) {
+    for (const Stmt& s : body) {
+      switch (s.kind) {
+        case StmtKind::Loop:
+          for (int64_t i = 0; i < s.extent; ++i) {
+            vars_[static_cast<size_t>(s.var)] = i;
+            run(s.body);
+          }
+          break;
+        case StmtKind::Set: scalars_[static_cast<size_t>(s.scalar)] = eval(s.expr); break;
+        case StmtKind::Store: {
+          const double v = eval(s.expr);
+          const int64_t at = offset(s.index);
+          if (out_->is_real())
+            out_->reals[static_cast<size_t>(at)] = v;
+          else
+            out_->ints[static_cast<size_t>(at)] =
+                out_->kind == runtime::ElemKind::Bool ? (v != 0.0 ? 1 : 0) : static_cast<int64_t>(v);
+          break;
+        }
+      }
+    }
+  }
+
+ private:
+  int64_t offset(const Affine& a) const {
+    int64_t at = a.offset;
+    for (const auto& [var, coeff] : a.terms) at += coeff * vars_[static_cast<size_t>(var)];
+    return at;
+  }
+
+  double eval(int i) const {
+    const Expr& e = k_.exprs[static_cast<size_t>(i)];
+    switch (e.kind) {
+      case ExprKind::Const: return e.value;
+      case ExprKind::Load: {
+        const runtime::Tensor& t = *buffers_[static_cast<size_t>(e.buffer)];
+        const size_t at = static_cast<size_t>(offset(e.index));
+        return t.is_real() ? t.reals[at] : static_cast<double>(t.ints[at]);
+      }
+      case ExprKind::Scalar: return scalars_[static_cast<size_t>(e.scalar)];
+      case ExprKind::Unary: return runtime::apply_unary(e.unary, eval(e.a));
+      case ExprKind::Binary: {
+        const double a = eval(e.a);
+        return runtime::apply_binary(e.binary, a, eval(e.b));
+      }
+      case ExprKind::Where: return eval(e.a) != 0.0 ? eval(e.b) : eval(e.c);
+      case ExprKind::Fma: {
+        const double a = eval(e.a);
+        const double b = eval(e.b);
+        return std::fma(a, b, eval(e.c));
+      }
+      case ExprKind::Round: return runtime::round_to(e.type, eval(e.a));
+      case ExprKind::Finite: return std::isfinite(eval(e.a)) ? 1.0 : 0.0;
+    }
+    return 0.0;
+  }
+
+  const Kernel& k_;
+  std::vector<const runtime::Tensor*> buffers_;
+  runtime::Tensor* out_ = nullptr;
+  std::vector<int64_t> vars_;
+  std::vector<double> scalars_;
+};
+
+}  // namespace
+
+runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
+  if (inputs.size() + 1 != k.buffers.size())
+    throw runtime::KernelMisuse(
+        fmt::format("internal: kernel {}: {} inputs for {} input buffers", k.title, inputs.size(), k.buffers.size() - 1));
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const Buffer& buf = k.buffers[b];
+    const bool real = held_kind(buf.type) == runtime::ElemKind::Real;
+    if (inputs[b]->shape != buf.shape || inputs[b]->is_real() != real)
+      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} is {}{}, not {}{}", k.title, b,
+                                              runtime::elem_kind_name(inputs[b]->kind),
+                                              runtime::shape_string(inputs[b]->shape), elem_type_name(buf.type),
+                                              runtime::shape_string(buf.shape)));
+  }
+  const Buffer& ob = k.buffers.back();
+  runtime::Tensor out = held_kind(ob.type) == runtime::ElemKind::Real
+                            ? runtime::Tensor::real(ob.shape)
+                            : runtime::Tensor::integer(held_kind(ob.type), ob.shape);
+  Machine(k, inputs, out).run(k.body);
+  return out;
+}
+
+}  // namespace quire::kernel

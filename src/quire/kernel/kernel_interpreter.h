@@ -1,0 +1,26 @@
+#pragma once
+// The kernel interpreter: runs a kernel of the IR (kernel_ir.h) statement by
+// statement and so defines the bits every backend of kernels must produce.
+// It is slow (a walk over the expression tree per element) and single-
+// threaded: splitting an independent loop cannot change a bit, so it never
+// needs to.
+//
+// Buffers are runtime tensors: a float buffer's values are held as f64
+// (each exactly a value of the buffer's type), integer and boolean buffers
+// as int64. Requires: one input tensor per input buffer, of its shape and
+// kind (KernelMisuse otherwise).
+
+#include <vector>
+
+#include "quire/kernel/kernel_ir.h"
+#include "quire/runtime/tensor.h"
+
+namespace quire::kernel {
+
+/// Runs `k` on its inputs (in buffer order) and returns its output.
+runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
+
+/// The tensor kind a buffer of this type is held in.
+runtime::ElemKind held_kind(ElemType t);
+
+}  // namespace quire::kernel

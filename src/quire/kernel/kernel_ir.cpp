@@ -1,0 +1,247 @@
+#include "quire/kernel/kernel_ir.h"
+
+#include <fmt/format.h>
+
+
+namespace quire::kernel {
+
+const char* elem_type_name(ElemType t) {
+  switch (t) {
+    case ElemType::F64: return "f64";
+    case ElemType::F32: return "f32";
+    case ElemType::BF16: return "bf16";
+    case ElemType::F16: return "f16";
+    case ElemType::I32: return "i32";
+    case ElemType::I64: return "i64";
+    case ElemType::Bool: return "bool";
+  }
+  return "?";
+}
+
+bool is_float(ElemType t) {
+  return t == ElemType::F64 || t == ElemType::F32 || t == ElemType::BF16 || t == ElemType::F16;
+}
+
+runtime::FloatType float_of(ElemType t) {
+  switch (t) {
+    case ElemType::F32: return runtime::FloatType::F32;
+    case ElemType::BF16: return runtime::FloatType::BF16;
+    case ElemType::F16: return runtime::FloatType::F16;
+    default: return runtime::FloatType::F64;
+  }
+}
+
+ElemType elem_of(runtime::FloatType t) {
+  switch (t) {
+    case runtime::FloatType::F32: return ElemType::F32;
+    case runtime::FloatType::BF16: return ElemType::BF16;
+    case runtime::FloatType::F16: return ElemType::F16;
+    default: return ElemType::F64;
+  }
+}
+
+int KernelBuilder::buffer(ElemType type, runtime::Shape shape) {
+  k_.buffers.push_back(Buffer{type, std::move(shape)});
+  return static_cast<int>(k_.buffers.size()) - 1;
+}
+
+int KernelBuilder::add(Expr e) {
+  k_.exprs.push_back(std::move(e));
+  return static_cast<int>(k_.exprs.size()) - 1;
+}
+
+int KernelBuilder::constant(double v) {
+  Expr e;
+  e.kind = ExprKind::Const;
+  e.value = v;
+  return add(std::move(e));
+}
+
+int KernelBuilder::load(int buffer, Affine index) {
+  Expr e;
+  e.kind = ExprKind::Load;
+  e.buffer = buffer;
+  e.index = std::move(index);
+  return add(std::move(e));
+}
+
+int KernelBuilder::scalar(int s) {
+  Expr e;
+  e.kind = ExprKind::Scalar;
+  e.scalar = s;
+  return add(std::move(e));
+}
+
+int KernelBuilder::unary(runtime::UnaryOp op, int a) {
+  Expr e;
+  e.kind = ExprKind::Unary;
+  e.unary = op;
+  e.a = a;
+  return add(std::move(e));
+}
+
+int KernelBuilder::binary(runtime::BinaryOp op, int a, int b) {
+  Expr e;
+  e.kind = ExprKind::Binary;
+  e.binary = op;
+  e.a = a;
+  e.b = b;
+  return add(std::move(e));
+}
+
+int KernelBuilder::where(int cond, int a, int b) {
+  Expr e;
+  e.kind = ExprKind::Where;
+  e.a = cond;
+  e.b = a;
+  e.c = b;
+  return add(std::move(e));
+}
+
+int KernelBuilder::fma(int a, int b, int c) {
+  Expr e;
+  e.kind = ExprKind::Fma;
+  e.a = a;
+  e.b = b;
+  e.c = c;
+  return add(std::move(e));
+}
+
+int KernelBuilder::round(runtime::FloatType t, int a) {
+  if (t == runtime::FloatType::F64) return a;
+  // Rounding twice to one type is rounding once.
+  const Expr& x = k_.exprs.at(static_cast<size_t>(a));
+  if (x.kind == ExprKind::Round && x.type == t) return a;
+  Expr e;
+  e.kind = ExprKind::Round;
+  e.type = t;
+  e.a = a;
+  return add(std::move(e));
+}
+
+int KernelBuilder::finite(int a) {
+  Expr e;
+  e.kind = ExprKind::Finite;
+  e.a = a;
+  return add(std::move(e));
+}
+
+namespace {
+
+std::string affine_text(const Affine& a) {
+  std::string out;
+  for (const auto& [var, coeff] : a.terms) {
+    if (!out.empty()) out += " + ";
+    out += coeff == 1 ? fmt::format("i{}", var) : fmt::format("{}*i{}", coeff, var);
+  }
+  if (a.offset != 0 || out.empty()) out += out.empty() ? fmt::format("{}", a.offset) : fmt::format(" + {}", a.offset);
+  return out;
+}
+
+const char* binary_symbol(runtime::BinaryOp op) {
+  switch (op) {
+    case runtime::BinaryOp::Add: return "+";
+    case runtime::BinaryOp::Sub: return "-";
+    case runtime::BinaryOp::Mul: return "*";
+    case runtime::BinaryOp::Div: return "/";
+    case runtime::BinaryOp::Lt: return "<";
+    case runtime::BinaryOp::Le: return "<=";
+    case runtime::BinaryOp::Gt: return ">";
+    case runtime::BinaryOp::Ge: return ">=";
+    case runtime::BinaryOp::Eq: return "==";
+    case runtime::BinaryOp::Ne: return "!=";
+    default: return nullptr;  // printed as a call
+  }
+}
+
+std::string expr_text(const Kernel& k, int i) {
+  const Expr& e = k.exprs.at(static_cast<size_t>(i));
+  switch (e.kind) {
+    case ExprKind::Const: return fmt::format("{}", e.value);  // the shortest text that reads back to it
+    case ExprKind::Load: return fmt::format("%{}[{}]", e.buffer, affine_text(e.index));
+    case ExprKind::Scalar: return fmt::format("s{}", e.scalar);
+    case ExprKind::Unary: return fmt::format("{}({})", runtime::op_name(e.unary), expr_text(k, e.a));
+    case ExprKind::Binary:
+      if (const char* sym = binary_symbol(e.binary))
+        return fmt::format("({} {} {})", expr_text(k, e.a), sym, expr_text(k, e.b));
+      return fmt::format("{}({}, {})", runtime::op_name(e.binary), expr_text(k, e.a), expr_text(k, e.b));
+    case ExprKind::Where:
+      return fmt::format("where({}, {}, {})", expr_text(k, e.a), expr_text(k, e.b), expr_text(k, e.c));
+    case ExprKind::Fma: return fmt::format("fma({}, {}, {})", expr_text(k, e.a), expr_text(k, e.b), expr_text(k, e.c));
+    case ExprKind::Round:
+      return fmt::format("{}({})", runtime::float_type_name(e.type), expr_text(k, e.a));
+    case ExprKind::Finite: return fmt::format("finite({})", expr_text(k, e.a));
+  }
+  return "?";
+}
+
+void print_stmts(const Kernel& k, const std::vector<Stmt>& body, int depth, std::string& out) {
+  const std::string pad(static_cast<size_t>(2 * depth), ' ');
+  for (const Stmt& s : body) {
+    switch (s.kind) {
+      case StmtKind::Loop: {
+        std::string marks;
+        if (s.independent) marks += " independent";
+        if (s.lanes > 1) marks += fmt::format(" lanes {}", s.lanes);
+        out += fmt::format("{}for i{} in 0..{}{} {{\n", pad, s.var, s.extent, marks);
+        print_stmts(k, s.body, depth + 1, out);
+        out += pad + "}\n";
+        break;
+      }
+      case StmtKind::Set: out += fmt::format("{}s{} = {}\n", pad, s.scalar, expr_text(k, s.expr)); break;
+      case StmtKind::Store:
+        out += fmt::format("{}%{}[{}] = {}\n", pad, s.buffer, affine_text(s.index), expr_text(k, s.expr));
+        break;
+    }
+  }
+}
+
+std::string buffer_text(const Kernel& k, int b) {
+  const Buffer& buf = k.buffers.at(static_cast<size_t>(b));
+  return fmt::format("%{} : {}{}", b, elem_type_name(buf.type), runtime::shape_string(buf.shape));
+}
+
+int64_t expr_flops(const Kernel& k, int i) {
+  const Expr& e = k.exprs.at(static_cast<size_t>(i));
+  int64_t own = 0;
+  switch (e.kind) {
+    case ExprKind::Unary:
+    case ExprKind::Binary: own = 1; break;
+    case ExprKind::Fma: own = 2; break;
+    default: break;
+  }
+  for (int o : {e.a, e.b, e.c})
+    if (o >= 0) own += expr_flops(k, o);
+  return own;
+}
+
+int64_t stmts_flops(const Kernel& k, const std::vector<Stmt>& body) {
+  int64_t total = 0;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Loop)
+      total += s.extent * stmts_flops(k, s.body);
+    else
+      total += expr_flops(k, s.expr);
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string print_kernel(const Kernel& k) {
+  std::string out = fmt::format("kernel {} (", k.title);
+  for (int b = 0; b < k.output(); ++b) out += (b > 0 ? ", " : "") + buffer_text(k, b);
+  out += fmt::format(") -> {} {{\n", buffer_text(k, k.output()));
+  print_stmts(k, k.body, 1, out);
+  out += "}\n";
+  return out;
+}
+
+int64_t kernel_flops(const Kernel& k) { return stmts_flops(k, k.body); }
+
+const Stmt* split_loop(const Kernel& k) {
+  if (k.body.size() != 1 || k.body[0].kind != StmtKind::Loop || !k.body[0].independent) return nullptr;
+  return &k.body[0];
+}
+
+}  // namespace quire::kernel

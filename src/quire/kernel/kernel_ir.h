@@ -1,0 +1,148 @@
+#pragma once
+// The kernel IR: the loop nests the backends run (DESIGN.md §4,
+// docs/backends.md#kernels). One kernel computes one launch of a realized
+// function: a fusion group (element-wise steps, possibly headed by a
+// product) or a reduction, at concrete shapes and realized types.
+//
+// A kernel names its buffers (inputs first, the output last, each with its
+// element type and shape), a tree of statements and an arena of expressions.
+// Statements are loops (`for i0 in 0..N`, marked where the loop's iterations
+// are independent and may be divided among worker threads, and with the
+// vector lanes the layout gives it), assignments to scalars (`s0 = …`) and
+// stores (`%2[…] = …`). An index is affine in the loop variables and flat:
+// the element offset into the row-major buffer.
+//
+// Semantics (the kernel interpreter, kernel_interpreter.h, defines them and
+// the native backend reproduces them): every expression is an f64 value.
+// A load converts the element to f64 exactly (a bool is 0 or 1); a store
+// converts back, exactly, because every value stored in a narrower buffer has
+// been rounded to that type by an explicit `round` first. Unary and binary
+// operations are runtime::apply_unary / apply_binary (the reference
+// interpreter's expressions); `fma` is the fused multiply-add, rounded once,
+// and appears only where a kernel asks for it. Nothing is reassociated:
+// reductions run in the loop order the kernel states.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "quire/runtime/float_types.h"
+#include "quire/runtime/kernels.h"
+#include "quire/runtime/tensor.h"
+
+namespace quire::kernel {
+
+/// A buffer's element type: a float type or an integer or boolean kind.
+enum class ElemType : uint8_t { F64, F32, BF16, F16, I32, I64, Bool };
+const char* elem_type_name(ElemType t);  ///< "f32", "bool"
+bool is_float(ElemType t);
+/// The float type of a float ElemType (F64 for the others).
+runtime::FloatType float_of(ElemType t);
+ElemType elem_of(runtime::FloatType t);  ///< F64, F32, BF16, F16 (the fp8 types have no buffers)
+
+struct Buffer {
+  ElemType type = ElemType::F64;
+  runtime::Shape shape;
+};
+
+/// offset + Σ coeff · i_var: an element offset into a row-major buffer.
+struct Affine {
+  int64_t offset = 0;
+  std::vector<std::pair<int, int64_t>> terms;  ///< (loop variable, coefficient), coefficient ≠ 0
+};
+
+enum class ExprKind : uint8_t {
+  Const,   ///< value
+  Load,    ///< buffer[index]
+  Scalar,  ///< the scalar `scalar`
+  Unary,   ///< unary(a)
+  Binary,  ///< binary(a, b)
+  Where,   ///< a ≠ 0 ? b : c
+  Fma,     ///< a · b + c, rounded once
+  Round,   ///< a rounded to `type` (runtime::round_to)
+  Finite,  ///< 1 if a is finite, else 0
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::Const;
+  double value = 0;
+  int buffer = -1;
+  Affine index;
+  int scalar = -1;
+  runtime::UnaryOp unary = runtime::UnaryOp::Neg;
+  runtime::BinaryOp binary = runtime::BinaryOp::Add;
+  runtime::FloatType type = runtime::FloatType::F64;
+  int a = -1, b = -1, c = -1;  ///< operands, indices into Kernel::exprs
+};
+
+enum class StmtKind : uint8_t { Loop, Set, Store };
+
+struct Stmt {
+  StmtKind kind = StmtKind::Loop;
+  // Loop: for var in 0..extent { body }
+  int var = -1;
+  int64_t extent = 0;
+  std::vector<Stmt> body;
+  bool independent = false;  ///< no iteration reads what another writes: it may be split over workers
+  int lanes = 1;             ///< vector lanes the layout gives the loop (1: scalar)
+  // Set: scalar `scalar` = exprs[expr]; Store: buffers[buffer][index] = exprs[expr]
+  int scalar = -1;
+  int buffer = -1;
+  Affine index;
+  int expr = -1;
+};
+
+struct Kernel {
+  std::string title;             ///< "fused 2 steps", "mean axis model", "dot+add"
+  std::vector<Buffer> buffers;   ///< the inputs, then the output (the last)
+  std::vector<Expr> exprs;
+  std::vector<Stmt> body;
+  int loop_vars = 0;
+  int scalars = 0;
+
+  int output() const { return static_cast<int>(buffers.size()) - 1; }
+};
+
+/// Builds a kernel's expressions and statements.
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string title) { k_.title = std::move(title); }
+  int buffer(ElemType type, runtime::Shape shape);
+  int constant(double v);
+  int load(int buffer, Affine index);
+  int scalar(int s);
+  int unary(runtime::UnaryOp op, int a);
+  int binary(runtime::BinaryOp op, int a, int b);
+  int where(int cond, int a, int b);
+  int fma(int a, int b, int c);
+  /// a rounded to t; F64 returns a itself.
+  int round(runtime::FloatType t, int a);
+  int finite(int a);
+  int new_scalar() { return k_.scalars++; }
+  int new_loop_var() { return k_.loop_vars++; }
+
+  Kernel& kernel() { return k_; }
+  Kernel take() { return std::move(k_); }
+
+ private:
+  int add(Expr e);
+  Kernel k_;
+};
+
+/// The loop a backend may divide among worker threads: the kernel's only
+/// top-level statement, when it is an independent loop; nullptr otherwise.
+/// Its iterations write disjoint elements and read nothing another writes,
+/// so any division gives the same bits.
+const Stmt* split_loop(const Kernel& k);
+
+/// The kernel in the IR's text form, as `quire dump --stage kernel` prints it:
+/// `kernel <title> (%0 : f32[4, 4], …) -> %2 : f32[4, 4] { … }`. Two kernels
+/// with the same text are the same nest.
+std::string print_kernel(const Kernel& k);
+
+/// The number of floating-point operations one run of the kernel performs
+/// (loads, stores, rounding and selects excluded), for the plan and reports.
+int64_t kernel_flops(const Kernel& k);
+
+}  // namespace quire::kernel

@@ -1,0 +1,550 @@
+#include "quire/kernel/lower.h"
+
+#include <limits>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "quire/interp/core_geometry.h"
+
+namespace quire::kernel {
+
+namespace {
+
+using core::Op;
+using runtime::FloatType;
+using runtime::Shape;
+
+/// Why a group has no kernel: thrown inside, returned by lower_group.
+struct NotLowered {
+  std::string why;
+};
+
+ElemType elem_of_kind(runtime::ElemKind k, FloatType real) {
+  switch (k) {
+    case runtime::ElemKind::I32: return ElemType::I32;
+    case runtime::ElemKind::I64: return ElemType::I64;
+    case runtime::ElemKind::Bool: return ElemType::Bool;
+    case runtime::ElemKind::Real: break;
+  }
+  return elem_of(real);
+}
+
+runtime::ElemKind kind_of(ElemType t) {
+  switch (t) {
+    case ElemType::I32: return runtime::ElemKind::I32;
+    case ElemType::I64: return runtime::ElemKind::I64;
+    case ElemType::Bool: return runtime::ElemKind::Bool;
+    default: return runtime::ElemKind::Real;
+  }
+}
+
+bool is_product(Op op) {
+  return op == Op::Dot || op == Op::Contract || op == Op::ContractGradA || op == Op::ContractGradB;
+}
+
+bool is_reduction(Op op) {
+  return op == Op::Sum || op == Op::Mean || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::LogSumExp;
+}
+
+class GroupLowering {
+ public:
+  GroupLowering(const core::Function& fn, const FusionGroup& g, const precision::FunctionRealization* table,
+                bool half_intermediates, const std::vector<interp::Value>& env)
+      : fn_(fn), g_(g), table_(table), half_intermediates_(half_intermediates), env_(env), b_(title(fn, g)) {}
+
+  LoweredLaunch run() {
+    const core::Instr& first = instr(g_.steps.front());
+    Shape result;
+    if (is_product(first.op))
+      result = product_geometry(first).shape;
+    else if (is_reduction(first.op))
+      result = reduction_geometry(first).kept_shape;
+    // Element-wise steps: their shapes follow from their operands, in order;
+    // every step must have the root's shape (a member read through a
+    // broadcast would need its own nest).
+    for (size_t k = 0; k < g_.steps.size(); ++k) {
+      const core::Instr& in = instr(g_.steps[k]);
+      const bool folds = k == 0 && (is_product(in.op) || is_reduction(in.op));
+      const Shape shape = folds ? result : elementwise_shape(in);
+      if (k > 0 && shape != result)
+        throw NotLowered{fmt::format("{} has shape {}, the group's first step {}", value_name(in.id),
+                                     runtime::shape_string(shape), runtime::shape_string(result))};
+      if (k == 0) result = shape;
+      members_[in.id].shape = shape;
+      members_[in.id].type = result_type(in);
+    }
+    for (int v : g_.inputs) input_buffer(v);
+    // The output is the last buffer: inputs are all declared before it.
+    const int out = b_.buffer(members_.at(g_.root()).type, result);
+    std::vector<Stmt>* body = &b_.kernel().body;
+    for (int64_t extent : result) {
+      Stmt loop;
+      loop.kind = StmtKind::Loop;
+      loop.var = b_.new_loop_var();
+      loop.extent = extent;
+      loop.independent = true;
+      result_vars_.push_back(loop.var);
+      body->push_back(std::move(loop));
+      body = &body->back().body;
+    }
+    for (int v : g_.steps) emit_step(instr(v), *body);
+    Stmt store;
+    store.kind = StmtKind::Store;
+    store.buffer = out;
+    store.index = contiguous_index(result, result_vars_);
+    store.expr = b_.scalar(members_.at(g_.root()).scalar);
+    body->push_back(std::move(store));
+    LoweredLaunch l;
+    l.kernel = b_.take();
+    l.inputs = inputs_;
+    return l;
+  }
+
+ private:
+  struct Member {
+    Shape shape;
+    ElemType type = ElemType::F64;
+    int scalar = -1;
+  };
+  struct Operand {
+    Shape shape;
+    ElemType type = ElemType::F64;
+    bool member = false;
+  };
+  struct Reduction {
+    Shape kept_shape;
+    std::vector<int> axes;  // reduced axes of the operand
+    int64_t count = 1;
+  };
+  struct Product {
+    Shape shape;
+    runtime::ContractPlan plan;
+    int a = 0, b = 0;  // operand indices into the instruction's args
+  };
+
+  static std::string title(const core::Function& fn, const FusionGroup& g) {
+    std::string t;
+    for (int v : g.steps) {
+      const core::Instr& in = fn.body.at(static_cast<size_t>(v - static_cast<int>(fn.args.size()) - 1));
+      t += (t.empty() ? "" : "+") + std::string(core::op_info(in.op).spelling);
+    }
+    return t;
+  }
+
+  const core::Instr& instr(int v) const {
+    return fn_.body.at(static_cast<size_t>(v - static_cast<int>(fn_.args.size()) - 1));
+  }
+  std::string value_name(int v) const { return fn_.value_name(v); }
+
+  const precision::SiteType* site(int v) const {
+    if (!table_) return nullptr;
+    const auto& s = table_->values.at(static_cast<size_t>(v));
+    return s ? &*s : nullptr;
+  }
+
+  Operand operand(int v) const {
+    if (auto it = members_.find(v); it != members_.end()) return {it->second.shape, it->second.type, true};
+    const interp::Value& val = env_.at(static_cast<size_t>(v));
+    if (val.kind != interp::Value::Kind::Tensor) throw NotLowered{fmt::format("{} is not a tensor", value_name(v))};
+    return {val.tensor.shape, elem_of_kind(val.tensor.kind, val.type), false};
+  }
+
+  // The run-time leading (`...`) axes of operand k of `in`.
+  int rest_of(const core::Instr& in, size_t k) const {
+    const Operand o = operand(in.args.at(k));
+    return static_cast<int>(o.shape.size()) - static_cast<int>(fn_.type_of(in.args.at(k)).tensor.axes.size());
+  }
+
+  std::vector<runtime::AxisMap> elementwise_maps(const core::Instr& in, int& rank) const {
+    int64_t result_rest = 0;
+    for (size_t k = 0; k < in.args.size(); ++k)
+      if (in.align.at(k).rest) result_rest = std::max<int64_t>(result_rest, rest_of(in, k));
+    rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
+    std::vector<runtime::AxisMap> maps;
+    for (size_t k = 0; k < in.args.size(); ++k) {
+      const Operand o = operand(in.args[k]);
+      if (in.args.size() == 1) {  // a unary operation keeps its operand's shape
+        runtime::AxisMap id(o.shape.size());
+        for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<int>(i);
+        maps.push_back(id);
+        rank = static_cast<int>(o.shape.size());
+      } else {
+        maps.push_back(interp::axis_map(in.align.at(k), static_cast<int64_t>(o.shape.size()),
+                                        fn_.type_of(in.args[k]).tensor.axes.size(), result_rest));
+      }
+    }
+    return maps;
+  }
+
+  Shape elementwise_shape(const core::Instr& in) const {
+    if (!core::op_info(in.op).elementwise) throw NotLowered{fmt::format("{} is not element-wise", value_name(in.id))};
+    int rank = 0;
+    const std::vector<runtime::AxisMap> maps = elementwise_maps(in, rank);
+    Shape shape(static_cast<size_t>(rank), 1);
+    for (size_t k = 0; k < maps.size(); ++k) {
+      const Operand o = operand(in.args[k]);
+      std::vector<bool> fed(o.shape.size(), false);
+      for (size_t i = 0; i < maps[k].size(); ++i) {
+        const int axis = maps[k][i];
+        if (axis < 0) continue;
+        fed[static_cast<size_t>(axis)] = true;
+        const int64_t size = o.shape[static_cast<size_t>(axis)];
+        if (size == 1) continue;
+        if (shape[i] != 1 && shape[i] != size) throw NotLowered{"operand sizes disagree"};
+        shape[i] = size;
+      }
+      for (size_t a = 0; a < fed.size(); ++a)
+        if (!fed[a] && o.shape[a] != 1) throw NotLowered{"an operand axis feeds no result axis"};
+    }
+    return shape;
+  }
+
+  ElemType result_type(const core::Instr& in) const {
+    const precision::SiteType* s = site(in.id);
+    auto real = [&] { return s ? elem_of(s->storage) : ElemType::F64; };
+    auto kind = [&](size_t k) { return kind_of(operand(in.args.at(k)).type); };
+    auto unsupported = [&](const std::string& what) {
+      return NotLowered{fmt::format("{} ({}) {}", value_name(in.id), core::op_info(in.op).spelling, what)};
+    };
+    if (is_product(in.op)) return real();
+    if (is_reduction(in.op)) {
+      if (kind(0) != runtime::ElemKind::Real && in.op != Op::Mean && in.op != Op::LogSumExp)
+        throw unsupported("reduces integers");
+      return real();
+    }
+    if (in.op == Op::Cast) {
+      if (!runtime::parse_float_type(in.text) && in.text != "f32acc") throw unsupported("casts to an integer kind");
+      return real();
+    }
+    if (in.op == Op::Where) {
+      if (kind(0) != runtime::ElemKind::Bool) throw unsupported("chooses by a condition that is not bool");
+      const runtime::ElemKind a = kind(1), b = kind(2);
+      if (a == runtime::ElemKind::Bool && b == runtime::ElemKind::Bool) return ElemType::Bool;
+      if (a == runtime::ElemKind::Real || b == runtime::ElemKind::Real) return real();
+      throw unsupported("chooses between integers");
+    }
+    if (in.op == Op::Pow && in.args.size() == 1) return real();
+    if (in.args.size() == 1) {
+      const std::optional<runtime::ElemKind> k = runtime::unary_result_kind(interp::unary_op(in.op), kind(0));
+      if (!k || (*k != runtime::ElemKind::Real && *k != runtime::ElemKind::Bool)) throw unsupported("computes integers");
+      return *k == runtime::ElemKind::Bool ? ElemType::Bool : real();
+    }
+    const runtime::BinaryOp op = interp::binary_op(in.op);
+    const bool in_reals = kind(0) == runtime::ElemKind::Real || kind(1) == runtime::ElemKind::Real ||
+                          op == runtime::BinaryOp::Div || op == runtime::BinaryOp::Pow;
+    // Two booleans compare exactly as 0 and 1; integers keep the reference kernels' exact int64 arithmetic.
+    const bool booleans = kind(0) == runtime::ElemKind::Bool && kind(1) == runtime::ElemKind::Bool;
+    if (!in_reals && !booleans) throw unsupported("computes on integers");
+    const std::optional<runtime::ElemKind> k = runtime::binary_result_kind(op, kind(0), kind(1));
+    if (!k) throw unsupported("takes these operand kinds in no kernel");
+    return *k == runtime::ElemKind::Bool ? ElemType::Bool : real();
+  }
+
+  int input_buffer(int v) {
+    if (auto it = buffers_.find(v); it != buffers_.end()) return it->second;
+    const Operand o = operand(v);
+    const int b = b_.buffer(o.type, o.shape);
+    buffers_[v] = b;
+    inputs_.push_back(v);
+    return b;
+  }
+
+  static Affine contiguous_index(const Shape& shape, const std::vector<int>& vars) {
+    Affine a;
+    const std::vector<int64_t> strides = runtime::contiguous_strides(shape);
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != 1) a.terms.emplace_back(vars.at(d), strides[d]);
+    return a;
+  }
+
+  // Operand k of `in` at the result element the loops stand on, as the step
+  // reads it: a member's scalar, or a load through its alignment, read down
+  // to the site's half where the site says so.
+  int read_operand(const core::Instr& in, size_t k, const runtime::AxisMap& map) {
+    const int v = in.args.at(k);
+    const Operand o = operand(v);
+    int e = -1;
+    if (o.member) {
+      bool identity = map.size() == o.shape.size() && o.shape == members_.at(g_.root()).shape;
+      for (size_t i = 0; identity && i < map.size(); ++i) identity = map[i] == static_cast<int>(i);
+      if (!identity) throw NotLowered{fmt::format("{} is read through a broadcast inside its group", value_name(v))};
+      e = b_.scalar(members_.at(v).scalar);
+    } else {
+      Affine a;
+      const std::vector<int64_t> strides = runtime::contiguous_strides(o.shape);
+      for (size_t i = 0; i < map.size(); ++i) {
+        const int axis = map[i];
+        if (axis < 0 || o.shape[static_cast<size_t>(axis)] == 1) continue;
+        a.terms.emplace_back(result_vars_.at(i), strides[static_cast<size_t>(axis)]);
+      }
+      e = b_.load(input_buffer(v), std::move(a));
+    }
+    return read_down(in, v, o, e);
+  }
+
+  int read_down(const core::Instr& in, int v, const Operand& o, int e) {
+    const precision::SiteType* s = site(in.id);
+    if (!s || !s->read_down || !is_float(o.type) || float_of(o.type) == s->read_as) return e;
+    if (const precision::SiteType* os = site(v); os && os->weak) return e;
+    return b_.round(s->read_as, e);
+  }
+
+  // The step's value rounded as the site is stored.
+  int store_round(const core::Instr& in, int e) {
+    const precision::SiteType* s = site(in.id);
+    if (!s || !is_float(members_.at(in.id).type)) return e;
+    if (precision::is_half(s->storage) && !half_intermediates_ && !interp::stored_directly(in.op))
+      e = b_.round(FloatType::F32, e);
+    return b_.round(s->storage, e);
+  }
+
+  FloatType accumulator(const core::Instr& in) const {
+    const precision::SiteType* s = site(in.id);
+    return s ? s->accumulator : FloatType::F64;
+  }
+
+  void set(std::vector<Stmt>& body, int scalar, int expr) {
+    Stmt s;
+    s.kind = StmtKind::Set;
+    s.scalar = scalar;
+    s.expr = expr;
+    body.push_back(std::move(s));
+  }
+
+  // A fold loop nest over `shape` (not independent), appended to `body`; returns its innermost body.
+  std::vector<Stmt>* open_fold(std::vector<Stmt>& body, const Shape& shape, std::vector<int>& vars) {
+    std::vector<Stmt>* at = &body;
+    for (int64_t extent : shape) {
+      Stmt loop;
+      loop.kind = StmtKind::Loop;
+      loop.var = b_.new_loop_var();
+      loop.extent = extent;
+      vars.push_back(loop.var);
+      at->push_back(std::move(loop));
+      at = &at->back().body;
+    }
+    return at;
+  }
+
+  void emit_step(const core::Instr& in, std::vector<Stmt>& body) {
+    Member& m = members_.at(in.id);
+    m.scalar = b_.new_scalar();
+    int value = -1;
+    if (is_product(in.op))
+      value = emit_product(in, body);
+    else if (is_reduction(in.op))
+      value = emit_reduction(in, body);
+    else
+      value = emit_elementwise(in);
+    set(body, m.scalar, store_round(in, value));
+  }
+
+  int emit_elementwise(const core::Instr& in) {
+    int rank = 0;
+    const std::vector<runtime::AxisMap> maps = elementwise_maps(in, rank);
+    std::vector<int> x;
+    for (size_t k = 0; k < in.args.size(); ++k) x.push_back(read_operand(in, k, maps[k]));
+    if (in.op == Op::Cast) {
+      const FloatType t = in.text == "f32acc" ? FloatType::F32 : *runtime::parse_float_type(in.text);
+      return b_.round(t, x[0]);
+    }
+    if (in.op == Op::Where) return b_.where(x[0], x[1], x[2]);
+    if (in.op == Op::Pow && in.args.size() == 1) {
+      // `pow 2 x` squares (runtime/kernels.h: a literal 2 is x*x).
+      if (in.number == 2.0) return b_.binary(runtime::BinaryOp::Mul, x[0], x[0]);
+      return b_.binary(runtime::BinaryOp::Pow, x[0], b_.constant(in.number));
+    }
+    if (in.args.size() == 1) return b_.unary(interp::unary_op(in.op), x[0]);
+    const runtime::BinaryOp op = interp::binary_op(in.op);
+    if (op == runtime::BinaryOp::Pow && operand(in.args[1]).shape.empty()) {
+      // A rank-0 exponent equal to 2 squares; the test is the reference kernel's.
+      const int two = b_.binary(runtime::BinaryOp::Eq, x[1], b_.constant(2.0));
+      return b_.where(two, b_.binary(runtime::BinaryOp::Mul, x[0], x[0]), b_.binary(op, x[0], x[1]));
+    }
+    return b_.binary(op, x[0], x[1]);
+  }
+
+  Reduction reduction_geometry(const core::Instr& in) const {
+    const Operand x = operand(in.args.at(0));
+    Reduction r;
+    r.axes = interp::reduced_axes(static_cast<int>(x.shape.size()), rest_of(in, 0), in.all_axes, in.axes);
+    size_t next = 0;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      if (next < r.axes.size() && r.axes[next] == static_cast<int>(d)) {
+        r.count *= x.shape[d];
+        ++next;
+      } else {
+        r.kept_shape.push_back(x.shape[d]);
+      }
+    }
+    if (r.count == 0) throw NotLowered{fmt::format("{} reduces an empty axis", value_name(in.id))};
+    return r;
+  }
+
+  int emit_reduction(const core::Instr& in, std::vector<Stmt>& body) {
+    const Reduction r = reduction_geometry(in);
+    const Operand x = operand(in.args.at(0));
+    const std::vector<int64_t> strides = runtime::contiguous_strides(x.shape);
+    // The operand's index: kept axes from the result's loops, reduced ones from the fold's.
+    Shape reduced_shape;
+    for (int a : r.axes) reduced_shape.push_back(x.shape[static_cast<size_t>(a)]);
+    const FloatType acc = accumulator(in);
+    auto fold = [&](int init, auto step) {
+      const int s = b_.new_scalar();
+      set(body, s, init);
+      std::vector<int> vars;
+      std::vector<Stmt>* inner = open_fold(body, reduced_shape, vars);
+      Affine index;
+      size_t next = 0, kept = 0;
+      for (size_t d = 0; d < x.shape.size(); ++d) {
+        const bool reduced = next < r.axes.size() && r.axes[next] == static_cast<int>(d);
+        const int var = reduced ? vars[next++] : result_vars_.at(kept++);
+        if (x.shape[d] != 1) index.terms.emplace_back(var, strides[d]);
+      }
+      const int load = read_down(in, in.args[0], x, b_.load(input_buffer(in.args[0]), index));
+      set(*inner, s, step(b_.scalar(s), load));
+      return s;
+    };
+    auto r_acc = [&](int e) { return b_.round(acc, e); };
+    using runtime::BinaryOp;
+    if (r.axes.empty()) {  // a copy: no fold (a fold would turn -0.0 into +0.0)
+      Affine index = contiguous_index(x.shape, result_vars_);
+      return read_down(in, in.args[0], x, b_.load(input_buffer(in.args[0]), index));
+    }
+    switch (in.op) {
+      case Op::Sum: return b_.scalar(fold(b_.constant(0.0), [&](int a, int v) { return r_acc(b_.binary(BinaryOp::Add, a, v)); }));
+      case Op::Mean: {
+        const int s = fold(b_.constant(0.0), [&](int a, int v) { return r_acc(b_.binary(BinaryOp::Add, a, v)); });
+        return r_acc(b_.binary(BinaryOp::Div, b_.scalar(s), b_.constant(static_cast<double>(r.count))));
+      }
+      // max(-inf, x) and min(+inf, x) are x itself, NaN included: the fold
+      // starting there equals the reference's fold from the first element.
+      case Op::ReduceMax:
+        return b_.scalar(fold(b_.constant(-std::numeric_limits<double>::infinity()),
+                              [&](int a, int v) { return b_.binary(BinaryOp::Max, a, v); }));
+      case Op::ReduceMin:
+        return b_.scalar(fold(b_.constant(std::numeric_limits<double>::infinity()),
+                              [&](int a, int v) { return b_.binary(BinaryOp::Min, a, v); }));
+      case Op::LogSumExp: {
+        const int m = fold(b_.constant(-std::numeric_limits<double>::infinity()),
+                           [&](int a, int v) { return b_.binary(BinaryOp::Max, a, v); });
+        const int mv = b_.scalar(m);
+        const int s = fold(b_.constant(0.0), [&](int a, int v) {
+          const int e = r_acc(b_.unary(runtime::UnaryOp::Exp, r_acc(b_.binary(BinaryOp::Sub, v, b_.scalar(m)))));
+          return r_acc(b_.binary(BinaryOp::Add, a, e));
+        });
+        const int lse =
+            r_acc(b_.binary(BinaryOp::Add, mv, r_acc(b_.unary(runtime::UnaryOp::Log, b_.scalar(s)))));
+        // ±inf or NaN: the result is the maximum itself.
+        return b_.where(b_.finite(mv), lse, mv);
+      }
+      default: break;
+    }
+    throw NotLowered{"not a reduction"};
+  }
+
+  Product product_geometry(const core::Instr& in) const {
+    Product p;
+    if (in.op == Op::Dot || in.op == Op::Contract) {
+      p.a = 0;
+      p.b = 1;
+      const Shape as = operand(in.args[0]).shape;
+      const Shape bs = operand(in.args[1]).shape;
+      p.plan = in.op == Op::Dot ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
+                                : interp::contract_plan(rest_of(in, 0), fn_.type_of(in.args[0]).tensor,
+                                                        fn_.type_of(in.args[1]).tensor, in.axes, in.pairs);
+    } else {
+      const Shape as = operand(in.args[1]).shape;
+      const Shape bs = operand(in.args[2]).shape;
+      runtime::ContractPlan fwd =
+          in.integer == 0 ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
+                          : interp::contract_plan(rest_of(in, 1), fn_.type_of(in.args[1]).tensor,
+                                                  fn_.type_of(in.args[2]).tensor, in.axes, in.pairs);
+      if (in.op == Op::ContractGradA) {
+        p.plan = runtime::contract_adjoint_a(fwd, static_cast<int>(as.size()));
+        p.a = 0;
+        p.b = 2;
+      } else {
+        p.plan = runtime::contract_adjoint_b(fwd, static_cast<int>(bs.size()));
+        p.a = 1;
+        p.b = 0;
+      }
+    }
+    const Shape as = operand(in.args[static_cast<size_t>(p.a)]).shape;
+    const Shape bs = operand(in.args[static_cast<size_t>(p.b)]).shape;
+    for (const runtime::ResultAxis& r : p.plan.result) {
+      if (r.a_axis >= 0 && r.b_axis >= 0 && as.at(static_cast<size_t>(r.a_axis)) != bs.at(static_cast<size_t>(r.b_axis)))
+        throw NotLowered{"batch sizes disagree"};
+      p.shape.push_back(r.a_axis >= 0 ? as.at(static_cast<size_t>(r.a_axis)) : bs.at(static_cast<size_t>(r.b_axis)));
+    }
+    for (auto [ax, bx] : p.plan.contracted)
+      if (as.at(static_cast<size_t>(ax)) != bs.at(static_cast<size_t>(bx))) throw NotLowered{"contracted sizes disagree"};
+    return p;
+  }
+
+  int emit_product(const core::Instr& in, std::vector<Stmt>& body) {
+    const Product p = product_geometry(in);
+    const int va = in.args.at(static_cast<size_t>(p.a)), vb = in.args.at(static_cast<size_t>(p.b));
+    const Operand a = operand(va), b = operand(vb);
+    if (a.member || b.member || !is_float(a.type) || !is_float(b.type))
+      throw NotLowered{fmt::format("{} multiplies what no kernel reads", value_name(in.id))};
+    Shape contracted;
+    for (auto [ax, bx] : p.plan.contracted) contracted.push_back(a.shape.at(static_cast<size_t>(ax)));
+    const int s = b_.new_scalar();
+    set(body, s, b_.constant(0.0));
+    std::vector<int> vars;
+    std::vector<Stmt>* inner = open_fold(body, contracted, vars);
+    const std::vector<int64_t> sa = runtime::contiguous_strides(a.shape), sb = runtime::contiguous_strides(b.shape);
+    Affine ia, ib;
+    auto term = [](Affine& idx, int var, int64_t stride, int64_t size) {
+      if (size != 1) idx.terms.emplace_back(var, stride);
+    };
+    for (size_t i = 0; i < p.plan.result.size(); ++i) {
+      const runtime::ResultAxis& r = p.plan.result[i];
+      if (r.a_axis >= 0) term(ia, result_vars_.at(i), sa[static_cast<size_t>(r.a_axis)], a.shape[static_cast<size_t>(r.a_axis)]);
+      if (r.b_axis >= 0) term(ib, result_vars_.at(i), sb[static_cast<size_t>(r.b_axis)], b.shape[static_cast<size_t>(r.b_axis)]);
+    }
+    for (size_t c = 0; c < p.plan.contracted.size(); ++c) {
+      auto [ax, bx] = p.plan.contracted[c];
+      term(ia, vars[c], sa[static_cast<size_t>(ax)], a.shape[static_cast<size_t>(ax)]);
+      term(ib, vars[c], sb[static_cast<size_t>(bx)], b.shape[static_cast<size_t>(bx)]);
+    }
+    const int x = read_down(in, va, a, b_.load(input_buffer(va), ia));
+    const int y = read_down(in, vb, b, b_.load(input_buffer(vb), ib));
+    const FloatType acc = accumulator(in);
+    // acc = r(acc + r(a·b)): the reference contraction's fold, unfused.
+    const int prod = b_.round(acc, b_.binary(runtime::BinaryOp::Mul, x, y));
+    set(*inner, s, b_.round(acc, b_.binary(runtime::BinaryOp::Add, b_.scalar(s), prod)));
+    return b_.scalar(s);
+  }
+
+  const core::Function& fn_;
+  const FusionGroup& g_;
+  const precision::FunctionRealization* table_;
+  bool half_intermediates_;
+  const std::vector<interp::Value>& env_;
+  KernelBuilder b_;
+  std::map<int, Member> members_;
+  std::map<int, int> buffers_;
+  std::vector<int> inputs_;
+  std::vector<int> result_vars_;
+};
+
+}  // namespace
+
+std::variant<LoweredLaunch, std::string> lower_group(const core::Function& fn, const FusionGroup& g,
+                                                     const precision::FunctionRealization* table,
+                                                     bool half_intermediates, const std::vector<interp::Value>& env) {
+  const core::Instr& first = fn.body.at(static_cast<size_t>(g.steps.front() - static_cast<int>(fn.args.size()) - 1));
+  const bool computes = core::op_info(first.op).elementwise || is_product(first.op) || is_reduction(first.op);
+  if (!computes) return fmt::format("{} is {}", core::op_info(first.op).spelling, launch_kind_name(launch_kind(first)));
+  try {
+    return GroupLowering(fn, g, table, half_intermediates, env).run();
+  } catch (const NotLowered& e) {
+    return e.why;
+  }
+}
+
+}  // namespace quire::kernel

@@ -1,0 +1,87 @@
+#pragma once
+// Compiling C source (c_emit.h's) with the system C compiler into shared
+// objects, caching them on disk, and loading them.
+//
+// The compiler is `$CC` (split on blanks, so `ccache cc` works) or `cc`, run
+// without a shell and with flags that forbid contraction and fast-math: the
+// emitted code's bits depend on them (c_emit.h). An object is named by the
+// SHA-256 of everything that decides its bytes (the C text, the compiler's
+// version, the flags, the host CPU's features, since -march=native), so a
+// second run finds every object already built and compiles nothing. Objects
+// are written under a temporary name and renamed into place, so a process
+// never loads a half-written one, even with others compiling the same text.
+//
+// The cache directory is `$QUIRE_CACHE_DIR`, else `$XDG_CACHE_HOME/quire/native`,
+// else `$HOME/.cache/quire/native`, created on first use.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace quire::native {
+
+/// A failure of the native toolchain: no compiler, a failed compile, an
+/// unusable cache directory, a failed load. The message names the cause.
+class NativeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The compiler command and the cache directory, as the environment gives them.
+struct CompilerSettings {
+  std::vector<std::string> command;  ///< $CC split on blanks, or {"cc"}
+  std::string cache_dir;
+
+  static CompilerSettings from_environment();
+};
+
+/// The flags every compile uses (the cache key includes them).
+const std::vector<std::string>& compile_flags();
+
+/// A dlopen'ed shared object, closed when destroyed.
+class SharedObject {
+ public:
+  explicit SharedObject(const std::string& path);  ///< NativeError with dlerror() on failure
+  ~SharedObject();
+  SharedObject(const SharedObject&) = delete;
+  SharedObject& operator=(const SharedObject&) = delete;
+
+  /// The address of `name`; NativeError with dlerror() if it is absent.
+  void* symbol(const std::string& name) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* handle_ = nullptr;
+};
+
+/// Compiles through the cache and keeps every object it loaded open for its
+/// own lifetime (the addresses it hands out point into them).
+class CCompiler {
+ public:
+  explicit CCompiler(CompilerSettings settings = CompilerSettings::from_environment());
+
+  /// The address of `symbol` in the object built from `source`: loaded from
+  /// the cache, or compiled into it first. NativeError on any failure.
+  void* load(const std::string& source, const std::string& symbol);
+
+  int64_t compilations() const { return compilations_; }  ///< compiler runs (failed ones included)
+  int64_t cache_hits() const { return cache_hits_; }      ///< loads that found their object built
+  const CompilerSettings& settings() const { return settings_; }
+
+ private:
+  std::string cache_key(const std::string& source);
+  void ensure_cache_dir();
+  void compile(const std::string& source, const std::string& key, const std::string& object);
+
+  CompilerSettings settings_;
+  bool cache_dir_ready_ = false;
+  std::map<std::string, std::unique_ptr<SharedObject>> objects_;  ///< by cache key
+  int64_t compilations_ = 0;
+  int64_t cache_hits_ = 0;
+};
+
+}  // namespace quire::native

@@ -1,0 +1,359 @@
+#include "quire/native/c_emit.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "quire/kernel/kernel_interpreter.h"
+#include "quire/runtime/runtime_error.h"
+
+namespace quire::native {
+
+namespace {
+
+using kernel::ElemType;
+using kernel::Expr;
+using kernel::ExprKind;
+using kernel::Kernel;
+using kernel::Stmt;
+using kernel::StmtKind;
+
+/// A double as C source that reads back as exactly that double: a hex float
+/// for finite values (no decimal round trip to trust), the bit pattern for
+/// infinities and NaNs (keeping a NaN's sign and payload).
+std::string c_double(double v) {
+  if (!std::isfinite(v)) return fmt::format("quire_from_bits(0x{:016x}u)", std::bit_cast<uint64_t>(v));
+  char text[64];
+  std::snprintf(text, sizeof text, "%a", v);
+  return text;
+}
+
+// The C helper of each operation is `quire_` + the runtime's name of it, so
+// the op tables of runtime/kernels.h need no second copy here.
+std::string unary_function(runtime::UnaryOp op) { return std::string("quire_") + runtime::op_name(op); }
+std::string binary_function(runtime::BinaryOp op) { return std::string("quire_") + runtime::op_name(op); }
+std::string round_function(runtime::FloatType t) { return std::string("quire_round_") + runtime::float_type_name(t); }
+
+// Each helper below is the C twin of the runtime's f64 expression named in
+// its comment: same formula, same association, same constants. Changing one
+// side without the other breaks CEmit's bit-for-bit tests.
+constexpr const char* kHelpers = R"(
+static double quire_from_bits(uint64_t bits) {
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+/* runtime::round_to for a format of `precision` significant bits whose
+   normal numbers start at 2^min_exp, with `spacing` = 2^(min_exp - precision
+   + 1) its subnormals' step: ties to even in ONE step from the double (never
+   through float). A normal result keeps the top precision - 1 mantissa bits
+   of the double, rounded on its bit pattern; the carry of a round-up moves
+   into the exponent as it should, up to the pattern of infinity. Below 2^min_exp
+   the step is fixed: |x| / spacing is exact (a power of two, the quotient a
+   normal double) and rounds to an integer below 2^precision as round_to's
+   round_half_even does. */
+static inline double quire_round_narrow(double x, int precision, int min_exp, double spacing, double largest,
+                                        int has_infinities) {
+  if (isnan(x)) return copysign(NAN, x);
+  if (isinf(x)) return has_infinities ? x : copysign(largest, x);
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  const uint64_t sign = bits & UINT64_C(0x8000000000000000);
+  uint64_t magnitude = bits ^ sign;
+  const int exponent = (int)(magnitude >> 52) - 1023; /* -1023 for zero and the double's subnormals */
+  double r;
+  if (exponent >= min_exp) {
+    const int dropped = 52 - (precision - 1);
+    const uint64_t half = UINT64_C(1) << (dropped - 1);
+    const uint64_t kept_lsb = (magnitude >> dropped) & 1;
+    magnitude = (magnitude + half - 1 + kept_lsb) & ~((UINT64_C(1) << dropped) - 1);
+    memcpy(&r, &magnitude, sizeof r);
+  } else {
+    const double scaled = fabs(x) / spacing;
+    double whole = floor(scaled);
+    const double frac = scaled - whole;
+    if (frac > 0.5 || (frac == 0.5 && fmod(whole, 2.0) == 1.0)) whole += 1.0;
+    r = whole * spacing;
+  }
+  if (r > largest) return has_infinities ? copysign(INFINITY, x) : copysign(largest, x);
+  return copysign(r, x);
+}
+
+static inline double quire_round_f64(double x) { return isnan(x) ? copysign(NAN, x) : x; }
+static inline double quire_round_f32(double x) { return (double)(float)x; }
+
+/* runtime::apply_unary */
+static inline double quire_neg(double x) { return -x; }
+static inline double quire_abs(double x) { return fabs(x); }
+static inline double quire_exp(double x) { return exp(x); }
+static inline double quire_log(double x) { return log(x); }
+static inline double quire_sqrt(double x) { return sqrt(x); }
+static inline double quire_rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline double quire_tanh(double x) { return tanh(x); }
+static inline double quire_erf(double x) { return erf(x); }
+static inline double quire_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* NaN > 0 is false, so NaN needs its own test to propagate; -0.0 falls to +0.0. */
+static inline double quire_relu(double x) { return isnan(x) ? x : (x > 0.0 ? x : 0.0); }
+static inline double quire_gelu(double x) { return 0.5 * x * (1.0 + erf(x * quire_sqrt1_2)); }
+static inline double quire_gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + tanh(quire_sqrt2_over_pi * (x + quire_gelu_tanh_cubic * x * x * x)));
+}
+static inline double quire_silu(double x) { return x * quire_sigmoid(x); }
+static inline double quire_not(double x) { return x == 0.0 ? 1.0 : 0.0; }
+
+/* runtime::apply_binary; min and max are runtime::detail::min_real and max_real */
+static inline double quire_add(double a, double b) { return a + b; }
+static inline double quire_sub(double a, double b) { return a - b; }
+static inline double quire_mul(double a, double b) { return a * b; }
+static inline double quire_div(double a, double b) { return a / b; }
+static inline double quire_pow(double a, double b) { return pow(a, b); }
+static inline double quire_min(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+static inline double quire_max(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline double quire_lt(double a, double b) { return a < b ? 1.0 : 0.0; }
+static inline double quire_le(double a, double b) { return a <= b ? 1.0 : 0.0; }
+static inline double quire_gt(double a, double b) { return a > b ? 1.0 : 0.0; }
+static inline double quire_ge(double a, double b) { return a >= b ? 1.0 : 0.0; }
+static inline double quire_eq(double a, double b) { return a == b ? 1.0 : 0.0; }
+static inline double quire_ne(double a, double b) { return a != b ? 1.0 : 0.0; }
+static inline double quire_and(double a, double b) { return a != 0.0 && b != 0.0 ? 1.0 : 0.0; }
+static inline double quire_or(double a, double b) { return a != 0.0 || b != 0.0 ? 1.0 : 0.0; }
+)";
+
+/// Writes one kernel's function. Every expression becomes a `const double t<n>`
+/// temporary, once per statement however often the statement's tree refers
+/// to it; a `where` evaluates only its chosen side (as the interpreter does),
+/// so temporaries first needed inside a side stay inside it.
+class FunctionWriter {
+ public:
+  explicit FunctionWriter(const Kernel& k) : k_(k), in_scope_(static_cast<size_t>(k.loop_vars), false) {}
+
+  std::string write(const std::string& symbol) {
+    out_ += fmt::format("void {}(const void* const* inputs, void* output, int64_t lo, int64_t hi) {{\n", symbol);
+    split_ = kernel::split_loop(k_);
+    // [lo, hi) is the part of the split loop this call runs (kernel_ir.h's split_loop).
+    if (!split_) line(1, "(void)lo; (void)hi;");
+    for (int b = 0; b < static_cast<int>(k_.buffers.size()); ++b) {
+      const char* type = held_in_ints(b) ? "int64_t" : "double";
+      if (b == k_.output())
+        line(1, fmt::format("{0}* const b{1} = ({0}*)output;", type, b));
+      else
+        line(1, fmt::format("const {0}* const b{1} = (const {0}*)inputs[{1}];", type, b));
+    }
+    // run_kernel starts every scalar at 0.
+    for (int s = 0; s < k_.scalars; ++s) line(1, fmt::format("double s{} = 0.0;", s));
+    statements(k_.body, 1);
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+ private:
+  bool held_in_ints(int b) const {
+    return kernel::held_kind(k_.buffers[static_cast<size_t>(b)].type) != runtime::ElemKind::Real;
+  }
+
+  void line(int depth, const std::string& text) {
+    out_.append(static_cast<size_t>(depth) * 2, ' ');
+    out_ += text;
+    out_ += '\n';
+  }
+
+  [[noreturn]] void malformed(const std::string& what) const {
+    throw runtime::KernelMisuse(fmt::format("internal: kernel {}: {}", k_.title, what));
+  }
+
+  int checked_buffer(int b) const {
+    if (b < 0 || b >= static_cast<int>(k_.buffers.size())) malformed(fmt::format("no buffer %{}", b));
+    return b;
+  }
+
+  void statements(const std::vector<Stmt>& body, int depth) {
+    for (const Stmt& s : body) {
+      memo_.clear();
+      switch (s.kind) {
+        case StmtKind::Loop: {
+          // A variable bound twice on one path would make the inner loop
+          // reset the outer one's counter, which the interpreter does and C's
+          // scoping would not: refuse it rather than diverge.
+          if (s.var < 0 || s.var >= k_.loop_vars || in_scope_[static_cast<size_t>(s.var)])
+            malformed(fmt::format("loop variable i{} is not free here", s.var));
+          if (&s == split_)
+            line(depth, fmt::format("for (int64_t i{0} = lo; i{0} < hi; ++i{0}) {{", s.var));
+          else
+            line(depth, fmt::format("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{", s.var, s.extent));
+          in_scope_[static_cast<size_t>(s.var)] = true;
+          statements(s.body, depth + 1);
+          in_scope_[static_cast<size_t>(s.var)] = false;
+          line(depth, "}");
+          break;
+        }
+        case StmtKind::Set: {
+          if (s.scalar < 0 || s.scalar >= k_.scalars) malformed(fmt::format("no scalar s{}", s.scalar));
+          const std::string v = value(s.expr, depth);
+          line(depth, fmt::format("s{} = {};", s.scalar, v));
+          break;
+        }
+        case StmtKind::Store: {
+          const int b = checked_buffer(s.buffer);
+          if (b != k_.output()) malformed(fmt::format("a store into input %{}", b));
+          const std::string v = value(s.expr, depth);
+          const std::string at = fmt::format("b{}[{}]", b, index(s.index));
+          // The conversions of run_kernel's store.
+          if (!held_in_ints(b))
+            line(depth, fmt::format("{} = {};", at, v));
+          else if (k_.buffers[static_cast<size_t>(b)].type == ElemType::Bool)
+            line(depth, fmt::format("{} = {} != 0.0 ? 1 : 0;", at, v));
+          else
+            line(depth, fmt::format("{} = (int64_t){};", at, v));
+          break;
+        }
+      }
+    }
+  }
+
+  std::string index(const kernel::Affine& a) const {
+    std::string text;
+    for (const auto& [var, coeff] : a.terms) {
+      if (var < 0 || var >= k_.loop_vars || !in_scope_[static_cast<size_t>(var)])
+        malformed(fmt::format("index uses i{} outside its loop", var));
+      if (!text.empty()) text += " + ";
+      text += coeff == 1 ? fmt::format("i{}", var) : fmt::format("{} * i{}", coeff, var);
+    }
+    if (text.empty()) return fmt::format("{}", a.offset);
+    if (a.offset != 0) text += fmt::format(" + {}", a.offset);
+    return text;
+  }
+
+  /// The C text of expression i's value, declaring at `depth` the temporaries it needs.
+  std::string value(int i, int depth) {
+    if (i < 0 || i >= static_cast<int>(k_.exprs.size())) malformed(fmt::format("no expression {}", i));
+    if (auto it = memo_.find(i); it != memo_.end()) return it->second;
+    const Expr& e = k_.exprs[static_cast<size_t>(i)];
+    switch (e.kind) {
+      case ExprKind::Const:
+        return c_double(e.value);
+      case ExprKind::Scalar:
+        if (e.scalar < 0 || e.scalar >= k_.scalars) malformed(fmt::format("no scalar s{}", e.scalar));
+        return fmt::format("s{}", e.scalar);
+      case ExprKind::Where:
+        return where(i, e, depth);
+      default:
+        break;
+    }
+    std::string text;
+    switch (e.kind) {
+      case ExprKind::Load: {
+        const int b = checked_buffer(e.buffer);
+        text = fmt::format("{}b{}[{}]", held_in_ints(b) ? "(double)" : "", b, index(e.index));
+        break;
+      }
+      case ExprKind::Unary:
+        text = fmt::format("{}({})", unary_function(e.unary), value(e.a, depth));
+        break;
+      case ExprKind::Binary: {
+        const std::string a = value(e.a, depth);
+        text = fmt::format("{}({}, {})", binary_function(e.binary), a, value(e.b, depth));
+        break;
+      }
+      case ExprKind::Fma: {
+        const std::string a = value(e.a, depth);
+        const std::string b = value(e.b, depth);
+        text = fmt::format("fma({}, {}, {})", a, b, value(e.c, depth));
+        break;
+      }
+      case ExprKind::Round:
+        text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
+        break;
+      case ExprKind::Finite:
+        text = fmt::format("(isfinite({}) ? 1.0 : 0.0)", value(e.a, depth));
+        break;
+      case ExprKind::Const:
+      case ExprKind::Scalar:
+      case ExprKind::Where:
+        break;
+    }
+    const std::string name = fmt::format("t{}", temps_++);
+    line(depth, fmt::format("const double {} = {};", name, text));
+    return memo_[i] = name;
+  }
+
+  std::string where(int i, const Expr& e, int depth) {
+    const std::string cond = value(e.a, depth);
+    const std::string name = fmt::format("t{}", temps_++);
+    line(depth, fmt::format("double {};", name));
+    line(depth, fmt::format("if ({} != 0.0) {{", cond));
+    side(name, e.b, depth + 1);
+    line(depth, "} else {");
+    side(name, e.c, depth + 1);
+    line(depth, "}");
+    return memo_[i] = name;
+  }
+
+  void side(const std::string& result, int expr, int depth) {
+    const std::map<int, std::string> outside = memo_;
+    line(depth, fmt::format("{} = {};", result, value(expr, depth)));
+    memo_ = outside;
+  }
+
+  const Kernel& k_;
+  std::string out_;
+  std::vector<bool> in_scope_;       ///< by loop variable: bound by an enclosing loop
+  std::map<int, std::string> memo_;  ///< expression → its temporary, within the current statement
+  int temps_ = 0;
+  const Stmt* split_ = nullptr;  ///< the loop whose range the caller gives
+};
+
+/// A comment cannot hold `*/`; the IR text does not use it, but a title might.
+std::string comment_safe(std::string text) {
+  for (size_t at = text.find("*/"); at != std::string::npos; at = text.find("*/", at)) text.replace(at, 2, "* /");
+  return text;
+}
+
+}  // namespace
+
+std::string c_prelude() {
+  std::string text =
+      "/* Generated by quire's native backend. */\n"
+      // The compiler is also told -ffp-contract=off; the pragma keeps the
+      // text right under a compiler that honours only the standard's way.
+      "#pragma STDC FP_CONTRACT OFF\n"
+      "#include <math.h>\n"
+      "#include <stdint.h>\n"
+      "#include <string.h>\n\n";
+  // The runtime's constants, printed from the same C++ literals so that no
+  // hand-converted digit can differ.
+  text += fmt::format("static const double quire_sqrt1_2 = {};\n", c_double(M_SQRT1_2));
+  text += fmt::format("static const double quire_sqrt2_over_pi = {};\n", c_double(0x1.9884533d43651p-1));
+  text += fmt::format("static const double quire_gelu_tanh_cubic = {};\n", c_double(0.044715));
+  text += kHelpers;
+  // The narrow formats' rounding, one wrapper per row of the float-type table.
+  for (const runtime::FloatTypeInfo& f : runtime::kFloatTypes) {
+    if (f.type == runtime::FloatType::F64 || f.type == runtime::FloatType::F32) continue;
+    text += fmt::format("static inline double {}(double x) {{ return quire_round_narrow(x, {}, {}, {}, {}, {}); }}\n",
+                        round_function(f.type), f.precision, f.min_exp, c_double(f.smallest_subnormal),
+                        c_double(f.largest_finite), f.has_infinities ? 1 : 0);
+  }
+  return text;
+}
+
+std::string emit_c(const Kernel& k, const std::string& symbol) {
+  std::string text = c_prelude();
+  text += "\n/*\n" + comment_safe(kernel::print_kernel(k)) + "*/\n";
+  text += FunctionWriter(k).write(symbol);
+  return text;
+}
+
+}  // namespace quire::native

@@ -1,0 +1,145 @@
+// The native backend end to end: the kernel engine with compiled kernels
+// against the reference interpreter, bit for bit, on every tutorial function
+// `quire run` can call and its training step under every policy, on every
+// lowered operation with special values, on 1 and 2 threads; and the `quire`
+// command's default backend, its cache and its fallback without a compiler.
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "quire/elab/elab_testing.h"
+#include "quire/grad/vjp.h"
+#include "quire/kernel/kernel_testing.h"
+#include "quire/native/native_runner.h"
+#include "quire/native/native_testing.h"
+#include "quire/support/cli_testing.h"
+
+namespace quire::native {
+namespace {
+
+using interp::Value;
+using kernel::testing::every_policy;
+using kernel::testing::expect_same;
+using kernel::testing::label;
+
+class NativeBackend : public testing::FreshCacheTest {};
+
+TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEveryPolicy) {
+  auto e = elab::testing::elaborate_tutorial();
+  ASSERT_TRUE(e->ok());
+  elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims = {{"B", 4}};
+  const int loss = prog.find_function("loss");
+  const int step = grad::vjp(prog, loss, grad::differentiable_args(prog.functions[static_cast<size_t>(loss)]));
+  std::vector<Value> args = kernel::testing::drawn_arguments(prog, loss, dims);
+  std::vector<Value> step_args = args;
+  step_args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  NativeRunner runner;
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    kernel::testing::Runs r = kernel::testing::run_both(prog, loss, args, dims, o, runner);
+    expect_same(r.kernels, r.reference, "loss");
+    EXPECT_GT(r.kernel_launches, 0);
+    for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
+      r = kernel::testing::run_both(prog, step, step_args, dims, o, runner, remat);
+      expect_same(r.kernels, r.reference, std::string("step, remat ") + interp::remat_name(remat));
+    }
+  }
+  EXPECT_GT(runner.compilations(), 0);
+}
+
+TEST_F(NativeBackend, EveryLoweredOperationHasTheReferenceBitsOnSpecialValues) {
+  interp::testing::Program p(kernel::testing::kOperations);
+  NativeRunner runner;
+  for (const auto& [name, tensors] : kernel::testing::operation_calls()) {
+    std::vector<Value> args;
+    for (const runtime::Tensor& t : tensors) args.push_back(Value::of(t));
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(name + " under " + label(o));
+      const kernel::testing::Runs r = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, runner);
+      expect_same(r.kernels, r.reference, "result");
+    }
+  }
+}
+
+TEST_F(NativeBackend, OneAndTwoThreadsGiveTheSameBits) {
+  interp::testing::Program p(R"(fn f(x : ℝ[b: 256, n: 64], w : ℝ[n: 64, m: 48]) -> ℝ[b: 256, m: 48] =
+  gelu(x · w) * 0.5 + tanh(x · w)
+)");
+  auto x = interp::testing::reals({256, 64}, kernel::testing::specials_and_random(256 * 64, 11));
+  auto w = interp::testing::reals({64, 48}, kernel::testing::specials_and_random(64 * 48, 12));
+  const std::vector<Value> args = {Value::of(x), Value::of(w)};
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    NativeRunner one, two;
+    one.set_threads(1);
+    two.set_threads(2);
+    const kernel::testing::Runs a = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, one);
+    const kernel::testing::Runs b = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, two);
+    expect_same(a.kernels, a.reference, "1 thread");
+    expect_same(b.kernels, a.kernels, "2 threads");
+    EXPECT_EQ(one.split_launches(), 0);
+    EXPECT_GT(two.split_launches(), 0) << "the product is worth splitting";
+  }
+}
+
+class NativeCli : public quire::testing::CliTest {
+ protected:
+  void SetUp() override {
+    quire::testing::CliTest::SetUp();
+    if (IsSkipped()) return;
+    if (!testing::c_compiler_available()) GTEST_SKIP() << "no C compiler";
+    cache_.emplace("QUIRE_CACHE_DIR", (dir_ / "cache").string());
+  }
+  std::optional<testing::ScopedEnv> cache_;
+  const std::string tutorial_ = std::string(QUIRE_SOURCE_DIR) + "/examples/tutorial/07_train.qr";
+};
+
+TEST_F(NativeCli, RunIsNativeByDefaultAndASecondRunCompilesNothing) {
+  const std::string args = "run " + tutorial_ + " --entry loss --dim B=4 --precision bf16 --repeat 3";
+  const quire::testing::Outcome reference = quire::testing::run_quire(
+      "run " + tutorial_ + " --entry loss --dim B=4 --precision bf16 --backend interp");
+  const quire::testing::Outcome first = quire::testing::run_quire(args);
+  const quire::testing::Outcome second = quire::testing::run_quire(args + " --threads 1");
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  // The result line is the reference interpreter's.
+  const std::string result = reference.output.substr(0, reference.output.find('\n'));
+  EXPECT_EQ(first.output.substr(0, first.output.find('\n')), result);
+  EXPECT_EQ(second.output.substr(0, second.output.find('\n')), result);
+  EXPECT_NE(first.output.find("on the native backend"), std::string::npos) << first.output;
+  // "N kernels: N compiled, 0 from the cache", then "N kernels: 0 compiled, N from the cache".
+  std::smatch m1, m2;
+  ASSERT_TRUE(std::regex_search(first.output, m1, std::regex(R"((\d+) kernels: (\d+) compiled, 0 from the cache)")))
+      << first.output;
+  EXPECT_EQ(m1[1], m1[2]);
+  ASSERT_TRUE(std::regex_search(second.output, m2, std::regex(R"((\d+) kernels: 0 compiled, (\d+) from the cache)")))
+      << second.output;
+  EXPECT_EQ(m2[1].str(), m1[1].str());
+  EXPECT_EQ(m2[2].str(), m1[1].str());
+}
+
+TEST_F(NativeCli, WithoutACompilerRunWarnsAndFallsBackToTheKernelInterpreter) {
+  testing::ScopedEnv cc("CC", "/nonexistent/cc");
+  const quire::testing::Outcome o =
+      quire::testing::run_quire("run " + tutorial_ + " --entry loss --dim B=4 --precision f32");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("result : f32 = 3.5135467052459717"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("warning: the native backend is unavailable"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("/nonexistent/cc"), std::string::npos) << o.output;
+}
+
+TEST_F(NativeCli, AnUnwritableCacheIsNamedAndRunFallsBack) {
+  write("file", "not a folder");
+  testing::ScopedEnv cache("QUIRE_CACHE_DIR", (dir_ / "file" / "cache").string());
+  const quire::testing::Outcome o =
+      quire::testing::run_quire("run " + tutorial_ + " --entry loss --dim B=4 --precision f32");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("result : f32 = 3.5135467052459717"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("warning: the native backend is unavailable"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("file/cache"), std::string::npos) << o.output;
+}
+
+}  // namespace
+}  // namespace quire::native

@@ -1,0 +1,101 @@
+#include "quire/native/native_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "quire/kernel/kernel_interpreter.h"
+#include "quire/native/c_emit.h"
+#include "quire/native/workers.h"
+#include "quire/runtime/runtime_error.h"
+
+namespace quire::native {
+
+namespace {
+
+// run_kernel's checks, and one more: the compiled code reads every element
+// the shape promises without bounds checks, so the storage must hold them.
+void check_inputs(const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
+  if (inputs.size() + 1 != k.buffers.size())
+    throw runtime::KernelMisuse(fmt::format("internal: kernel {}: {} inputs for {} input buffers", k.title,
+                                            inputs.size(), k.buffers.size() - 1));
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const kernel::Buffer& buf = k.buffers[b];
+    const runtime::Tensor& t = *inputs[b];
+    const bool real = kernel::held_kind(buf.type) == runtime::ElemKind::Real;
+    if (t.shape != buf.shape || t.is_real() != real)
+      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} is {}{}, not {}{}", k.title, b,
+                                              runtime::elem_kind_name(t.kind), runtime::shape_string(t.shape),
+                                              kernel::elem_type_name(buf.type), runtime::shape_string(buf.shape)));
+    const size_t held = real ? t.reals.size() : t.ints.size();
+    if (held != static_cast<size_t>(t.size()))
+      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} of shape {} holds {} values", k.title, b,
+                                              runtime::shape_string(t.shape), held));
+  }
+}
+
+}  // namespace
+
+NativeRunner::NativeRunner(CompilerSettings settings) : compiler_(std::move(settings)) {}
+
+void NativeRunner::add(int kernel_id, const kernel::Kernel& k) {
+  void* address = compiler_.load(emit_c(k), kKernelSymbol);
+  functions_[kernel_id] = reinterpret_cast<KernelFunction>(address);
+}
+
+runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
+                                  const std::vector<const runtime::Tensor*>& inputs) {
+  check_inputs(k, inputs);
+  if (!functions_.count(kernel_id)) add(kernel_id, k);
+  const kernel::Buffer& ob = k.buffers.back();
+  const runtime::ElemKind kind = kernel::held_kind(ob.type);
+  runtime::Tensor out =
+      kind == runtime::ElemKind::Real ? runtime::Tensor::real(ob.shape) : runtime::Tensor::integer(kind, ob.shape);
+  std::vector<const void*> data;
+  data.reserve(inputs.size());
+  for (const runtime::Tensor* t : inputs)
+    data.push_back(t->is_real() ? static_cast<const void*>(t->reals.data()) : static_cast<const void*>(t->ints.data()));
+  void* output = out.is_real() ? static_cast<void*>(out.reals.data()) : static_cast<void*>(out.ints.data());
+  const KernelFunction f = functions_.at(kernel_id);
+  const kernel::Stmt* split = kernel::split_loop(k);
+  if (!split) {
+    f(data.data(), output, 0, 0);
+    return out;
+  }
+  // Waking the pool costs microseconds: below ~64k operations one thread is faster.
+  constexpr int64_t kWorthSplitting = int64_t{1} << 16;
+  const int64_t extent = split->extent;
+  const int64_t parts = std::min<int64_t>(extent, threads_);
+  if (parts < 2 || kernel::kernel_flops(k) < kWorthSplitting) {
+    f(data.data(), output, 0, extent);
+    return out;
+  }
+  ++split_launches_;
+  WorkerPool::shared().parallel_for(parts, static_cast<int>(parts), [&](int64_t part, int) {
+    f(data.data(), output, part * extent / parts, (part + 1) * extent / parts);
+  });
+  return out;
+}
+
+std::unique_ptr<kernel::KernelRunner> make_runner(kernel::Backend backend, int threads) {
+  switch (backend) {
+    case kernel::Backend::Interp: return nullptr;
+    case kernel::Backend::Kernels: return std::make_unique<kernel::InterpretingRunner>();
+    case kernel::Backend::Native: {
+      auto runner = std::make_unique<NativeRunner>();
+      runner->set_threads(threads);
+      return runner;
+    }
+  }
+  return nullptr;
+}
+
+void warn_native_unavailable(const std::string& why) {
+  std::cerr << fmt::format(
+      "quire: warning: the native backend is unavailable, so the kernels run in the kernel interpreter "
+      "(the same bits, slower): {}\n",
+      why);
+}
+
+}  // namespace quire::native

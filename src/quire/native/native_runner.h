@@ -1,0 +1,59 @@
+#pragma once
+// The native backend's kernel runner: each kernel emitted as C (c_emit.h),
+// compiled through the object cache (c_compiler.h) when the engine first
+// meets it, and then called directly on the tensors' storage. Its outputs
+// are the kernel interpreter's, bit for bit (kernel_interpreter.h).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quire/kernel/engine.h"
+#include "quire/native/c_compiler.h"
+
+namespace quire::native {
+
+class NativeRunner : public kernel::KernelRunner {
+ public:
+  /// `settings`: the compiler and cache directory (the environment's by default).
+  explicit NativeRunner(CompilerSettings settings = CompilerSettings::from_environment());
+
+  /// Emits and compiles `k` (or finds it in the cache); NativeError on failure.
+  void add(int kernel_id, const kernel::Kernel& k) override;
+  /// Runs `k` on its inputs (in buffer order), checked as run_kernel checks
+  /// them (KernelMisuse). A kernel not added yet is added first.
+  runtime::Tensor run(int kernel_id, const kernel::Kernel& k,
+                      const std::vector<const runtime::Tensor*>& inputs) override;
+
+  /// Threads a launch may use (≥ 1; 1 by default): a kernel with a split
+  /// loop and enough work divides that loop among the process's worker pool.
+  /// Any count gives the same bits.
+  void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
+  int threads() const { return threads_; }
+
+  int64_t compilations() const { return compiler_.compilations(); }
+  /// Launches whose split loop was divided among several threads.
+  int64_t split_launches() const { return split_launches_; }
+  int64_t cache_hits() const { return compiler_.cache_hits(); }
+
+ private:
+  using KernelFunction = void (*)(const void* const* inputs, void* output, int64_t lo, int64_t hi);
+
+  CCompiler compiler_;
+  std::map<int, KernelFunction> functions_;  ///< by kernel id
+  int threads_ = 1;
+  int64_t split_launches_ = 0;
+};
+
+/// The runner a backend runs kernels with: the kernel interpreter for
+/// Kernels, a NativeRunner on `threads` threads for Native; nullptr for
+/// Interp (no engine at all).
+std::unique_ptr<kernel::KernelRunner> make_runner(kernel::Backend backend, int threads);
+
+/// The warning `run` and `train` print when the native runner gives way to
+/// the kernel interpreter (KernelEngine's `warn`).
+void warn_native_unavailable(const std::string& why);
+
+}  // namespace quire::native

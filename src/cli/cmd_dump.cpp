@@ -1,6 +1,6 @@
 // quire dump FILE --stage tokens|ast|elab|core|vjp|precision|sensitivity|realize|kernel [--format text|json] [--entry E]
 //   realize: --entry E [--dim B=4]
-//   kernel: --entry E [--dim B=4] [--precision P] [--seed S]: the kernels and the host of one call
+//   kernel: --entry E [--dim B=4] [--precision P] [--seed S] [--profile P]: the kernels and the host of one call
 //   sensitivity: --entry E [--dim B=4] [--bits N] [--seed N] [--sites K]
 
 #include <fmt/format.h>
@@ -46,7 +46,7 @@ int dump_syntax(const std::string& path, const std::string& stage) {
 
 Handler setup_dump(CLI::App& sub) {
   struct Options {
-    std::string file, stage, format = "text", entry, precision = "f64";
+    std::string file, stage, format = "text", entry, precision = "f64", profile;
     std::vector<std::string> dims;
     bool half_intermediates = false;
     int bits = 128;
@@ -69,6 +69,7 @@ Handler setup_dump(CLI::App& sub) {
   sub.add_option("--dim", o->dims,
                  "precision, sensitivity, realize: bind a dimension, NAME=SIZE (sizes the parameters' bytes; "
                  "the run's tensors; the fold counts of the launch totals)");
+  sub.add_option("--profile", o->profile, "kernel: the machine profile the layouts are planned under (default: the one that ships)");
   sub.add_option("--bits", o->bits, "sensitivity: the bits of every real in the exact reference (default 128)");
   sub.add_option("--seed", o->seed,
                  "sensitivity: seed of the parameters and inputs, as `quire run` draws them (default 0)")
@@ -141,21 +142,18 @@ Handler setup_dump(CLI::App& sub) {
     }
     if (o->stage == "kernel") {
       // One call of the entry on the arguments `quire run` draws: kernels are
-      // lowered at the shapes the call has.
+      // lowered at the shapes the call has, and planned under the profile at
+      // its cores (so the printout depends on the profile alone).
       const auto dims = parse_dims(o->dims, *prog);
-      const core::Function& fn = prog->functions[static_cast<size_t>(root)];
       precision::RealizeOptions options;
       options.policy = *precision::parse_policy(o->precision);
       options.half_intermediates = o->half_intermediates;
       const precision::Realization r = precision::realize(*prog, root, options, dims);
-      std::optional<interp::ParamMap> params = entry_params(*prog, fn, "", static_cast<uint64_t>(o->seed), dims);
-      std::vector<interp::Value> args = interp::entry_arguments(*prog, root, params ? &*params : nullptr, dims,
-                                                                static_cast<uint64_t>(o->seed), std::nullopt);
+      const machine::Profile profile = plan_profile(o->profile);
       kernel::InterpretingRunner runner;
       kernel::KernelEngine engine(*prog, root, dims, options.half_intermediates, runner);
-      interp::Interpreter interp(*prog, dims, &r);
-      interp.set_launcher(&engine);
-      interp.call(root, args);
+      engine.set_plan(profile, profile.cores);
+      call_through(*prog, root, dims, r, static_cast<uint64_t>(o->seed), engine);
       std::cout << engine.print();
       return 0;
     }

@@ -1,5 +1,5 @@
 // quire run FILE --entry NAME [--dim B=4] [--seed N] [--precision f64|f32|bf16|f16|exact] [--bits N]
-//   [--backend native|kernels|interp] [--threads N] [--repeat N]
+//   [--backend native|kernels|interp] [--threads N] [--profile P.json] [--repeat N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
 //   [--realize @realization.json]
@@ -134,6 +134,7 @@ Handler setup_run(CLI::App& sub) {
     std::string remat = "store";
     std::string backend = "native";
     int threads = default_threads();
+    std::string profile;
     int repeat = 0;
     std::string realize;
     int bits = 128;
@@ -164,6 +165,8 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::IsMember({"native", "kernels", "interp"}));
   sub.add_option("--threads", o->threads, "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
+  sub.add_option("--profile", o->profile,
+                 "the machine profile the kernels' layouts are planned under (default: the one that ships)");
   sub.add_option("--repeat", o->repeat,
                  "after the call, time N more calls of the entry and print the median (compilation excluded)")
       ->check(CLI::PositiveNumber);
@@ -228,8 +231,10 @@ Handler setup_run(CLI::App& sub) {
     interp.set_remat(*interp::parse_remat(o->remat));
     std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
     std::optional<kernel::KernelEngine> engine;
+    const machine::Profile profile = plan_profile(o->profile);
     if (runner) {
       engine.emplace(*prog, entry, dims, options.half_intermediates, *runner, native::warn_native_unavailable);
+      engine->set_plan(profile, o->threads);
       interp.set_launcher(&*engine);
     }
     auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);

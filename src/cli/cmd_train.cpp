@@ -1,7 +1,7 @@
 // quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
-//   [--backend native|kernels|interp] [--threads N]
+//   [--backend native|kernels|interp] [--threads N] [--profile P.json]
 //   [--realize @realization.json]
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
@@ -57,6 +57,8 @@ Handler setup_train(CLI::App& sub) {
   sub.add_option("--threads", o->train.threads,
                  "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
+  sub.add_option("--profile", o->train.profile,
+                 "the machine profile the kernels' layouts are planned under (default: the one that ships)");
   sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--realize", o->realize,

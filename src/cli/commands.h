@@ -19,6 +19,8 @@ struct Command {
 Handler setup_calibrate(CLI::App& sub);
 Handler setup_check(CLI::App& sub);
 Handler setup_dump(CLI::App& sub);
+Handler setup_plan(CLI::App& sub);
+Handler setup_profile(CLI::App& sub);
 Handler setup_run(CLI::App& sub);
 Handler setup_solve(CLI::App& sub);
 Handler setup_train(CLI::App& sub);

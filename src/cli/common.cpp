@@ -3,13 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <charconv>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "quire/elab/elaborator.h"
+#include "quire/interp/inputs.h"
+#include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 
 namespace quire::cli {
@@ -81,6 +82,27 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
     throw UsageError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", path, problems.size(),
                                  fmt::join(problems, "\n  ")));
   return file;
+}
+
+void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                  const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine) {
+  const core::Function& fn = prog.functions[static_cast<size_t>(entry)];
+  std::optional<interp::ParamMap> params = entry_params(prog, fn, "", seed, dims);
+  std::vector<interp::Value> args =
+      interp::entry_arguments(prog, entry, params ? &*params : nullptr, dims, seed, std::nullopt);
+  interp::Interpreter interp(prog, dims, &realization);
+  interp.set_launcher(&engine);
+  interp.call(entry, args);
+}
+
+machine::Profile plan_profile(const std::string& flag) {
+  if (flag.empty()) return machine::shipped_profile();
+  machine::Profile p = machine::read_profile(flag);
+  if (!p.layout)
+    throw UsageError(fmt::format("--profile {}: a version 1 profile has no layout model; `quire profile calibrate` "
+                                 "writes one",
+                                 flag));
+  return p;
 }
 
 int default_threads() {

@@ -11,6 +11,8 @@
 
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
+#include "quire/kernel/engine.h"
+#include "quire/machine/profile.h"
 #include "quire/precision/realization_file.h"
 
 namespace quire::cli {
@@ -39,6 +41,15 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 /// program's marks; a UsageError naming the file and every problem.
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
                                             const std::map<std::string, int64_t>& dims);
+
+/// One call of `entry` under `realization` on the arguments `quire run`
+/// draws from `seed`, with its launches handed to `engine`: how `dump --stage
+/// kernel` and `plan` see the kernels of a call.
+void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
+                  const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine);
+
+/// The profile a plan reads: --profile FILE, or the one that ships.
+machine::Profile plan_profile(const std::string& flag);
 
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();

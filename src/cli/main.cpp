@@ -19,13 +19,17 @@ namespace {
 
 const quire::cli::Command kCommands[] = {
     {"check", "check a program: diagnostics, or nothing (--summary prints what it elaborated)", quire::cli::setup_check},
-    {"dump", "print a stage's result: tokens, ast, elab, core, vjp, precision, sensitivity, realize", quire::cli::setup_dump},
-    {"run", "evaluate an entry function in the reference interpreter, under a precision policy", quire::cli::setup_run},
+    {"dump", "print a stage's result: tokens, ast, elab, core, vjp, precision, sensitivity, realize, kernel", quire::cli::setup_dump},
+    {"run", "evaluate an entry function under a precision policy (natively compiled kernels by default)", quire::cli::setup_run},
+    {"plan", "the layout plan: every kernel's layout space, predictions and the layout taken, under a machine profile",
+     quire::cli::setup_plan},
     {"calibrate", "measure an entry in the exact reference: every site's largest |x|, condition number, rounding error",
      quire::cli::setup_calibrate},
     {"solve", "choose a storage type for every stored value under an error budget, measured against the exact reference",
      quire::cli::setup_solve},
     {"train", "run the file's training run: optimizer, data, checkpoints, metrics", quire::cli::setup_train},
+    {"profile", "measure this machine for the layout plan: `quire profile calibrate -o profile.json`",
+     quire::cli::setup_profile},
 };
 
 }  // namespace

@@ -220,8 +220,8 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   const bool fused = !keep && !watch_nonfinite_;
   const LaunchGroups* groups = launcher_ ? &launcher_->groups(function, fused, table) : nullptr;
   const int first_value = static_cast<int>(fn.args.size()) + 1 + static_cast<int>(first);
-  auto finish = [&](const core::Instr& in) {
-    if (table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
+  auto finish = [&](const core::Instr& in, bool rounded = false) {
+    if (!rounded && table && table->values[in.id]) store(fn, in, *table->values[in.id], env[in.id]);
     check_result(fn, in, env[in.id], dims);
     ++stats_.evaluated;
     if (watch_nonfinite_ && !first_nonfinite_)
@@ -235,8 +235,14 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
       if (groups && groups->computed_by[in.id] != 0) continue;
       if (groups && !groups->steps[in.id].empty()) {
         if (std::optional<Value> v = launcher_->launch(function, in.id, fused, env, table)) {
+          // A kernel stores its root at the site's type, rounded as store() would.
+          const auto& site = table ? table->values[in.id] : std::nullopt;
+          if (site && v->kind == Value::Kind::Tensor && v->tensor.is_real() && v->type != site->storage)
+            throw std::logic_error(fmt::format("internal: the kernel of {} stored {}, not {}", core::site_name(fn, in.id),
+                                               runtime::float_type_name(v->type),
+                                               runtime::float_type_name(site->storage)));
           env[in.id] = std::move(*v);
-          finish(in);
+          finish(in, /*rounded=*/true);
           continue;
         }
         // No kernel: the members one at a time (those a reused forward holds already are there).

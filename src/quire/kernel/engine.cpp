@@ -126,10 +126,16 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
     Outcome o;
     std::variant<LoweredLaunch, std::string> lowered = lower_group(fn, g, table, half_intermediates_, env);
     if (auto* l = std::get_if<LoweredLaunch>(&lowered)) {
-      std::string text = print_kernel(l->kernel);
-      auto [at, added] = kernel_by_text_.emplace(text, static_cast<int>(kernels_.size()));
+      // The nest before its layout names it: the plan is a function of the nest.
+      auto [at, added] = kernel_by_text_.emplace(print_kernel(l->kernel), static_cast<int>(kernels_.size()));
       if (added) {
-        kernels_.push_back(KernelRecord{std::move(l->kernel), std::move(text), 0, {}});
+        std::optional<KernelPlan> plan;
+        if (profile_) {
+          plan = plan_kernel(l->kernel, *profile_, threads_);
+          apply_layout(l->kernel, plan->chosen());
+        }
+        std::string text = print_kernel(l->kernel);
+        kernels_.push_back(KernelRecord{std::move(l->kernel), std::move(text), std::move(plan), 0, {}});
         try {
           active_->add(at->second, kernels_.back().kernel);
         } catch (const std::exception& e) {

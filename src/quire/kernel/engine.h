@@ -27,6 +27,7 @@
 #include "quire/interp/launcher.h"
 #include "quire/kernel/fusion.h"
 #include "quire/kernel/kernel_ir.h"
+#include "quire/kernel/layout.h"
 
 namespace quire::kernel {
 
@@ -56,8 +57,9 @@ class InterpretingRunner : public KernelRunner {
 };
 
 struct KernelRecord {
-  Kernel kernel;
+  Kernel kernel;                   ///< with its layout applied, when the engine plans
   std::string text;                ///< print_kernel(kernel)
+  std::optional<KernelPlan> plan;  ///< its layout plan, when the engine plans
   int64_t launches = 0;            ///< runs so far
   std::vector<std::string> sites;  ///< the sites whose launch it is (`Linear.apply/%3+%5`), in first-run order
 };
@@ -72,6 +74,14 @@ class KernelEngine : public interp::Launcher {
   KernelEngine(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                bool half_intermediates, KernelRunner& runner,
                std::function<void(const std::string&)> warn = nullptr);
+
+  /// Plans every new kernel under `profile` (kept by reference) for at most
+  /// `threads` threads and runs it at the layout taken (layout.h); without
+  /// this, kernels keep the default layout (scalar, not split).
+  void set_plan(const machine::Profile& profile, int threads) {
+    profile_ = &profile;
+    threads_ = threads;
+  }
 
   const interp::LaunchGroups& groups(int function, bool fused, const precision::FunctionRealization* table) override;
   std::optional<interp::Value> launch(int function, int root, bool fused, const std::vector<interp::Value>& env,
@@ -112,6 +122,8 @@ class KernelEngine : public interp::Launcher {
   std::map<std::string, int64_t> dims_;
   bool half_intermediates_;
   KernelRunner& runner_;
+  const machine::Profile* profile_ = nullptr;
+  int threads_ = 1;
   InterpretingRunner fallback_;
   KernelRunner* active_;  ///< runner_, or fallback_ once runner_ failed
   std::function<void(const std::string&)> warn_;

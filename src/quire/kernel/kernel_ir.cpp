@@ -231,7 +231,7 @@ int64_t stmts_flops(const Kernel& k, const std::vector<Stmt>& body) {
 std::string print_kernel(const Kernel& k) {
   std::string out = fmt::format("kernel {} (", k.title);
   for (int b = 0; b < k.output(); ++b) out += (b > 0 ? ", " : "") + buffer_text(k, b);
-  out += fmt::format(") -> {} {{\n", buffer_text(k, k.output()));
+  out += fmt::format(") -> {}{} {{\n", buffer_text(k, k.output()), k.split > 1 ? fmt::format(" split {}", k.split) : "");
   print_stmts(k, k.body, 1, out);
   out += "}\n";
   return out;

@@ -100,6 +100,7 @@ struct Kernel {
   std::vector<Stmt> body;
   int loop_vars = 0;
   int scalars = 0;
+  int split = 1;  ///< threads the layout divides the split loop over (1: none; layout.h)
 
   int output() const { return static_cast<int>(buffers.size()) - 1; }
 };

@@ -58,17 +58,32 @@ struct Runs {
   int64_t kernel_launches = 0, runtime_launches = 0;
 };
 
+/// The shipped profile with free launches, spawns and vector lanes: every
+/// kernel's plan takes the most lanes and the widest split its space has,
+/// so a run under it exercises every layout a kernel can get.
+inline machine::Profile eager_profile() {
+  machine::Profile p = machine::shipped_profile();
+  p.layout->launch_seconds = 0;
+  p.layout->spawn_seconds = 0;
+  p.layout->lane_speedup = 1000;
+  p.layout->error = 0;
+  return p;
+}
+
 /// Calls `fn` on `args` under `options` twice: one instruction at a time,
-/// and through the kernel engine with `runner`.
+/// and through the kernel engine with `runner`, its kernels planned under
+/// `plan` for `threads` threads when given.
 inline Runs run_both(const elab::Program& prog, int fn, const std::vector<Value>& args,
                      const std::map<std::string, int64_t>& dims, const precision::RealizeOptions& options,
-                     KernelRunner& runner, interp::Remat remat = interp::Remat::Recompute) {
+                     KernelRunner& runner, interp::Remat remat = interp::Remat::Recompute,
+                     const machine::Profile* plan = nullptr, int threads = 1) {
   const precision::Realization r = precision::realize(prog, fn, options, dims);
   Runs out;
   interp::Interpreter reference(prog, dims, &r);
   reference.set_remat(remat);
   out.reference = reference.call(fn, args);
   KernelEngine engine(prog, fn, dims, options.half_intermediates, runner);
+  if (plan) engine.set_plan(*plan, threads);
   interp::Interpreter kernels(prog, dims, &r);
   kernels.set_remat(remat);
   kernels.set_launcher(&engine);

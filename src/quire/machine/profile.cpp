@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
+#include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
 #include "quire/io/json_file.h"
 
 namespace quire::machine {
+
+// profiles/ci-2core-avx512.json, embedded by the build (src/CMakeLists.txt).
+extern const char* const kShippedProfileJson;
 
 double Profile::roofline_seconds(double bytes, double flops, runtime::FloatType type) const {
   auto it = peak_flops.find(type);
@@ -16,30 +19,107 @@ double Profile::roofline_seconds(double bytes, double flops, runtime::FloatType 
   return std::max(bytes / memory_bandwidth, compute);
 }
 
-Profile read_profile(const std::string& path) {
-  const nlohmann::json j = io::read_json(path);
+namespace {
+
+constexpr runtime::FloatType kTypes[] = {runtime::FloatType::F64, runtime::FloatType::F32, runtime::FloatType::BF16,
+                                         runtime::FloatType::F16};
+
+}  // namespace
+
+Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
   auto fail = [&](const std::string& key, const std::string& why) {
-    throw io::IoError(path, fmt::format("key `{}`: {}", key, why));
+    throw io::IoError(origin, fmt::format("key `{}`: {}", key, why));
   };
-  auto positive = [&](const nlohmann::json& obj, const std::string& name, const std::string& key) {
+  auto number = [&](const nlohmann::json& obj, const std::string& name, const std::string& key, bool zero_ok) {
     if (!obj.is_object() || !obj.contains(name)) fail(key, "missing");
-    if (!obj[name].is_number() || !(obj[name].get<double>() > 0)) fail(key, "expected a positive number");
+    const bool ok = obj[name].is_number() && (zero_ok ? obj[name].get<double>() >= 0 : obj[name].get<double>() > 0);
+    if (!ok) fail(key, zero_ok ? "expected a number ≥ 0" : "expected a positive number");
     return obj[name].get<double>();
   };
-  if (!j.is_object()) throw io::IoError(path, "the profile is not a JSON object");
+  auto positive = [&](const nlohmann::json& obj, const std::string& name, const std::string& key) {
+    return number(obj, name, key, false);
+  };
+  if (!j.is_object()) throw io::IoError(origin, "the profile is not a JSON object");
   if (!j.contains("format") || j["format"] != "quire-profile") fail("format", "not \"quire-profile\"");
-  if (!j.contains("version") || j["version"] != 1) fail("version", "only version 1 is read");
+  if (!j.contains("version") || (j["version"] != 1 && j["version"] != 2)) fail("version", "only versions 1 and 2 are read");
   Profile p;
   p.name = j.value("name", "");
   p.source = j.value("source", "");
   p.cores = static_cast<int>(positive(j, "cores", "cores"));
   p.memory_bandwidth = positive(j, "memory_bandwidth", "memory_bandwidth");
   if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) fail("peak_flops", "missing, or not an object");
-  for (runtime::FloatType t : {runtime::FloatType::F64, runtime::FloatType::F32, runtime::FloatType::BF16,
-                               runtime::FloatType::F16}) {
+  for (runtime::FloatType t : kTypes) {
     const std::string name = runtime::float_type_name(t);
     p.peak_flops[t] = positive(j["peak_flops"], name, "peak_flops." + name);
   }
+  if (j["version"] == 1) return p;
+  p.vector_bytes = static_cast<int>(positive(j, "vector_bytes", "vector_bytes"));
+  const nlohmann::json& c = j.contains("caches") ? j["caches"] : nlohmann::json();
+  p.caches.l1 = static_cast<int64_t>(positive(c, "l1", "caches.l1"));
+  p.caches.l2 = static_cast<int64_t>(positive(c, "l2", "caches.l2"));
+  p.caches.l3 = static_cast<int64_t>(positive(c, "l3", "caches.l3"));
+  p.caches.l3_shared_by = static_cast<int>(positive(c, "l3_shared_by", "caches.l3_shared_by"));
+  p.caches.line = static_cast<int>(positive(c, "line", "caches.line"));
+  const nlohmann::json& b = j.contains("bandwidth") ? j["bandwidth"] : nlohmann::json();
+  p.l2_bandwidth = positive(b, "l2", "bandwidth.l2");
+  p.l3_bandwidth = positive(b, "l3", "bandwidth.l3");
+  const nlohmann::json& m = j.contains("layout_model") ? j["layout_model"] : nlohmann::json();
+  LayoutModel model;
+  model.launch_seconds = number(m, "launch_seconds", "layout_model.launch_seconds", true);
+  model.spawn_seconds = number(m, "spawn_seconds", "layout_model.spawn_seconds", true);
+  model.op_seconds = positive(m, "op_seconds", "layout_model.op_seconds");
+  model.load_seconds = number(m, "load_seconds", "layout_model.load_seconds", true);
+  model.lane_speedup = positive(m, "lane_speedup", "layout_model.lane_speedup");
+  model.p = positive(m, "p", "layout_model.p");
+  model.error = number(m, "error", "layout_model.error", true);
+  model.rank_correlation = m.is_object() && m.contains("rank_correlation") && m["rank_correlation"].is_number()
+                               ? m["rank_correlation"].get<double>()
+                               : (fail("layout_model.rank_correlation", "expected a number"), 0.0);
+  model.points = static_cast<int>(number(m, "points", "layout_model.points", true));
+  p.layout = model;
+  return p;
+}
+
+Profile read_profile(const std::string& path) { return parse_profile(io::read_json(path), path); }
+
+nlohmann::ordered_json profile_json(const Profile& p) {
+  nlohmann::ordered_json j;
+  j["format"] = "quire-profile";
+  j["version"] = p.layout ? 2 : 1;
+  j["name"] = p.name;
+  j["source"] = p.source;
+  j["cores"] = p.cores;
+  j["memory_bandwidth"] = p.memory_bandwidth;
+  for (runtime::FloatType t : kTypes) j["peak_flops"][runtime::float_type_name(t)] = p.peak_flops.at(t);
+  if (!p.layout) return j;
+  j["vector_bytes"] = p.vector_bytes;
+  j["caches"] = {{"l1", p.caches.l1},
+                 {"l2", p.caches.l2},
+                 {"l3", p.caches.l3},
+                 {"l3_shared_by", p.caches.l3_shared_by},
+                 {"line", p.caches.line}};
+  j["bandwidth"] = {{"l2", p.l2_bandwidth}, {"l3", p.l3_bandwidth}};
+  const LayoutModel& m = *p.layout;
+  nlohmann::ordered_json lm;
+  lm["launch_seconds"] = m.launch_seconds;
+  lm["spawn_seconds"] = m.spawn_seconds;
+  lm["op_seconds"] = m.op_seconds;
+  lm["load_seconds"] = m.load_seconds;
+  lm["lane_speedup"] = m.lane_speedup;
+  lm["p"] = m.p;
+  lm["error"] = m.error;
+  lm["rank_correlation"] = m.rank_correlation;
+  lm["points"] = m.points;
+  j["layout_model"] = lm;
+  return j;
+}
+
+void write_profile(const std::string& path, const Profile& p) {
+  io::write_file_atomically(path, profile_json(p).dump(2) + "\n");
+}
+
+const Profile& shipped_profile() {
+  static const Profile p = parse_profile(nlohmann::json::parse(kShippedProfileJson), "the shipped profile");
   return p;
 }
 

@@ -156,8 +156,11 @@ CompilerSettings CompilerSettings::from_environment() {
 const std::vector<std::string>& compile_flags() {
   // -ffp-contract=off and -fno-fast-math: the emitted code must round every
   // product and sum on its own, as the kernel interpreter does.
-  static const std::vector<std::string> flags = {
-      "-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-std=c99"};
+  // -fopenmp-simd: the layout's `lanes` become `#pragma omp simd` (no
+  // OpenMP runtime; only the vectorizer's pragma).
+  static const std::vector<std::string> flags = {"-O2",          "-march=native",    "-fPIC",
+                                                 "-shared",      "-ffp-contract=off", "-fno-fast-math",
+                                                 "-fopenmp-simd", "-std=c99"};
   return flags;
 }
 

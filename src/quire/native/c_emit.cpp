@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/runtime/runtime_error.h"
@@ -171,6 +172,13 @@ class FunctionWriter {
     out_ += '\n';
   }
 
+  static void scalars_set(const std::vector<Stmt>& body, std::set<int>& out) {
+    for (const Stmt& s : body) {
+      if (s.kind == StmtKind::Set) out.insert(s.scalar);
+      if (s.kind == StmtKind::Loop) scalars_set(s.body, out);
+    }
+  }
+
   [[noreturn]] void malformed(const std::string& what) const {
     throw runtime::KernelMisuse(fmt::format("internal: kernel {}: {}", k_.title, what));
   }
@@ -190,6 +198,16 @@ class FunctionWriter {
           // scoping would not: refuse it rather than diverge.
           if (s.var < 0 || s.var >= k_.loop_vars || in_scope_[static_cast<size_t>(s.var)])
             malformed(fmt::format("loop variable i{} is not free here", s.var));
+          if (s.lanes > 1) {
+            // Each lane is one iteration: the same operations in the same
+            // order per element. The scalars an iteration sets are its own.
+            std::set<int> own;
+            scalars_set(s.body, own);
+            std::string names;
+            for (int sc : own) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
+            line(depth, names.empty() ? fmt::format("#pragma omp simd simdlen({})", s.lanes)
+                                      : fmt::format("#pragma omp simd simdlen({}) private({})", s.lanes, names));
+          }
           if (&s == split_)
             line(depth, fmt::format("for (int64_t i{0} = lo; i{0} < hi; ++i{0}) {{", s.var));
           else

@@ -35,30 +35,42 @@ TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEver
   std::vector<Value> args = kernel::testing::drawn_arguments(prog, loss, dims);
   std::vector<Value> step_args = args;
   step_args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  // Planned under the shipped profile and under one that takes every
+  // kernel's widest layout: vector lanes and a split over 2 threads.
+  const machine::Profile shipped = machine::shipped_profile();
+  const machine::Profile eager = kernel::testing::eager_profile();
   NativeRunner runner;
-  for (const precision::RealizeOptions& o : every_policy()) {
-    SCOPED_TRACE(label(o));
-    kernel::testing::Runs r = kernel::testing::run_both(prog, loss, args, dims, o, runner);
-    expect_same(r.kernels, r.reference, "loss");
-    EXPECT_GT(r.kernel_launches, 0);
-    for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
-      r = kernel::testing::run_both(prog, step, step_args, dims, o, runner, remat);
-      expect_same(r.kernels, r.reference, std::string("step, remat ") + interp::remat_name(remat));
+  runner.set_threads(2);
+  for (const machine::Profile* plan : {&shipped, &eager})
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(label(o) + " planned under " + (plan == &eager ? "the eager profile" : "the shipped profile"));
+      kernel::testing::Runs r = kernel::testing::run_both(prog, loss, args, dims, o, runner,
+                                                          interp::Remat::Recompute, plan, 2);
+      expect_same(r.kernels, r.reference, "loss");
+      EXPECT_GT(r.kernel_launches, 0);
+      for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
+        r = kernel::testing::run_both(prog, step, step_args, dims, o, runner, remat, plan, 2);
+        expect_same(r.kernels, r.reference, std::string("step, remat ") + interp::remat_name(remat));
+      }
     }
-  }
   EXPECT_GT(runner.compilations(), 0);
 }
 
 TEST_F(NativeBackend, EveryLoweredOperationHasTheReferenceBitsOnSpecialValues) {
   interp::testing::Program p(kernel::testing::kOperations);
+  const machine::Profile eager = kernel::testing::eager_profile();
   NativeRunner runner;
+  runner.set_threads(2);
   for (const auto& [name, tensors] : kernel::testing::operation_calls()) {
     std::vector<Value> args;
     for (const runtime::Tensor& t : tensors) args.push_back(Value::of(t));
     for (const precision::RealizeOptions& o : every_policy()) {
       SCOPED_TRACE(name + " under " + label(o));
-      const kernel::testing::Runs r = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, runner);
-      expect_same(r.kernels, r.reference, "result");
+      for (const machine::Profile* plan : {static_cast<const machine::Profile*>(nullptr), &eager}) {
+        const kernel::testing::Runs r = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, runner,
+                                                                  interp::Remat::Recompute, plan, 2);
+        expect_same(r.kernels, r.reference, plan ? "every kernel at its widest layout" : "unplanned");
+      }
     }
   }
 }
@@ -70,17 +82,20 @@ TEST_F(NativeBackend, OneAndTwoThreadsGiveTheSameBits) {
   auto x = interp::testing::reals({256, 64}, kernel::testing::specials_and_random(256 * 64, 11));
   auto w = interp::testing::reals({64, 48}, kernel::testing::specials_and_random(64 * 48, 12));
   const std::vector<Value> args = {Value::of(x), Value::of(w)};
+  const machine::Profile shipped = machine::shipped_profile();
   for (const precision::RealizeOptions& o : every_policy()) {
     SCOPED_TRACE(label(o));
     NativeRunner one, two;
     one.set_threads(1);
     two.set_threads(2);
-    const kernel::testing::Runs a = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, one);
-    const kernel::testing::Runs b = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, two);
+    const kernel::testing::Runs a = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, one,
+                                                              interp::Remat::Recompute, &shipped, 1);
+    const kernel::testing::Runs b = kernel::testing::run_both(p.prog(), p.index("f"), args, p.dims, o, two,
+                                                              interp::Remat::Recompute, &shipped, 2);
     expect_same(a.kernels, a.reference, "1 thread");
     expect_same(b.kernels, a.kernels, "2 threads");
     EXPECT_EQ(one.split_launches(), 0);
-    EXPECT_GT(two.split_launches(), 0) << "the product is worth splitting";
+    EXPECT_GT(two.split_launches(), 0) << "the shipped profile's plan splits the product over 2 threads";
   }
 }
 

@@ -63,11 +63,10 @@ runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
     f(data.data(), output, 0, 0);
     return out;
   }
-  // Waking the pool costs microseconds: below ~64k operations one thread is faster.
-  constexpr int64_t kWorthSplitting = int64_t{1} << 16;
+  // The layout's split (layout.h), never more threads than the run allows.
   const int64_t extent = split->extent;
-  const int64_t parts = std::min<int64_t>(extent, threads_);
-  if (parts < 2 || kernel::kernel_flops(k) < kWorthSplitting) {
+  const int64_t parts = std::min<int64_t>({extent, k.split, threads_});
+  if (parts < 2) {
     f(data.data(), output, 0, extent);
     return out;
   }

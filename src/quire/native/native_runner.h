@@ -27,9 +27,10 @@ class NativeRunner : public kernel::KernelRunner {
   runtime::Tensor run(int kernel_id, const kernel::Kernel& k,
                       const std::vector<const runtime::Tensor*>& inputs) override;
 
-  /// Threads a launch may use (≥ 1; 1 by default): a kernel with a split
-  /// loop and enough work divides that loop among the process's worker pool.
-  /// Any count gives the same bits.
+  /// Threads a launch may use (≥ 1; 1 by default): a kernel whose layout
+  /// splits its split loop (Kernel::split, layout.h) divides it among the
+  /// process's worker pool, over at most this many threads. Any count gives
+  /// the same bits.
   void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
   int threads() const { return threads_; }
 

@@ -101,6 +101,7 @@ class Trainer {
   std::unique_ptr<interp::Interpreter> interp_;
   std::unique_ptr<kernel::KernelRunner> runner_;  ///< the kernels' runner; null under --backend interp
   std::unique_ptr<kernel::KernelEngine> engine_;
+  machine::Profile profile_;  ///< the layouts' plan reads it (kept for the engine's lifetime)
   FloatType master_ = FloatType::F64;
   io::StoreTypes param_types_;
   ParamMap params_;
@@ -212,6 +213,12 @@ void Trainer::set_up() {
   if (runner_) {
     engine_ = std::make_unique<kernel::KernelEngine>(prog_, vjp_, dims_, realize.half_intermediates, *runner_,
                                                      native::warn_native_unavailable);
+    profile_ = options_.profile.empty() ? machine::shipped_profile() : machine::read_profile(options_.profile);
+    if (!profile_.layout)
+      throw TrainError(fmt::format("--profile {}: a version 1 profile has no layout model; `quire profile calibrate` "
+                                   "writes one",
+                                   options_.profile));
+    engine_->set_plan(profile_, options_.threads);
     interp_->set_launcher(engine_.get());
   }
   master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;

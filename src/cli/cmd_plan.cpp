@@ -1,0 +1,153 @@
+// quire plan FILE --entry E [--dim B=4] [--precision P] [--seed S] [--profile P.json] [--threads N]
+//   [--cost] [--out plan.json]
+//
+// The layout plan of one call of the entry (kernel/layout.h): every kernel
+// the call launches, its operands, the points of its layout space, the best
+// prediction, how many points the model cannot tell from it, and the layout
+// taken; with --cost, every point's prediction in its terms. The kernels are
+// those `dump --stage kernel` prints, lowered at the shapes of the arguments
+// `run` draws.
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <optional>
+
+#include "commands.h"
+#include "common.h"
+#include "quire/io/atomic_file.h"
+#include "quire/kernel/engine.h"
+#include "quire/kernel/layout.h"
+#include "quire/precision/realization.h"
+
+namespace quire::cli {
+
+namespace {
+
+std::string micros(double seconds) { return fmt::format("{:.4g} µs", seconds * 1e6); }
+
+std::string operands(const kernel::Kernel& k) {
+  std::string out;
+  for (int b = 0; b < k.output(); ++b)
+    out += (out.empty() ? "" : " ") + runtime::shape_string(k.buffers[static_cast<size_t>(b)].shape);
+  return out;
+}
+
+std::string terms_row(const kernel::CostTerms& c) {
+  auto us = [](double s) { return fmt::format("{:>9.4f}", s * 1e6); };
+  return fmt::format("{} {} {} {} {} {} {} {}  {}", us(c.total), us(c.launch), us(c.spawn), us(c.work), us(c.loads),
+                     us(c.l2), us(c.l3), us(c.mem), c.bound_by);
+}
+
+nlohmann::ordered_json cost_json(const kernel::CostTerms& c) {
+  return {{"seconds", c.total}, {"launch", c.launch}, {"spawn", c.spawn}, {"work", c.work}, {"loads", c.loads},
+          {"l2", c.l2},         {"l3", c.l3},         {"mem", c.mem},     {"bound_by", c.bound_by}};
+}
+
+}  // namespace
+
+Handler setup_plan(CLI::App& sub) {
+  struct Options {
+    std::string file, entry, precision = "f64", profile, out;
+    std::vector<std::string> dims;
+    int64_t seed = 0;
+    std::optional<int> threads;
+    bool cost = false;
+  };
+  auto o = std::make_shared<Options>();
+  sub.add_option("file", o->file, "the program (.qr)")->required();
+  sub.add_option("--entry", o->entry, "the function whose call is planned")->required();
+  sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
+  sub.add_option("--precision", o->precision, "the run policy (f64, f32, bf16, f16)")
+      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_option("--seed", o->seed, "seed of the drawn arguments, as `quire run` draws them (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--profile", o->profile, "the machine profile (default: the one that ships, profiles/ci-2core-avx512.json)");
+  sub.add_option("--threads", o->threads, "threads a split may use (default: the profile's cores)")
+      ->check(CLI::Range(1, 256));
+  sub.add_flag("--cost", o->cost, "print every point's prediction in its terms");
+  sub.add_option("--out", o->out, "write the plan as JSON");
+  return [o]() {
+    auto prog = load_program(o->file);
+    if (!prog) return 1;
+    const auto dims = parse_dims(o->dims, *prog);
+    const int entry = find_entry(*prog, o->entry);
+    const machine::Profile profile = plan_profile(o->profile);
+    // The profile's cores by default, so that a plan depends on the profile alone.
+    const int threads = o->threads.value_or(profile.cores);
+    precision::RealizeOptions options;
+    options.policy = *precision::parse_policy(o->precision);
+    const precision::Realization r = precision::realize(*prog, entry, options, dims);
+    kernel::InterpretingRunner runner;
+    kernel::KernelEngine engine(*prog, entry, dims, false, runner);
+    engine.set_plan(profile, threads);
+    call_through(*prog, entry, dims, r, static_cast<uint64_t>(o->seed), engine);
+
+    const machine::LayoutModel& m = *profile.layout;
+    std::cout << fmt::format("plan of `{}` under the profile `{}` ({} cores, {} threads allowed): u = {:.3g}, p = {:.3g}\n\n",
+                             o->entry, profile.name, profile.cores, threads, m.error, m.p);
+    std::cout << fmt::format("{:<5} {:<34} {:<22} {:>9} {:>13} {:>18}  {}\n", "nest", "sites", "operands", "space",
+                             "predicted", "undecided", "layout");
+    int points = 0;
+    nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < engine.kernels().size(); ++k) {
+      const kernel::KernelRecord& rec = engine.kernels()[k];
+      const kernel::KernelPlan& plan = *rec.plan;
+      points += static_cast<int>(plan.ranked.size());
+      std::string sites;
+      for (const std::string& s : rec.sites) sites += (sites.empty() ? "" : ", ") + s;
+      std::cout << fmt::format("{:<5} {:<34} {:<22} {:>9} {:>13} {:>18}  {}\n", fmt::format("k{}", k), sites,
+                               operands(rec.kernel), fmt::format("{} points", plan.ranked.size()),
+                               micros(plan.ranked.front().cost.total), fmt::format("{} within 1 + u", plan.undecided),
+                               kernel::layout_text(plan.chosen()));
+      nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
+      for (const kernel::RankedLayout& rl : plan.ranked)
+        ranked.push_back({{"lanes", rl.layout.lanes}, {"split", rl.layout.split}, {"cost", cost_json(rl.cost)}});
+      kernels.push_back({{"nest", fmt::format("k{}", k)},
+                         {"title", rec.kernel.title},
+                         {"sites", rec.sites},
+                         {"launches", rec.launches},
+                         {"operands", operands(rec.kernel)},
+                         {"facts",
+                          {{"ops", plan.facts.ops},
+                           {"moved", plan.facts.moved},
+                           {"bytes", plan.facts.bytes},
+                           {"split_extent", plan.facts.split_extent},
+                           {"independent_extents", plan.facts.independent}}},
+                         {"layout", {{"lanes", plan.chosen().lanes}, {"split", plan.chosen().split}}},
+                         {"undecided", plan.undecided},
+                         {"ranked", ranked}});
+    }
+    std::cout << fmt::format("-- {} nests, {} points costed; u = {:.3g}\n", engine.kernels().size(), points, m.error);
+    if (o->cost) {
+      std::cout << "\nEach point's prediction in its terms, in µs: λ a launch, spawn starting a split launch, then work,\n"
+                   "loads, and the traffic from L2, L3 and memory, combined by the p-norm; `bound by` names the largest.\n";
+      for (size_t k = 0; k < engine.kernels().size(); ++k) {
+        const kernel::KernelRecord& rec = engine.kernels()[k];
+        std::cout << fmt::format("\nk{} {} {} — {} points\n", k, rec.kernel.title, operands(rec.kernel),
+                                 rec.plan->ranked.size());
+        std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "predicted", "λ", "spawn",
+                                 "work", "loads", "L2", "L3", "mem", "bound by");
+        for (size_t i = 0; i < rec.plan->ranked.size(); ++i)
+          std::cout << fmt::format("{:<5} {}\n      {}\n", i + 1, terms_row(rec.plan->ranked[i].cost),
+                                   kernel::layout_text(rec.plan->ranked[i].layout));
+      }
+    }
+    if (!o->out.empty()) {
+      nlohmann::ordered_json j;
+      j["format"] = "quire-plan";
+      j["version"] = 1;
+      j["entry"] = o->entry;
+      j["dims"] = dims;
+      j["precision"] = o->precision;
+      j["profile"] = profile.name;
+      j["threads"] = threads;
+      j["u"] = m.error;
+      j["nests"] = kernels;
+      io::write_file_atomically(o->out, j.dump(2) + "\n");
+    }
+    return 0;
+  };
+}
+
+}  // namespace quire::cli

@@ -1,0 +1,145 @@
+#include "quire/kernel/layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace quire::kernel {
+
+namespace {
+
+int64_t expr_moves(const Kernel& k, int i) {
+  const Expr& e = k.exprs.at(static_cast<size_t>(i));
+  int64_t n = e.kind == ExprKind::Load ? 1 : 0;
+  for (int o : {e.a, e.b, e.c})
+    if (o >= 0) n += expr_moves(k, o);
+  return n;
+}
+
+int64_t stmts_moves(const Kernel& k, const std::vector<Stmt>& body) {
+  int64_t total = 0;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Loop)
+      total += s.extent * stmts_moves(k, s.body);
+    else
+      total += expr_moves(k, s.expr) + (s.kind == StmtKind::Store ? 1 : 0);
+  }
+  return total;
+}
+
+// The chain of nested independent loops, outermost first.
+std::vector<Stmt*> independent_chain(Kernel& k) {
+  std::vector<Stmt*> chain;
+  std::vector<Stmt>* body = &k.body;
+  for (;;) {
+    Stmt* next = nullptr;
+    for (Stmt& s : *body)
+      if (s.kind == StmtKind::Loop && s.independent) {
+        next = &s;
+        break;
+      }
+    if (!next) return chain;
+    chain.push_back(next);
+    body = &next->body;
+  }
+}
+
+}  // namespace
+
+Stmt* lane_loop(Kernel& k, int lanes) {
+  std::vector<Stmt*> chain = independent_chain(k);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    if ((*it)->extent >= lanes) return *it;
+  return nullptr;
+}
+
+NestFacts nest_facts(const Kernel& k) {
+  NestFacts f;
+  f.ops = kernel_flops(k);
+  f.moved = stmts_moves(k, k.body);
+  for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
+  if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
+  for (const Stmt* s : independent_chain(const_cast<Kernel&>(k))) f.independent.push_back(s->extent);
+  return f;
+}
+
+std::string layout_text(const Layout& l) {
+  return fmt::format("lanes {}, split {}", l.lanes, l.split > 1 ? std::to_string(l.split) : "none");
+}
+
+CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p) {
+  if (!p.layout) throw std::invalid_argument("the profile has no layout model");
+  const machine::LayoutModel& m = *p.layout;
+  const double split = l.split;
+  const double lanes = l.lanes > 1 ? m.lane_speedup : 1.0;
+  CostTerms c;
+  c.launch = m.launch_seconds;
+  c.spawn = l.split > 1 ? m.spawn_seconds : 0.0;
+  c.work = static_cast<double>(f.ops) * m.op_seconds / lanes / split;
+  c.loads = static_cast<double>(f.moved) * m.load_seconds / lanes / split;
+  const double bytes = static_cast<double>(f.bytes);
+  if (f.bytes <= p.caches.l2)
+    c.l2 = bytes / (p.l2_bandwidth * split);  // private caches: each worker streams its own part
+  else if (f.bytes <= p.caches.l3)
+    c.l3 = bytes / p.l3_bandwidth;
+  else
+    c.mem = bytes / p.memory_bandwidth;
+  const double traffic = c.l2 + c.l3 + c.mem;
+  c.total = c.launch + c.spawn +
+            std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(traffic, m.p), 1.0 / m.p);
+  const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"work", c.work},
+                                                  {"loads", c.loads},   {"l2", c.l2},       {"l3", c.l3},
+                                                  {"mem", c.mem}};
+  double largest = -1;
+  for (const auto& [name, v] : terms)
+    if (v > largest) {
+      largest = v;
+      c.bound_by = name;
+    }
+  return c;
+}
+
+std::vector<Layout> layout_space(const NestFacts& f, const machine::Profile& p) {
+  std::vector<int> lanes = {1};
+  const int vector_lanes = p.vector_bytes / 8;
+  const bool fills = std::any_of(f.independent.begin(), f.independent.end(),
+                                 [&](int64_t extent) { return extent >= vector_lanes; });
+  if (vector_lanes > 1 && fills) lanes.push_back(vector_lanes);
+  std::vector<int> splits = {1};
+  for (int t = 2; t <= p.cores; ++t)
+    if (f.split_extent >= t) splits.push_back(t);
+  std::vector<Layout> space;
+  for (int l : lanes)
+    for (int s : splits) space.push_back(Layout{l, s});
+  return space;
+}
+
+KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads) {
+  if (!p.layout)
+    throw std::invalid_argument(fmt::format("the profile `{}` has no layout model (a version 1 file): run `quire "
+                                            "profile calibrate`",
+                                            p.name));
+  KernelPlan plan;
+  plan.facts = nest_facts(k);
+  for (const Layout& l : layout_space(plan.facts, p))
+    if (l.split <= std::max(1, threads)) plan.ranked.push_back(RankedLayout{l, predict(plan.facts, l, p)});
+  std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const RankedLayout& a, const RankedLayout& b) {
+    if (a.cost.total != b.cost.total) return a.cost.total < b.cost.total;
+    if (a.layout.lanes != b.layout.lanes) return a.layout.lanes < b.layout.lanes;
+    return a.layout.split < b.layout.split;
+  });
+  const double best = plan.ranked.front().cost.total;
+  for (const RankedLayout& r : plan.ranked)
+    if (r.cost.total <= best * (1 + p.layout->error)) ++plan.undecided;
+  return plan;
+}
+
+void apply_layout(Kernel& k, const Layout& l) {
+  if (l.lanes > 1)
+    if (Stmt* s = lane_loop(k, l.lanes)) s->lanes = l.lanes;
+  k.split = split_loop(k) ? l.split : 1;
+}
+
+}  // namespace quire::kernel

@@ -1,0 +1,89 @@
+#pragma once
+// The layout plan: for each kernel, the points of its layout space, each
+// point's predicted time under a machine profile's cost model, and the point
+// taken (docs/backends.md#the-layout-plan).
+//
+// A layout is how a nest runs, never what it computes: vector lanes on one of
+// its independent loops (each lane one iteration, so every element is
+// computed by the same operations in the same order) and a split of its
+// split loop (kernel_ir.h) over worker threads. So any point gives the
+// kernel interpreter's bits; the plan only chooses speed.
+//
+// The cost model, with the profile's fitted constants (machine/profile.h):
+//
+//   launch = λ                                   what any launch costs
+//   spawn  = spawn_seconds if split > 1          waking the workers
+//   work   = ops · op_seconds / lanes' / split   lanes' = lane_speedup if vectorized, else 1
+//   loads  = elements moved · load_seconds / lanes' / split
+//   traffic = bytes / bandwidth of the level the working set fits in:
+//             L2 (per core: divided by split), L3 or memory (shared: not divided)
+//   time = launch + spawn + ‖(work, loads, traffic)‖_p
+//
+// Requires: a profile with a layout model (version 2). Keeps: deterministic
+// plans: the same kernel and profile give the same layout.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quire/kernel/kernel_ir.h"
+#include "quire/machine/profile.h"
+
+namespace quire::kernel {
+
+/// What the cost model reads off a kernel.
+struct NestFacts {
+  int64_t ops = 0;          ///< floating-point operations (kernel_flops)
+  int64_t moved = 0;        ///< elements loaded and stored, counted per access
+  int64_t bytes = 0;        ///< distinct bytes read and written (its buffers, 8 a real element as held)
+  int64_t split_extent = 0;   ///< iterations of the split loop (0: none)
+  std::vector<int64_t> independent;  ///< extents of the nested independent loops, outermost first
+};
+NestFacts nest_facts(const Kernel& k);
+
+struct Layout {
+  int lanes = 1;  ///< vector lanes on the innermost independent loop (1: scalar)
+  int split = 1;  ///< threads dividing the split loop (1: none)
+  bool operator==(const Layout&) const = default;
+};
+/// "lanes 8, split 2" / "lanes 1, split none"
+std::string layout_text(const Layout& l);
+
+struct CostTerms {
+  double launch = 0, spawn = 0, work = 0, loads = 0, l2 = 0, l3 = 0, mem = 0;
+  double total = 0;
+  const char* bound_by = "";  ///< the largest term's name
+};
+CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p);
+
+/// Every point of a kernel's space: lanes 1 and the profile's vector lanes
+/// (vector_bytes / 8, the lanes of the f64 elements a kernel holds) where one
+/// of its nested independent loops is at least that long; split none and
+/// 2 … cores where it has a split loop at least that long.
+std::vector<Layout> layout_space(const NestFacts& f, const machine::Profile& p);
+
+struct RankedLayout {
+  Layout layout;
+  CostTerms cost;
+};
+struct KernelPlan {
+  NestFacts facts;
+  std::vector<RankedLayout> ranked;  ///< every point, fastest first (ties: fewer lanes, then less split)
+  int undecided = 0;                 ///< points within 1 + u of the best
+  const Layout& chosen() const { return ranked.front().layout; }
+};
+/// Plans `k` under `p`, at most `threads` threads. std::invalid_argument when
+/// the profile has no layout model.
+KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads);
+
+/// The kernel with its layout: lanes marked on its innermost independent
+/// loop, the split recorded (Kernel::split).
+void apply_layout(Kernel& k, const Layout& l);
+
+/// The loop `lanes` vector lanes apply to: the innermost of the kernel's
+/// nested independent loops that has at least `lanes` iterations (an inner
+/// loop too short to fill the lanes gives way to the one around it), or
+/// nullptr.
+Stmt* lane_loop(Kernel& k, int lanes);
+
+}  // namespace quire::kernel

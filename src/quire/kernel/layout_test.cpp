@@ -1,0 +1,156 @@
+// The layout plan: what it reads off a kernel, the space it offers, the cost
+// model's terms computed by hand, the ranking, and where a layout lands.
+
+#include "quire/kernel/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "quire/io/io_error.h"
+
+namespace quire::kernel {
+namespace {
+
+/// out[i, j] = in[i, j] * in[i, j] + 1 over [rows, cols]: both loops independent.
+Kernel square_plus_one(int64_t rows, int64_t cols) {
+  KernelBuilder b("mul+add");
+  const int in = b.buffer(ElemType::F32, {rows, cols});
+  const int out = b.buffer(ElemType::F32, {rows, cols});
+  Stmt outer;
+  outer.kind = StmtKind::Loop;
+  outer.var = b.new_loop_var();
+  outer.extent = rows;
+  outer.independent = true;
+  Stmt inner = outer;
+  inner.var = b.new_loop_var();
+  inner.extent = cols;
+  const Affine at{0, {{outer.var, cols}, {inner.var, 1}}};
+  const int x = b.load(in, at);
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = at;
+  store.expr = b.round(runtime::FloatType::F32,
+                       b.binary(runtime::BinaryOp::Add, b.binary(runtime::BinaryOp::Mul, x, x), b.constant(1.0)));
+  inner.body.push_back(store);
+  outer.body.push_back(inner);
+  b.kernel().body.push_back(outer);
+  return b.take();
+}
+
+machine::Profile model_profile() {
+  machine::Profile p;
+  p.name = "hand";
+  p.cores = 4;
+  p.memory_bandwidth = 1e10;
+  p.vector_bytes = 64;
+  p.caches.l2 = 1 << 20;
+  p.caches.l3 = 8 << 20;
+  p.l2_bandwidth = 1e11;
+  p.l3_bandwidth = 5e10;
+  machine::LayoutModel m;
+  m.launch_seconds = 1e-7;
+  m.spawn_seconds = 1e-5;
+  m.op_seconds = 1e-9;
+  m.load_seconds = 5e-10;
+  m.lane_speedup = 4;
+  m.p = 1;
+  m.error = 0.1;
+  p.layout = m;
+  return p;
+}
+
+TEST(Layout, FactsCountTheNest) {
+  const NestFacts f = nest_facts(square_plus_one(64, 3));
+  EXPECT_EQ(f.ops, 64 * 3 * 2);       // a product and a sum per element; the rounding is not counted
+  EXPECT_EQ(f.moved, 64 * 3 * 3);     // two loads and a store per element
+  EXPECT_EQ(f.bytes, 2 * 64 * 3 * 8);  // both buffers, held as 8-byte elements
+  EXPECT_EQ(f.split_extent, 64);
+  EXPECT_EQ(f.independent, (std::vector<int64_t>{64, 3}));
+}
+
+TEST(Layout, TheSpaceOffersLanesWhereALoopFillsThemAndSplitsUpToTheCores) {
+  const machine::Profile p = model_profile();
+  EXPECT_EQ(layout_space(nest_facts(square_plus_one(64, 3)), p).size(), 2u * 4u);  // lanes {1, 8} × split {1..4}
+  EXPECT_EQ(layout_space(nest_facts(square_plus_one(3, 5)), p).size(), 1u * 3u);   // no loop of 8; split ≤ 3
+  EXPECT_EQ(layout_space(nest_facts(square_plus_one(1, 1)), p).size(), 1u);
+}
+
+TEST(Layout, PredictionsFollowTheModelTermByTerm) {
+  const machine::Profile p = model_profile();
+  const NestFacts f = nest_facts(square_plus_one(64, 3));
+  const CostTerms scalar = predict(f, Layout{1, 1}, p);
+  EXPECT_DOUBLE_EQ(scalar.launch, 1e-7);
+  EXPECT_EQ(scalar.spawn, 0);
+  EXPECT_DOUBLE_EQ(scalar.work, 384 * 1e-9);
+  EXPECT_DOUBLE_EQ(scalar.loads, 576 * 5e-10);
+  EXPECT_DOUBLE_EQ(scalar.l2, 3072 / 1e11);  // fits in L2
+  EXPECT_EQ(scalar.l3 + scalar.mem, 0);
+  EXPECT_DOUBLE_EQ(scalar.total, 1e-7 + 384e-9 + 576 * 5e-10 + 3072 / 1e11);  // p = 1: a sum
+  EXPECT_STREQ(scalar.bound_by, "work");
+  const CostTerms wide = predict(f, Layout{8, 2}, p);
+  EXPECT_DOUBLE_EQ(wide.spawn, 1e-5);
+  EXPECT_DOUBLE_EQ(wide.work, 384 * 1e-9 / 4 / 2);
+  EXPECT_DOUBLE_EQ(wide.l2, 3072 / (1e11 * 2));
+  EXPECT_STREQ(wide.bound_by, "spawn");
+  // A working set beyond L3 streams from memory, which a split does not widen.
+  const CostTerms big = predict(nest_facts(square_plus_one(1024, 1024)), Layout{1, 2}, p);
+  EXPECT_DOUBLE_EQ(big.mem, 2.0 * 1024 * 1024 * 8 / 1e10);
+}
+
+TEST(Layout, ThePlanRanksEveryPointAndIsDeterministic) {
+  const machine::Profile p = model_profile();
+  const Kernel small = square_plus_one(64, 3);
+  const KernelPlan plan = plan_kernel(small, p, 4);
+  ASSERT_EQ(plan.ranked.size(), 8u);
+  for (size_t i = 1; i < plan.ranked.size(); ++i) EXPECT_LE(plan.ranked[i - 1].cost.total, plan.ranked[i].cost.total);
+  // Small: a split's spawn outweighs what it divides; lanes pay.
+  EXPECT_EQ(plan.chosen(), (Layout{8, 1}));
+  int within = 0;
+  for (const RankedLayout& r : plan.ranked) within += r.cost.total <= plan.ranked[0].cost.total * 1.1 ? 1 : 0;
+  EXPECT_EQ(plan.undecided, within);
+  // Large: the split pays for its spawn.
+  EXPECT_EQ(plan_kernel(square_plus_one(4096, 512), p, 4).chosen(), (Layout{8, 4}));
+  // At most the threads allowed.
+  EXPECT_EQ(plan_kernel(square_plus_one(4096, 512), p, 2).chosen(), (Layout{8, 2}));
+  const KernelPlan again = plan_kernel(small, p, 4);
+  for (size_t i = 0; i < plan.ranked.size(); ++i) EXPECT_EQ(again.ranked[i].layout, plan.ranked[i].layout);
+}
+
+TEST(Layout, AVersionOneProfileHasNoPlan) {
+  machine::Profile p = model_profile();
+  p.layout.reset();
+  EXPECT_THROW(plan_kernel(square_plus_one(4, 4), p, 1), std::invalid_argument);
+}
+
+TEST(Layout, LanesLandOnTheInnermostLoopThatFillsThem) {
+  Kernel wide = square_plus_one(4, 64);
+  apply_layout(wide, Layout{8, 2});
+  EXPECT_EQ(wide.body[0].lanes, 1);
+  EXPECT_EQ(wide.body[0].body[0].lanes, 8);
+  EXPECT_EQ(wide.split, 2);
+  // The inner loop is too short for 8 lanes: the outer one takes them.
+  Kernel narrow = square_plus_one(64, 4);
+  apply_layout(narrow, Layout{8, 1});
+  EXPECT_EQ(narrow.body[0].lanes, 8);
+  EXPECT_EQ(narrow.body[0].body[0].lanes, 1);
+  EXPECT_EQ(narrow.split, 1);
+  EXPECT_NE(print_kernel(narrow).find("for i0 in 0..64 independent lanes 8 {"), std::string::npos)
+      << print_kernel(narrow);
+}
+
+TEST(Layout, TheShippedProfileHasALayoutModel) {
+  const machine::Profile& p = machine::shipped_profile();
+  ASSERT_TRUE(p.layout.has_value());
+  EXPECT_EQ(p.name, "ci-2core-avx512");
+  EXPECT_EQ(p.cores, 2);
+  EXPECT_GT(p.layout->points, 0);
+  // What the file says is what is compiled in.
+  const machine::Profile file = machine::read_profile(std::string(QUIRE_SOURCE_DIR) + "/profiles/ci-2core-avx512.json");
+  EXPECT_EQ(file.layout->op_seconds, p.layout->op_seconds);
+  EXPECT_EQ(file.memory_bandwidth, p.memory_bandwidth);
+}
+
+}  // namespace
+}  // namespace quire::kernel

@@ -60,8 +60,8 @@ KernelEngine::HostFunction& KernelEngine::host_of(int function, const precision:
 }
 
 const interp::LaunchGroups& KernelEngine::groups(int function, bool fused, const precision::FunctionRealization* table) {
-  host_of(function, table);  // listed by print() even when it launches nothing itself
   auto key = std::make_pair(function, fused);
+  if (seen_.insert({function, table}).second) host_of(function, table);  // listed by print() even when it launches nothing
   if (auto it = groups_.find(key); it != groups_.end()) return it->second;
   const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
   const FunctionFusion& ff = fusion_of(function);
@@ -109,21 +109,28 @@ std::string KernelEngine::site_text(int function, const FusionGroup& g) const {
 std::optional<interp::Value> KernelEngine::launch(int function, int root, bool fused,
                                                   const std::vector<interp::Value>& env,
                                                   const precision::FunctionRealization* table) {
-  const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
-  const FusionGroup g = group_for(function, root, fused);
   // One lowering per launch and input geometry: the nest depends on nothing else.
-  std::string key = fmt::format("{}/{}/{}/{}", function, root, fused, static_cast<const void*>(table));
-  for (int v : g.inputs) {
+  const FunctionFusion& ff = fusion_of(function);
+  const int index = fused ? ff.group_of.at(static_cast<size_t>(root)) : -1;
+  const std::vector<int>* reads = index >= 0 ? &ff.groups[static_cast<size_t>(index)].inputs : nullptr;
+  const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
+  const core::Instr& in = fn.body.at(static_cast<size_t>(root - static_cast<int>(fn.args.size()) - 1));
+  if (!reads) reads = &in.args;
+  std::vector<int64_t> key = {function, root, fused ? 1 : 0, static_cast<int64_t>(reinterpret_cast<intptr_t>(table))};
+  for (int v : *reads) {
     const interp::Value& x = env.at(static_cast<size_t>(v));
-    if (x.kind == interp::Value::Kind::Tensor)
-      key += fmt::format("|{}:{}:{}", static_cast<int>(x.tensor.kind), static_cast<int>(x.type),
-                         runtime::shape_string(x.tensor.shape));
-    else
-      key += fmt::format("|v{}", static_cast<int>(x.kind));
+    key.push_back(static_cast<int64_t>(x.kind));
+    if (x.kind != interp::Value::Kind::Tensor) continue;
+    key.push_back(static_cast<int64_t>(x.tensor.kind));
+    key.push_back(static_cast<int64_t>(x.type));
+    key.push_back(static_cast<int64_t>(x.tensor.shape.size()));
+    key.insert(key.end(), x.tensor.shape.begin(), x.tensor.shape.end());
   }
   auto it = outcomes_.find(key);
   if (it == outcomes_.end()) {
+    const FusionGroup g = group_for(function, root, fused);
     Outcome o;
+    o.steps = static_cast<int64_t>(g.steps.size());
     std::variant<LoweredLaunch, std::string> lowered = lower_group(fn, g, table, half_intermediates_, env);
     if (auto* l = std::get_if<LoweredLaunch>(&lowered)) {
       // The nest before its layout names it: the plan is a function of the nest.
@@ -147,30 +154,35 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
       }
       o.kernel = at->second;
       o.inputs = std::move(l->inputs);
+      KernelRecord& rec = kernels_[static_cast<size_t>(o.kernel)];
+      std::string site = site_text(function, g);
+      if (std::find(rec.sites.begin(), rec.sites.end(), site) == rec.sites.end()) rec.sites.push_back(std::move(site));
     } else {
       o.why = std::get<std::string>(lowered);
+    }
+    HostFunction& host = host_of(function, table);
+    if (o.kernel < 0) {
+      host.runtime_at.emplace(root, o.why);
+    } else {
+      std::vector<int>& at = host.kernels_at[root];
+      if (std::find(at.begin(), at.end(), o.kernel) == at.end()) at.push_back(o.kernel);
     }
     it = outcomes_.emplace(std::move(key), std::move(o)).first;
   }
   const Outcome& o = it->second;
-  HostFunction& host = host_of(function, table);
   if (o.kernel < 0) {
-    host.runtime_at.emplace(root, o.why);
-    runtime_launches_ += static_cast<int64_t>(g.steps.size());
+    runtime_launches_ += o.steps;
     return std::nullopt;
   }
-  std::vector<int>& at = host.kernels_at[root];
-  if (std::find(at.begin(), at.end(), o.kernel) == at.end()) at.push_back(o.kernel);
-  KernelRecord& rec = kernels_.at(static_cast<size_t>(o.kernel));
+  KernelRecord& rec = kernels_[static_cast<size_t>(o.kernel)];
   std::vector<const runtime::Tensor*> inputs;
-  for (int v : o.inputs) inputs.push_back(&env.at(static_cast<size_t>(v)).tensor);
+  inputs.reserve(o.inputs.size());
+  for (int v : o.inputs) inputs.push_back(&env[static_cast<size_t>(v)].tensor);
   interp::Value out = interp::Value::of(active_->run(o.kernel, rec.kernel, inputs));
   const ElemType t = rec.kernel.buffers.back().type;
   if (is_float(t)) out.type = float_of(t);
   ++rec.launches;
   ++kernel_launches_;
-  std::string site = site_text(function, g);
-  if (std::find(rec.sites.begin(), rec.sites.end(), site) == rec.sites.end()) rec.sites.push_back(std::move(site));
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -104,6 +105,7 @@ class KernelEngine : public interp::Launcher {
     int kernel = -1;  ///< index into kernels_, or -1: no kernel
     std::vector<int> inputs;
     std::string why;  ///< when there is no kernel
+    int64_t steps = 0;  ///< instructions the launch computes
   };
   /// One realized function as the host ran it: per root, the kernels it launched or why none.
   struct HostFunction {
@@ -130,10 +132,13 @@ class KernelEngine : public interp::Launcher {
   std::string fell_back_;
   Fusion fusion_;
   std::map<std::pair<int, bool>, interp::LaunchGroups> groups_;
-  std::map<std::string, Outcome> outcomes_;  ///< by launch key: function, root, fused, table, input geometry
+  /// By launch key: function, root, fused, table, and each input's kind,
+  /// type and shape (numbers, so that finding a launch's kernel formats nothing).
+  std::map<std::vector<int64_t>, Outcome> outcomes_;
   std::map<std::string, int> kernel_by_text_;
   std::vector<KernelRecord> kernels_;
   std::map<std::pair<int, std::string>, HostFunction> hosts_;  ///< by (function, signature)
+  std::set<std::pair<int, const precision::FunctionRealization*>> seen_;  ///< evaluations host_of has listed
   int64_t runtime_launches_ = 0;
   int64_t kernel_launches_ = 0;
 };

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
+
 #include <iostream>
 #include <map>
 #include <new>
@@ -35,6 +37,12 @@ const quire::cli::Command kCommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A call allocates its values afresh; glibc serves blocks above 32 MiB by
+  // mmap and returns them on free, so every call of a large program would
+  // fault in and zero its tensors' pages again (most of a 64 MiB element-wise
+  // call's time). Kept on the heap, they are reused from one call to the next.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"quire: a typed tensor language, its compiler and runtime"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "quire 0.1.0");

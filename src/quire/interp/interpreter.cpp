@@ -243,6 +243,8 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
                                                runtime::float_type_name(site->storage)));
           env[in.id] = std::move(*v);
           finish(in, /*rounded=*/true);
+          // The kernel evaluated every step of the group: the count is the backend's work, not its storage.
+          stats_.evaluated += static_cast<int64_t>(groups->steps[in.id].size()) - 1;
           continue;
         }
         // No kernel: the members one at a time (those a reused forward holds already are there).
@@ -262,7 +264,8 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
                                   lc.column, core::site_name(fn, at->id), e.what()));
     }
   }
-  Value result = env[fn.result_value];
+  // The frame ends here: its result moves out unless the frame is kept.
+  Value result = keep ? env[fn.result_value] : std::move(env[fn.result_value]);
   if (keep) {
     auto saved = std::make_shared<Saved>();
     for (const core::Instr& in : fn.body) saved->bytes += value_bytes(env[in.id]);

@@ -85,18 +85,11 @@ TEST(KernelBackend, OneCallOfTheTutorialLossLaunchesWhatFusionCounts) {
 }
 
 TEST(KernelBackend, TheTrainingStepHasTheReferenceBitsUnderBothRematModes) {
-  auto e = elab::testing::elaborate_tutorial();
-  ASSERT_TRUE(e->ok());
-  elab::Program& prog = *e->prog;
-  const std::map<std::string, int64_t> dims = {{"B", 4}};
-  const int loss = prog.find_function("loss");
-  const int step = grad::vjp(prog, loss, grad::differentiable_args(prog.functions[static_cast<size_t>(loss)]));
-  std::vector<Value> args = drawn_arguments(prog, loss, dims);
-  args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  const testing::TutorialStep t;
   for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store})
     for (const precision::RealizeOptions& o : every_policy()) {
       SCOPED_TRACE(label(o) + " --remat " + interp::remat_name(remat));
-      const Runs r = run_both(prog, step, args, dims, o, remat);
+      const Runs r = run_both(t.prog(), t.step, t.step_args, t.dims, o, remat);
       expect_same(r.kernels, r.reference, "step");
       EXPECT_GT(r.kernel_launches, 0);
     }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 
 namespace quire::kernel {
 
@@ -201,29 +203,13 @@ std::string buffer_text(const Kernel& k, int b) {
   return fmt::format("%{} : {}{}", b, elem_type_name(buf.type), runtime::shape_string(buf.shape));
 }
 
-int64_t expr_flops(const Kernel& k, int i) {
-  const Expr& e = k.exprs.at(static_cast<size_t>(i));
-  int64_t own = 0;
+int64_t expr_flops(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Unary:
-    case ExprKind::Binary: own = 1; break;
-    case ExprKind::Fma: own = 2; break;
-    default: break;
+    case ExprKind::Binary: return 1;
+    case ExprKind::Fma: return 2;
+    default: return 0;
   }
-  for (int o : {e.a, e.b, e.c})
-    if (o >= 0) own += expr_flops(k, o);
-  return own;
-}
-
-int64_t stmts_flops(const Kernel& k, const std::vector<Stmt>& body) {
-  int64_t total = 0;
-  for (const Stmt& s : body) {
-    if (s.kind == StmtKind::Loop)
-      total += s.extent * stmts_flops(k, s.body);
-    else
-      total += expr_flops(k, s.expr);
-  }
-  return total;
 }
 
 }  // namespace
@@ -237,7 +223,25 @@ std::string print_kernel(const Kernel& k) {
   return out;
 }
 
-int64_t kernel_flops(const Kernel& k) { return stmts_flops(k, k.body); }
+int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node) {
+  const Expr& x = k.exprs.at(static_cast<size_t>(e));
+  int64_t n = per_node(x);
+  for (int o : {x.a, x.b, x.c})
+    if (o >= 0) n += count_in_expr(k, o, per_node);
+  return n;
+}
+
+int64_t count_executed(const Kernel& k, const std::vector<Stmt>& body,
+                       const std::function<int64_t(const Stmt&)>& per_statement) {
+  int64_t total = 0;
+  for (const Stmt& s : body)
+    total += s.kind == StmtKind::Loop ? s.extent * count_executed(k, s.body, per_statement) : per_statement(s);
+  return total;
+}
+
+int64_t kernel_flops(const Kernel& k) {
+  return count_executed(k, k.body, [&](const Stmt& s) { return count_in_expr(k, s.expr, expr_flops); });
+}
 
 const Stmt* split_loop(const Kernel& k) {
   if (k.body.size() != 1 || k.body[0].kind != StmtKind::Loop || !k.body[0].independent) return nullptr;

@@ -23,6 +23,7 @@
 // reductions run in the loop order the kernel states.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,6 +142,13 @@ const Stmt* split_loop(const Kernel& k);
 /// `kernel <title> (%0 : f32[4, 4], …) -> %2 : f32[4, 4] { … }`. Two kernels
 /// with the same text are the same nest.
 std::string print_kernel(const Kernel& k);
+
+/// Σ of `per_node` over the expression tree rooted at `e`.
+int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node);
+/// Σ of `per_statement` over every assignment and store one run of `body`
+/// executes (a loop's body counted once per iteration).
+int64_t count_executed(const Kernel& k, const std::vector<Stmt>& body,
+                       const std::function<int64_t(const Stmt&)>& per_statement);
 
 /// The number of floating-point operations one run of the kernel performs
 /// (loads, stores, rounding and selects excluded), for the plan and reports.

@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "quire/elab/elab_testing.h"
+#include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interp_testing.h"
 #include "quire/interp/interpreter.h"
@@ -172,5 +175,25 @@ inline std::vector<std::pair<std::string, std::vector<runtime::Tensor>>> operati
       {"region", {x, w}},    {"ints", {i, y}},      {"int_arith", {i}},
   };
 }
+
+/// The tutorial's `loss` at B = 4 and its training step (the vjp of loss),
+/// with the arguments `quire run` draws for each.
+struct TutorialStep {
+  std::unique_ptr<elab::testing::Elaborated> e = elab::testing::elaborate_tutorial();
+  std::map<std::string, int64_t> dims = {{"B", 4}};
+  int loss = -1, step = -1;
+  std::vector<Value> loss_args, step_args;
+
+  TutorialStep() {
+    EXPECT_TRUE(e->ok()) << e->rendered();
+    elab::Program& prog = *e->prog;
+    loss = prog.find_function("loss");
+    step = grad::vjp(prog, loss, grad::differentiable_args(prog.functions[static_cast<size_t>(loss)]));
+    loss_args = drawn_arguments(prog, loss, dims);
+    step_args = loss_args;
+    step_args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  }
+  const elab::Program& prog() const { return *e->prog; }
+};
 
 }  // namespace quire::kernel::testing

@@ -10,25 +10,6 @@ namespace quire::kernel {
 
 namespace {
 
-int64_t expr_moves(const Kernel& k, int i) {
-  const Expr& e = k.exprs.at(static_cast<size_t>(i));
-  int64_t n = e.kind == ExprKind::Load ? 1 : 0;
-  for (int o : {e.a, e.b, e.c})
-    if (o >= 0) n += expr_moves(k, o);
-  return n;
-}
-
-int64_t stmts_moves(const Kernel& k, const std::vector<Stmt>& body) {
-  int64_t total = 0;
-  for (const Stmt& s : body) {
-    if (s.kind == StmtKind::Loop)
-      total += s.extent * stmts_moves(k, s.body);
-    else
-      total += expr_moves(k, s.expr) + (s.kind == StmtKind::Store ? 1 : 0);
-  }
-  return total;
-}
-
 // The chain of nested independent loops, outermost first.
 std::vector<Stmt*> independent_chain(Kernel& k) {
   std::vector<Stmt*> chain;
@@ -58,7 +39,11 @@ Stmt* lane_loop(Kernel& k, int lanes) {
 NestFacts nest_facts(const Kernel& k) {
   NestFacts f;
   f.ops = kernel_flops(k);
-  f.moved = stmts_moves(k, k.body);
+  // Every load an expression makes, and every store.
+  f.moved = count_executed(k, k.body, [&](const Stmt& s) {
+    return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return e.kind == ExprKind::Load ? 1 : 0; }) +
+           (s.kind == StmtKind::Store ? 1 : 0);
+  });
   for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
   if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
   for (const Stmt* s : independent_chain(const_cast<Kernel&>(k))) f.independent.push_back(s->extent);

@@ -26,15 +26,7 @@ using kernel::testing::label;
 class NativeBackend : public testing::FreshCacheTest {};
 
 TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEveryPolicy) {
-  auto e = elab::testing::elaborate_tutorial();
-  ASSERT_TRUE(e->ok());
-  elab::Program& prog = *e->prog;
-  const std::map<std::string, int64_t> dims = {{"B", 4}};
-  const int loss = prog.find_function("loss");
-  const int step = grad::vjp(prog, loss, grad::differentiable_args(prog.functions[static_cast<size_t>(loss)]));
-  std::vector<Value> args = kernel::testing::drawn_arguments(prog, loss, dims);
-  std::vector<Value> step_args = args;
-  step_args.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+  const kernel::testing::TutorialStep t;
   // Planned under the shipped profile and under one that takes every
   // kernel's widest layout: vector lanes and a split over 2 threads.
   const machine::Profile shipped = machine::shipped_profile();
@@ -44,12 +36,12 @@ TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEver
   for (const machine::Profile* plan : {&shipped, &eager})
     for (const precision::RealizeOptions& o : every_policy()) {
       SCOPED_TRACE(label(o) + " planned under " + (plan == &eager ? "the eager profile" : "the shipped profile"));
-      kernel::testing::Runs r = kernel::testing::run_both(prog, loss, args, dims, o, runner,
+      kernel::testing::Runs r = kernel::testing::run_both(t.prog(), t.loss, t.loss_args, t.dims, o, runner,
                                                           interp::Remat::Recompute, plan, 2);
       expect_same(r.kernels, r.reference, "loss");
       EXPECT_GT(r.kernel_launches, 0);
       for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
-        r = kernel::testing::run_both(prog, step, step_args, dims, o, runner, remat, plan, 2);
+        r = kernel::testing::run_both(t.prog(), t.step, t.step_args, t.dims, o, runner, remat, plan, 2);
         expect_same(r.kernels, r.reference, std::string("step, remat ") + interp::remat_name(remat));
       }
     }

@@ -36,7 +36,6 @@ KernelEngine::KernelEngine(const elab::Program& prog, int entry, const std::map<
     : prog_(prog),
       dims_(dims),
       half_intermediates_(half_intermediates),
-      runner_(runner),
       active_(&runner),
       warn_(std::move(warn)),
       fusion_(fuse(prog, entry, dims)) {}

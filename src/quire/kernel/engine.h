@@ -123,11 +123,10 @@ class KernelEngine : public interp::Launcher {
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;
   bool half_intermediates_;
-  KernelRunner& runner_;
   const machine::Profile* profile_ = nullptr;
   int threads_ = 1;
   InterpretingRunner fallback_;
-  KernelRunner* active_;  ///< runner_, or fallback_ once runner_ failed
+  KernelRunner* active_;  ///< the runner given, or fallback_ once that failed
   std::function<void(const std::string&)> warn_;
   std::string fell_back_;
   Fusion fusion_;

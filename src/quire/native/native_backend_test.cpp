@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
@@ -46,6 +49,39 @@ TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEver
       }
     }
   EXPECT_GT(runner.compilations(), 0);
+}
+
+TEST_F(NativeBackend, EveryGoldenProgramsEntryHasTheReferenceBitsUnderEveryPolicy) {
+  // The entries the golden cases run: 04_loss's loss at B = 3, 05_dropout's
+  // noisy_sum at B = 2 (draws and a comparison: kernels beside reference
+  // launches), 07_train's loss at B = 4.
+  const std::filesystem::path dir = std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial";
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".qr") {
+      std::ifstream in(entry.path(), std::ios::binary);
+      files[entry.path().filename().string()] =
+          std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  const machine::Profile eager = kernel::testing::eager_profile();
+  NativeRunner runner;
+  runner.set_threads(2);
+  for (auto [file, entry, b] : {std::tuple{"04_loss.qr", "loss", 3}, {"05_dropout.qr", "noisy_sum", 2},
+                                {"07_train.qr", "loss", 4}}) {
+    auto e = elab::testing::elaborate_files(files, file);
+    ASSERT_TRUE(e->ok()) << file << e->rendered();
+    const std::map<std::string, int64_t> dims = {{"B", b}};
+    const int fn = e->prog->find_function(entry);
+    ASSERT_GE(fn, 0) << file;
+    const std::vector<Value> args = kernel::testing::drawn_arguments(*e->prog, fn, dims);
+    for (const precision::RealizeOptions& o : every_policy()) {
+      SCOPED_TRACE(std::string(file) + " under " + label(o));
+      const kernel::testing::Runs r =
+          kernel::testing::run_both(*e->prog, fn, args, dims, o, runner, interp::Remat::Recompute, &eager, 2);
+      expect_same(r.kernels, r.reference, entry);
+      EXPECT_GT(r.kernel_launches, 0);
+    }
+  }
 }
 
 TEST_F(NativeBackend, EveryLoweredOperationHasTheReferenceBitsOnSpecialValues) {

@@ -35,13 +35,14 @@ std::string operands(const kernel::Kernel& k) {
 
 std::string terms_row(const kernel::CostTerms& c) {
   auto us = [](double s) { return fmt::format("{:>9.4f}", s * 1e6); };
-  return fmt::format("{} {} {} {} {} {} {} {}  {}", us(c.total), us(c.launch), us(c.spawn), us(c.work), us(c.loads),
-                     us(c.l2), us(c.l3), us(c.mem), c.bound_by);
+  return fmt::format("{} {} {} {} {} {} {} {} {} {}  {}", us(c.total), us(c.launch), us(c.spawn), us(c.fresh),
+                     us(c.work), us(c.loads), us(c.calls), us(c.l2), us(c.l3), us(c.mem), c.bound_by);
 }
 
 nlohmann::ordered_json cost_json(const kernel::CostTerms& c) {
-  return {{"seconds", c.total}, {"launch", c.launch}, {"spawn", c.spawn}, {"work", c.work}, {"loads", c.loads},
-          {"l2", c.l2},         {"l3", c.l3},         {"mem", c.mem},     {"bound_by", c.bound_by}};
+  return {{"seconds", c.total}, {"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh},
+          {"work", c.work},     {"loads", c.loads},   {"calls", c.calls}, {"l2", c.l2},
+          {"l3", c.l3},         {"mem", c.mem},       {"bound_by", c.bound_by}};
 }
 
 }  // namespace
@@ -112,6 +113,8 @@ Handler setup_plan(CLI::App& sub) {
                           {{"ops", plan.facts.ops},
                            {"moved", plan.facts.moved},
                            {"bytes", plan.facts.bytes},
+                           {"calls", plan.facts.calls},
+                           {"fresh", plan.facts.fresh},
                            {"split_extent", plan.facts.split_extent},
                            {"independent_extents", plan.facts.independent}}},
                          {"layout", {{"lanes", plan.chosen().lanes}, {"split", plan.chosen().split}}},
@@ -120,14 +123,15 @@ Handler setup_plan(CLI::App& sub) {
     }
     std::cout << fmt::format("-- {} nests, {} points costed; u = {:.3g}\n", engine.kernels().size(), points, m.error);
     if (o->cost) {
-      std::cout << "\nEach point's prediction in its terms, in µs: λ a launch, spawn starting a split launch, then work,\n"
-                   "loads, and the traffic from L2, L3 and memory, combined by the p-norm; `bound by` names the largest.\n";
+      std::cout << "\nEach point's prediction in its terms, in µs: λ a launch, spawn starting a split launch, fresh its\n"
+                   "output's allocation, then work, loads, library calls and the traffic from L2, L3 and memory,\n"
+                   "combined by the p-norm; `bound by` names the largest.\n";
       for (size_t k = 0; k < engine.kernels().size(); ++k) {
         const kernel::KernelRecord& rec = engine.kernels()[k];
         std::cout << fmt::format("\nk{} {} {} — {} points\n", k, rec.kernel.title, operands(rec.kernel),
                                  rec.plan->ranked.size());
-        std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "predicted", "λ", "spawn",
-                                 "work", "loads", "L2", "L3", "mem", "bound by");
+        std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "predicted",
+                                 "λ", "spawn", "fresh", "work", "loads", "calls", "L2", "L3", "mem", "bound by");
         for (size_t i = 0; i < rec.plan->ranked.size(); ++i)
           std::cout << fmt::format("{:<5} {}\n      {}\n", i + 1, terms_row(rec.plan->ranked[i].cost),
                                    kernel::layout_text(rec.plan->ranked[i].layout));

@@ -10,6 +10,24 @@ namespace quire::kernel {
 
 namespace {
 
+// Whether the expression calls the C library's math: one scalar call per
+// evaluation, which the vectorizer does not widen without fast-math.
+bool library_call(const Expr& e) {
+  if (e.kind == ExprKind::Binary) return e.binary == runtime::BinaryOp::Pow;
+  if (e.kind != ExprKind::Unary) return false;
+  switch (e.unary) {
+    case runtime::UnaryOp::Exp:
+    case runtime::UnaryOp::Log:
+    case runtime::UnaryOp::Tanh:
+    case runtime::UnaryOp::Erf:
+    case runtime::UnaryOp::Sigmoid:
+    case runtime::UnaryOp::Gelu:
+    case runtime::UnaryOp::GeluTanh:
+    case runtime::UnaryOp::Silu: return true;
+    default: return false;
+  }
+}
+
 // The chain of nested independent loops, outermost first.
 std::vector<Stmt*> independent_chain(Kernel& k) {
   std::vector<Stmt*> chain;
@@ -45,6 +63,10 @@ NestFacts nest_facts(const Kernel& k) {
            (s.kind == StmtKind::Store ? 1 : 0);
   });
   for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
+  f.fresh = runtime::element_count(k.buffers.back().shape) * 8;
+  f.calls = count_executed(k, k.body, [&](const Stmt& s) {
+    return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return library_call(e) ? 1 : 0; });
+  });
   if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
   for (const Stmt* s : independent_chain(const_cast<Kernel&>(k))) f.independent.push_back(s->extent);
   return f;
@@ -64,6 +86,8 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   c.spawn = l.split > 1 ? m.spawn_seconds : 0.0;
   c.work = static_cast<double>(f.ops) * m.op_seconds / lanes / split;
   c.loads = static_cast<double>(f.moved) * m.load_seconds / lanes / split;
+  c.calls = static_cast<double>(f.calls) * m.call_seconds / split;
+  c.fresh = static_cast<double>(f.fresh) * m.fresh_seconds;
   const double bytes = static_cast<double>(f.bytes);
   if (f.bytes <= p.caches.l2)
     c.l2 = bytes / (p.l2_bandwidth * split);  // private caches: each worker streams its own part
@@ -72,11 +96,12 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   else
     c.mem = bytes / p.memory_bandwidth;
   const double traffic = c.l2 + c.l3 + c.mem;
-  c.total = c.launch + c.spawn +
-            std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(traffic, m.p), 1.0 / m.p);
-  const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"work", c.work},
-                                                  {"loads", c.loads},   {"l2", c.l2},       {"l3", c.l3},
-                                                  {"mem", c.mem}};
+  c.total = c.launch + c.spawn + c.fresh +
+            std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
+                     1.0 / m.p);
+  const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh},
+                                                  {"work", c.work},     {"loads", c.loads}, {"calls", c.calls},
+                                                  {"l2", c.l2},         {"l3", c.l3},       {"mem", c.mem}};
   double largest = -1;
   for (const auto& [name, v] : terms)
     if (v > largest) {

@@ -13,11 +13,13 @@
 //
 //   launch = λ                                   what any launch costs
 //   spawn  = spawn_seconds if split > 1          waking the workers
+//   fresh  = output bytes · fresh_seconds        the output's allocation, before the launch
 //   work   = ops · op_seconds / lanes' / split   lanes' = lane_speedup if vectorized, else 1
 //   loads  = elements moved · load_seconds / lanes' / split
+//   calls  = library calls · call_seconds / split  (exp, log, tanh, erf, pow: scalar calls, never vectorized)
 //   traffic = bytes / bandwidth of the level the working set fits in:
 //             L2 (per core: divided by split), L3 or memory (shared: not divided)
-//   time = launch + spawn + ‖(work, loads, traffic)‖_p
+//   time = launch + spawn + fresh + ‖(work, loads, calls, traffic)‖_p
 //
 // Requires: a profile with a layout model (version 2). Keeps: deterministic
 // plans: the same kernel and profile give the same layout.
@@ -36,6 +38,8 @@ struct NestFacts {
   int64_t ops = 0;          ///< floating-point operations (kernel_flops)
   int64_t moved = 0;        ///< elements loaded and stored, counted per access
   int64_t bytes = 0;        ///< distinct bytes read and written (its buffers, 8 a real element as held)
+  int64_t calls = 0;        ///< evaluations of a library function (exp, log, tanh, erf, pow and those built on them)
+  int64_t fresh = 0;        ///< bytes of the output, allocated for each launch
   int64_t split_extent = 0;   ///< iterations of the split loop (0: none)
   std::vector<int64_t> independent;  ///< extents of the nested independent loops, outermost first
 };
@@ -50,7 +54,7 @@ struct Layout {
 std::string layout_text(const Layout& l);
 
 struct CostTerms {
-  double launch = 0, spawn = 0, work = 0, loads = 0, l2 = 0, l3 = 0, mem = 0;
+  double launch = 0, spawn = 0, fresh = 0, work = 0, loads = 0, calls = 0, l2 = 0, l3 = 0, mem = 0;
   double total = 0;
   const char* bound_by = "";  ///< the largest term's name
 };

@@ -68,6 +68,37 @@ TEST(Layout, FactsCountTheNest) {
   EXPECT_EQ(f.bytes, 2 * 64 * 3 * 8);  // both buffers, held as 8-byte elements
   EXPECT_EQ(f.split_extent, 64);
   EXPECT_EQ(f.independent, (std::vector<int64_t>{64, 3}));
+  EXPECT_EQ(f.calls, 0);
+  EXPECT_EQ(f.fresh, 64 * 3 * 8);
+}
+
+TEST(Layout, LibraryCallsAndTheFreshOutputHaveTermsOfTheirOwn) {
+  KernelBuilder b("exp");
+  const int in = b.buffer(ElemType::F64, {100});
+  const int out = b.buffer(ElemType::F64, {100});
+  Stmt loop;
+  loop.kind = StmtKind::Loop;
+  loop.var = b.new_loop_var();
+  loop.extent = 100;
+  loop.independent = true;
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = Affine{0, {{loop.var, 1}}};
+  store.expr = b.unary(runtime::UnaryOp::Exp, b.load(in, store.index));
+  loop.body.push_back(store);
+  b.kernel().body.push_back(loop);
+  const NestFacts f = nest_facts(b.take());
+  EXPECT_EQ(f.calls, 100);
+  machine::Profile p = model_profile();
+  p.layout->call_seconds = 2e-8;
+  p.layout->fresh_seconds = 1e-10;
+  const CostTerms scalar = predict(f, Layout{1, 1}, p), wide = predict(f, Layout{8, 2}, p);
+  EXPECT_DOUBLE_EQ(scalar.calls, 100 * 2e-8);
+  EXPECT_DOUBLE_EQ(wide.calls, 100 * 2e-8 / 2);  // a split divides the calls; lanes do not
+  EXPECT_DOUBLE_EQ(scalar.fresh, 800 * 1e-10);
+  EXPECT_DOUBLE_EQ(wide.fresh, 800 * 1e-10);  // allocated before the launch, on one thread
+  EXPECT_STREQ(scalar.bound_by, "calls");
 }
 
 TEST(Layout, TheSpaceOffersLanesWhereALoopFillsThemAndSplitsUpToTheCores) {

@@ -520,12 +520,14 @@ void set_model(LayoutModel& m, const std::vector<double>& x) {
   m.load_seconds = std::exp(x[2]);
   m.lane_speedup = std::exp(x[3]);
   m.p = kPLow + (kPHigh - kPLow) / (1 + std::exp(-x[4]));
+  m.call_seconds = std::exp(x[5]);
+  m.fresh_seconds = std::exp(x[6]);
 }
 
 std::vector<double> model_coordinates(const LayoutModel& m) {
   const double t = std::clamp((m.p - kPLow) / (kPHigh - kPLow), 1e-9, 1 - 1e-9);
   return {std::log(m.launch_seconds), std::log(m.op_seconds), std::log(m.load_seconds), std::log(m.lane_speedup),
-          std::log(t / (1 - t))};
+          std::log(t / (1 - t)),         std::log(m.call_seconds), std::log(m.fresh_seconds)};
 }
 
 std::string bytes_text(int64_t bytes) {
@@ -680,6 +682,10 @@ LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, cons
       start.load_seconds = start.op_seconds;
       start.lane_speedup = start_lane;
       start.p = start_p;
+      // A library call as some dozens of operations; a fresh byte at the
+      // speed of writing memory once.
+      start.call_seconds = 20 * start.op_seconds;
+      start.fresh_seconds = 1 / measured.memory_bandwidth;
       const std::vector<double> x = nelder_mead(loss, model_coordinates(start), 1.0);
       const double l = loss(x);
       if (l < best_loss) {
@@ -763,8 +769,11 @@ std::string print_calibration(const Calibration& c) {
                      p.peak_flops.at(runtime::FloatType::F64) / 1e9, p.peak_flops.at(runtime::FloatType::F32) / 1e9,
                      p.cores);
   out += fmt::format("spawn: {:.2f} µs\n", m.spawn_seconds * 1e6);
-  out += fmt::format("model: launch {:.3g} µs, op {:.3g} ns, load {:.3g} ns, lane speedup {:.2f}, p {:.2f}\n",
-                     m.launch_seconds * 1e6, m.op_seconds * 1e9, m.load_seconds * 1e9, m.lane_speedup, m.p);
+  out += fmt::format(
+      "model: launch {:.3g} µs, op {:.3g} ns, load {:.3g} ns, library call {:.3g} ns, fresh output {:.3g} ns/KiB, "
+      "lane speedup {:.2f}, p {:.2f}\n",
+      m.launch_seconds * 1e6, m.op_seconds * 1e9, m.load_seconds * 1e9, m.call_seconds * 1e9,
+      m.fresh_seconds * 1024 * 1e9, m.lane_speedup, m.p);
   out += fmt::format("fit: {} points, u = {:.3f} (mean |predicted/measured − 1|), ρ = {:.3f} (Spearman)\n", m.points,
                      m.error, m.rank_correlation);
   // A dozen samples spread evenly over the measured range.

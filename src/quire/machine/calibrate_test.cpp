@@ -37,6 +37,8 @@ Profile known_machine() {
   m.spawn_seconds = 5e-6;
   m.op_seconds = 1.2e-9;
   m.load_seconds = 4e-10;
+  m.call_seconds = 1.5e-8;
+  m.fresh_seconds = 1.0 / 2e10;
   m.lane_speedup = 3.5;
   m.p = 1.6;
   p.layout = m;
@@ -61,6 +63,8 @@ TEST(CalibrateFit, RecoversKnownConstantsFromTheirOwnPredictions) {
   EXPECT_NEAR(fitted.launch_seconds / want.launch_seconds, 1, 1e-3);
   EXPECT_NEAR(fitted.op_seconds / want.op_seconds, 1, 1e-3);
   EXPECT_NEAR(fitted.load_seconds / want.load_seconds, 1, 1e-3);
+  EXPECT_NEAR(fitted.call_seconds / want.call_seconds, 1, 1e-3);
+  EXPECT_NEAR(fitted.fresh_seconds / want.fresh_seconds, 1, 1e-3);
   EXPECT_NEAR(fitted.lane_speedup / want.lane_speedup, 1, 1e-3);
   EXPECT_NEAR(fitted.p / want.p, 1, 1e-3);
   EXPECT_EQ(fitted.spawn_seconds, want.spawn_seconds);

@@ -69,6 +69,8 @@ Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
   model.spawn_seconds = number(m, "spawn_seconds", "layout_model.spawn_seconds", true);
   model.op_seconds = positive(m, "op_seconds", "layout_model.op_seconds");
   model.load_seconds = number(m, "load_seconds", "layout_model.load_seconds", true);
+  model.call_seconds = number(m, "call_seconds", "layout_model.call_seconds", true);
+  model.fresh_seconds = number(m, "fresh_seconds", "layout_model.fresh_seconds", true);
   model.lane_speedup = positive(m, "lane_speedup", "layout_model.lane_speedup");
   model.p = positive(m, "p", "layout_model.p");
   model.error = number(m, "error", "layout_model.error", true);
@@ -105,6 +107,8 @@ nlohmann::ordered_json profile_json(const Profile& p) {
   lm["spawn_seconds"] = m.spawn_seconds;
   lm["op_seconds"] = m.op_seconds;
   lm["load_seconds"] = m.load_seconds;
+  lm["call_seconds"] = m.call_seconds;
+  lm["fresh_seconds"] = m.fresh_seconds;
   lm["lane_speedup"] = m.lane_speedup;
   lm["p"] = m.p;
   lm["error"] = m.error;

@@ -12,7 +12,7 @@
 //    "vector_bytes": 64, "caches": {"l1": …, "l2": …, "l3": …, "l3_shared_by": 2, "line": 64},
 //    "bandwidth": {"l2": …, "l3": …},                 ← bytes a second on one core
 //    "layout_model": {"launch_seconds": …, "spawn_seconds": …, "op_seconds": …, "load_seconds": …,
-//                     "lane_speedup": …, "p": …, "error": …, "rank_correlation": …, "points": …},
+//                     "call_seconds": …, "fresh_seconds": …, "lane_speedup": …, "p": …, "error": …, "rank_correlation": …, "points": …},
 //    "source": "how these numbers were obtained"}
 //
 // Version 1 files (the first four keys) are still read; they carry no layout
@@ -42,6 +42,8 @@ struct LayoutModel {
   double spawn_seconds = 0;   ///< starting a launch split over workers (measured)
   double op_seconds = 0;      ///< one floating-point operation on one lane
   double load_seconds = 0;    ///< one element loaded or stored on one lane
+  double call_seconds = 0;    ///< one call of a library function (exp, log, …), never vectorized
+  double fresh_seconds = 0;   ///< one byte of a launch's output, allocated and zeroed before it runs
   double lane_speedup = 1;    ///< what a vectorized loop gains over a scalar one
   double p = 1;               ///< the terms combine by a p-norm
   double error = 0;           ///< u: the mean relative error on the calibration

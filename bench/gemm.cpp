@@ -108,10 +108,7 @@ double max_relative_difference(const std::vector<float>& x, const std::vector<fl
 // (or virtual CPUs) that went idle during the sleep.
 void pause_for_openblas_spinners(int threads) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::vector<std::thread> pool;
-  std::vector<float> sink(threads);
-  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = quire::bench::fma_chains(15'000'000); });
-  for (std::thread& th : pool) th.join();
+  quire::bench::fma_peak_gflops(threads, 0.04);
 }
 
 }  // namespace
@@ -181,7 +178,7 @@ int main(int argc, char** argv) {
               also_vdpbf16ps ? " VDPBF16PS GFLOP/s | VDPBF16PS / sgemm |" : "", also_vdpbf16ps ? ", VDPBF16PS" : "",
               also_vdpbf16ps ? "---|---|" : "");
   for (int threads : thread_counts) {
-    const double peak = quire::bench::fma_peak_gflops(threads, 3, 50'000'000);
+    const double peak = quire::bench::fma_peak_gflops(threads, 0.1);
     openblas_set_num_threads(threads);
     for (const Shape& s : shapes) {
       Operands ops = make_operands(s);

@@ -4,7 +4,9 @@
 //     thread, from registers (2 FLOP per lane and FMA);
 //   - memory copy bandwidth: memcpy of a 256 MiB buffer into another, split
 //     over the threads, counting bytes read plus bytes written.
-// Each on 1 and 2 threads, median of --reps repetitions after one warm-up.
+// Each on 1 and 2 threads: the copy the median of --reps repetitions after
+// one warm-up, the peak the calibration's own median of 5
+// (machine/calibrate.h).
 //
 //   build/bench/bench_machine_limits [--reps N]
 
@@ -28,10 +30,6 @@ using quire::bench::Clock;
 using quire::bench::median;
 using quire::bench::seconds_since;
 using quire::bench::timed_on_threads;
-
-double fma_peak_gflops(int threads, int reps) {
-  return quire::bench::fma_peak_gflops(threads, reps, 100'000'000);  // ~0.2 s per thread at 4 GHz
-}
 
 double copy_gbytes_per_s(int threads, int reps) {
   const size_t bytes = size_t{256} << 20;
@@ -71,7 +69,7 @@ int main(int argc, char** argv) {
   }
   std::printf("| threads | f32 FMA peak, GFLOP/s | memcpy, GB/s (read + written) |\n|---|---|---|\n");
   for (int threads : {1, 2})
-    std::printf("| %d | %.1f | %.1f |\n", threads, fma_peak_gflops(threads, reps), copy_gbytes_per_s(threads, reps));
+    std::printf("| %d | %.1f | %.1f |\n", threads, quire::bench::fma_peak_gflops(threads, 0.2), copy_gbytes_per_s(threads, reps));
   std::printf("\nmedian of %d repetitions after one warm-up; FMA: 16 independent zmm chains per thread; "
               "memcpy: one 256 MiB buffer into another, split over the threads\n",
               reps);

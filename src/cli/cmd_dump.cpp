@@ -149,7 +149,7 @@ Handler setup_dump(CLI::App& sub) {
       options.policy = *precision::parse_policy(o->precision);
       options.half_intermediates = o->half_intermediates;
       const precision::Realization r = precision::realize(*prog, root, options, dims);
-      const machine::Profile profile = plan_profile(o->profile);
+      const machine::Profile profile = machine::planning_profile(o->profile);
       kernel::InterpretingRunner runner;
       kernel::KernelEngine engine(*prog, root, dims, options.half_intermediates, runner);
       engine.set_plan(profile, profile.cores);

@@ -73,7 +73,7 @@ Handler setup_plan(CLI::App& sub) {
     if (!prog) return 1;
     const auto dims = parse_dims(o->dims, *prog);
     const int entry = find_entry(*prog, o->entry);
-    const machine::Profile profile = plan_profile(o->profile);
+    const machine::Profile profile = machine::planning_profile(o->profile);
     // The profile's cores by default, so that a plan depends on the profile alone.
     const int threads = o->threads.value_or(profile.cores);
     precision::RealizeOptions options;

@@ -231,7 +231,7 @@ Handler setup_run(CLI::App& sub) {
     interp.set_remat(*interp::parse_remat(o->remat));
     std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
     std::optional<kernel::KernelEngine> engine;
-    const machine::Profile profile = plan_profile(o->profile);
+    const machine::Profile profile = machine::planning_profile(o->profile);
     if (runner) {
       engine.emplace(*prog, entry, dims, options.half_intermediates, *runner, native::warn_native_unavailable);
       engine->set_plan(profile, o->threads);

@@ -95,16 +95,6 @@ void call_through(const elab::Program& prog, int entry, const std::map<std::stri
   interp.call(entry, args);
 }
 
-machine::Profile plan_profile(const std::string& flag) {
-  if (flag.empty()) return machine::shipped_profile();
-  machine::Profile p = machine::read_profile(flag);
-  if (!p.layout)
-    throw UsageError(fmt::format("--profile {}: a version 1 profile has no layout model; `quire profile calibrate` "
-                                 "writes one",
-                                 flag));
-  return p;
-}
-
 int default_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));

@@ -48,9 +48,6 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
 void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                   const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine);
 
-/// The profile a plan reads: --profile FILE, or the one that ships.
-machine::Profile plan_profile(const std::string& flag);
-
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();
 

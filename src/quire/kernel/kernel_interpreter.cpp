@@ -104,19 +104,27 @@ class Machine {
 
 }  // namespace
 
-runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
+void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
   if (inputs.size() + 1 != k.buffers.size())
     throw runtime::KernelMisuse(
         fmt::format("internal: kernel {}: {} inputs for {} input buffers", k.title, inputs.size(), k.buffers.size() - 1));
   for (size_t b = 0; b < inputs.size(); ++b) {
     const Buffer& buf = k.buffers[b];
+    const runtime::Tensor& t = *inputs[b];
     const bool real = held_kind(buf.type) == runtime::ElemKind::Real;
-    if (inputs[b]->shape != buf.shape || inputs[b]->is_real() != real)
+    if (t.shape != buf.shape || t.is_real() != real)
       throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} is {}{}, not {}{}", k.title, b,
-                                              runtime::elem_kind_name(inputs[b]->kind),
-                                              runtime::shape_string(inputs[b]->shape), elem_type_name(buf.type),
-                                              runtime::shape_string(buf.shape)));
+                                              runtime::elem_kind_name(t.kind), runtime::shape_string(t.shape),
+                                              elem_type_name(buf.type), runtime::shape_string(buf.shape)));
+    const size_t held = real ? t.reals.size() : t.ints.size();
+    if (held != static_cast<size_t>(t.size()))
+      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} of shape {} holds {} values", k.title, b,
+                                              runtime::shape_string(t.shape), held));
   }
+}
+
+runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
+  check_inputs(k, inputs);
   const Buffer& ob = k.buffers.back();
   runtime::Tensor out = held_kind(ob.type) == runtime::ElemKind::Real
                             ? runtime::Tensor::real(ob.shape)

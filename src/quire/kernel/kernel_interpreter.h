@@ -17,6 +17,11 @@
 
 namespace quire::kernel {
 
+/// KernelMisuse unless there is one input per input buffer, each of its
+/// buffer's shape and kind and holding as many values as its shape says
+/// (compiled kernels read every element without bounds checks).
+void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
+
 /// Runs `k` on its inputs (in buffer order) and returns its output.
 runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
 

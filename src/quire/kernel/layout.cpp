@@ -28,13 +28,15 @@ bool library_call(const Expr& e) {
   }
 }
 
-// The chain of nested independent loops, outermost first.
-std::vector<Stmt*> independent_chain(Kernel& k) {
-  std::vector<Stmt*> chain;
-  std::vector<Stmt>* body = &k.body;
+// The chain of nested independent loops, outermost first (Stmt or const Stmt,
+// as the kernel is).
+template <class S, class K>
+std::vector<S*> independent_chain(K& k) {
+  std::vector<S*> chain;
+  auto* body = &k.body;
   for (;;) {
-    Stmt* next = nullptr;
-    for (Stmt& s : *body)
+    S* next = nullptr;
+    for (S& s : *body)
       if (s.kind == StmtKind::Loop && s.independent) {
         next = &s;
         break;
@@ -48,7 +50,7 @@ std::vector<Stmt*> independent_chain(Kernel& k) {
 }  // namespace
 
 Stmt* lane_loop(Kernel& k, int lanes) {
-  std::vector<Stmt*> chain = independent_chain(k);
+  std::vector<Stmt*> chain = independent_chain<Stmt>(k);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     if ((*it)->extent >= lanes) return *it;
   return nullptr;
@@ -68,7 +70,7 @@ NestFacts nest_facts(const Kernel& k) {
     return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return library_call(e) ? 1 : 0; });
   });
   if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
-  for (const Stmt* s : independent_chain(const_cast<Kernel&>(k))) f.independent.push_back(s->extent);
+  for (const Stmt* s : independent_chain<const Stmt>(k)) f.independent.push_back(s->extent);
   return f;
 }
 

@@ -227,8 +227,8 @@ FmaLoop fma_loop(runtime::FloatType t) {
 
 volatile double fma_sink = 0;
 
-/// Floating-point operations per second on all `cores`: every core runs the
-/// chains for about `seconds`; the median of 5 runs after a warm-up.
+}  // namespace
+
 double peak_rate(runtime::FloatType t, int cores, double seconds) {
   const FmaLoop loop = fma_loop(t);
   int64_t iterations = 1 << 14;
@@ -259,6 +259,8 @@ double peak_rate(runtime::FloatType t, int cores, double seconds) {
   fma_sink = fma_sink + std::accumulate(sums.begin(), sums.end(), 0.0);
   return median(rates);
 }
+
+namespace {
 
 /// What a launch split over all cores costs beyond one on the calling
 /// thread alone: the median of `calls` empty parallel_for calls on `cores`

@@ -82,6 +82,12 @@ struct Calibration {
 /// kernel can be compiled, io::IoError when sysfs cannot be read.
 Calibration calibrate(const CalibrationOptions& options);
 
+/// Floating-point operations per second of fused multiply-adds in `t` (f64
+/// or f32) on `threads` threads: 16 independent chains in vector registers
+/// per thread (AVX-512 where the processor has it), each thread running for
+/// about `seconds`; the median of 5 runs after a warm-up.
+double peak_rate(runtime::FloatType t, int threads, double seconds);
+
 /// The report: caches, bandwidths, peak rates, spawn, the fitted constants,
 /// u and ρ, and a dozen samples spread over the measured range.
 std::string print_calibration(const Calibration& c);

@@ -122,6 +122,14 @@ void write_profile(const std::string& path, const Profile& p) {
   io::write_file_atomically(path, profile_json(p).dump(2) + "\n");
 }
 
+Profile planning_profile(const std::string& path) {
+  if (path.empty()) return shipped_profile();
+  Profile p = read_profile(path);
+  if (!p.layout)
+    throw io::IoError(path, "a version 1 profile has no layout model; `quire profile calibrate` writes one");
+  return p;
+}
+
 const Profile& shipped_profile() {
   static const Profile p = parse_profile(nlohmann::json::parse(kShippedProfileJson), "the shipped profile");
   return p;

@@ -77,6 +77,11 @@ nlohmann::ordered_json profile_json(const Profile& p);
 /// Writes profile_json(p) atomically (io::IoError on failure).
 void write_profile(const std::string& path, const Profile& p);
 
+/// The profile a layout plan reads: the file at `path`, or the shipped one
+/// when `path` is empty. io::IoError naming the path when the file has no
+/// layout model (a version 1 profile).
+Profile planning_profile(const std::string& path);
+
 /// The profile that ships for the machine CI runs on (profiles/ci-2core-avx512.json,
 /// compiled in): the plan's default when no --profile is given.
 const Profile& shipped_profile();

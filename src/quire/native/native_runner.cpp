@@ -12,30 +12,6 @@
 
 namespace quire::native {
 
-namespace {
-
-// run_kernel's checks, and one more: the compiled code reads every element
-// the shape promises without bounds checks, so the storage must hold them.
-void check_inputs(const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
-  if (inputs.size() + 1 != k.buffers.size())
-    throw runtime::KernelMisuse(fmt::format("internal: kernel {}: {} inputs for {} input buffers", k.title,
-                                            inputs.size(), k.buffers.size() - 1));
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const kernel::Buffer& buf = k.buffers[b];
-    const runtime::Tensor& t = *inputs[b];
-    const bool real = kernel::held_kind(buf.type) == runtime::ElemKind::Real;
-    if (t.shape != buf.shape || t.is_real() != real)
-      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} is {}{}, not {}{}", k.title, b,
-                                              runtime::elem_kind_name(t.kind), runtime::shape_string(t.shape),
-                                              kernel::elem_type_name(buf.type), runtime::shape_string(buf.shape)));
-    const size_t held = real ? t.reals.size() : t.ints.size();
-    if (held != static_cast<size_t>(t.size()))
-      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} of shape {} holds {} values", k.title, b,
-                                              runtime::shape_string(t.shape), held));
-  }
-}
-
-}  // namespace
 
 NativeRunner::NativeRunner(CompilerSettings settings) : compiler_(std::move(settings)) {}
 
@@ -46,7 +22,7 @@ void NativeRunner::add(int kernel_id, const kernel::Kernel& k) {
 
 runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
                                   const std::vector<const runtime::Tensor*>& inputs) {
-  check_inputs(k, inputs);
+  kernel::check_inputs(k, inputs);
   if (!functions_.count(kernel_id)) add(kernel_id, k);
   const kernel::Buffer& ob = k.buffers.back();
   const runtime::ElemKind kind = kernel::held_kind(ob.type);

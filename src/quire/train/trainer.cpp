@@ -213,11 +213,7 @@ void Trainer::set_up() {
   if (runner_) {
     engine_ = std::make_unique<kernel::KernelEngine>(prog_, vjp_, dims_, realize.half_intermediates, *runner_,
                                                      native::warn_native_unavailable);
-    profile_ = options_.profile.empty() ? machine::shipped_profile() : machine::read_profile(options_.profile);
-    if (!profile_.layout)
-      throw TrainError(fmt::format("--profile {}: a version 1 profile has no layout model; `quire profile calibrate` "
-                                   "writes one",
-                                   options_.profile));
+    profile_ = machine::planning_profile(options_.profile);
     engine_->set_plan(profile_, options_.threads);
     interp_->set_launcher(engine_.get());
   }

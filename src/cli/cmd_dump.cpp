@@ -49,6 +49,7 @@ Handler setup_dump(CLI::App& sub) {
     std::string file, stage, format = "text", entry, precision = "f64", profile;
     std::vector<std::string> dims;
     bool half_intermediates = false;
+    bool fused_products = false;
     int bits = 128;
     int64_t seed = 0;
     int sites = 30;
@@ -66,6 +67,7 @@ Handler setup_dump(CLI::App& sub) {
   sub.add_option("--precision", o->precision, "precision, kernel: the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
+  add_product_step_option(sub, o->fused_products);
   sub.add_option("--dim", o->dims,
                  "precision, sensitivity, realize: bind a dimension, NAME=SIZE (sizes the parameters' bytes; "
                  "the run's tensors; the fold counts of the launch totals)");
@@ -135,6 +137,7 @@ Handler setup_dump(CLI::App& sub) {
       precision::RealizeOptions options;
       options.policy = *precision::parse_policy(o->precision);
       options.half_intermediates = o->half_intermediates;
+      options.fused_products = o->fused_products;
       auto r = precision::realize(*prog, root, options, parse_dims(o->dims, *prog));
       if (o->format == "json") std::cout << precision::realization_json(*prog, r).dump(2) << "\n";
       else std::cout << precision::print_realization(*prog, r);
@@ -148,6 +151,7 @@ Handler setup_dump(CLI::App& sub) {
       precision::RealizeOptions options;
       options.policy = *precision::parse_policy(o->precision);
       options.half_intermediates = o->half_intermediates;
+      options.fused_products = o->fused_products;
       const precision::Realization r = precision::realize(*prog, root, options, dims);
       const machine::Profile profile = machine::planning_profile(o->profile);
       kernel::InterpretingRunner runner;

@@ -54,6 +54,7 @@ Handler setup_plan(CLI::App& sub) {
     int64_t seed = 0;
     std::optional<int> threads;
     bool cost = false;
+    bool fused_products = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -66,6 +67,7 @@ Handler setup_plan(CLI::App& sub) {
   sub.add_option("--profile", o->profile, "the machine profile (default: the one that ships, profiles/ci-2core-avx512.json)");
   sub.add_option("--threads", o->threads, "threads a split may use (default: the profile's cores)")
       ->check(CLI::Range(1, 256));
+  add_product_step_option(sub, o->fused_products);
   sub.add_flag("--cost", o->cost, "print every point's prediction in its terms");
   sub.add_option("--out", o->out, "write the plan as JSON");
   return [o]() {
@@ -78,6 +80,7 @@ Handler setup_plan(CLI::App& sub) {
     const int threads = o->threads.value_or(profile.cores);
     precision::RealizeOptions options;
     options.policy = *precision::parse_policy(o->precision);
+    options.fused_products = o->fused_products;
     const precision::Realization r = precision::realize(*prog, entry, options, dims);
     kernel::InterpretingRunner runner;
     kernel::KernelEngine engine(*prog, entry, dims, false, runner);

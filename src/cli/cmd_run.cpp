@@ -131,6 +131,7 @@ Handler setup_run(CLI::App& sub) {
     std::vector<std::string> dims;
     int64_t seed = 0;
     bool half_intermediates = false;
+    bool fused_products = false;
     std::string remat = "store";
     std::string backend = "native";
     int threads = default_threads();
@@ -156,6 +157,7 @@ Handler setup_run(CLI::App& sub) {
                  "run under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces --precision");
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
+  add_product_step_option(sub, o->fused_products);
   sub.add_option("--remat", o->remat,
                  "how a gradient's backward pass gets the forward values of calls: store (default) or recompute")
       ->check(CLI::IsMember({"store", "recompute"}));
@@ -184,6 +186,8 @@ Handler setup_run(CLI::App& sub) {
     if (exact && o->repeat > 0) throw UsageError("--repeat: the exact reference is not timed");
     if (exact && backend_flag->count() > 0)
       throw UsageError(fmt::format("--backend {}: the exact reference runs in its own interpreter", o->backend));
+    if (exact && o->fused_products)
+      throw UsageError("--product-step: the exact reference rounds nothing");
     if (exact && o->half_intermediates)
       throw UsageError("--half-intermediates: the exact reference has no half values");
     if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz") &&
@@ -214,6 +218,7 @@ Handler setup_run(CLI::App& sub) {
     precision::RealizeOptions options;
     options.policy = *precision::parse_policy(o->precision);
     options.half_intermediates = o->half_intermediates;
+    options.fused_products = o->fused_products;
     std::optional<precision::RealizationFile> solved;
     if (!o->realize.empty()) {
       solved = load_realization(o->realize, *prog, entry, dims);

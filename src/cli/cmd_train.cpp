@@ -36,6 +36,7 @@ Handler setup_train(CLI::App& sub) {
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_flag("--half-intermediates", o->train.half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
+  add_product_step_option(sub, o->train.fused_products);
   sub.add_option("--seed", o->train.seed, "seed of the parameters' initialization (default 0)")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->train.params_in, "start from the parameters of a safetensors file instead of the seed");

@@ -95,6 +95,15 @@ void call_through(const elab::Program& prog, int entry, const std::map<std::stri
   interp.call(entry, args);
 }
 
+void add_product_step_option(CLI::App& sub, bool& fused) {
+  sub.add_option_function<std::string>(
+         "--product-step", [&fused](const std::string& v) { fused = v == "fma"; },
+         "how a product's steps round: separate (the product, then the sum; default) or fma (one fused "
+         "multiply-add per step where the accumulator is f64 or f32, which lets f32 products run on the "
+         "native matrix-multiply micro-kernel)")
+      ->check(CLI::IsMember({"separate", "fma"}));
+}
+
 int default_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
 #include "quire/kernel/engine.h"
@@ -47,6 +49,10 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
 /// kernel` and `plan` see the kernels of a call.
 void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                   const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine);
+
+/// Adds `--product-step separate|fma` to `sub`, writing `fused` (true for
+/// fma): how a product's steps round (precision::RealizeOptions::fused_products).
+void add_product_step_option(CLI::App& sub, bool& fused);
 
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();

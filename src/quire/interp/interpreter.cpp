@@ -297,6 +297,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     }
   auto tensor_arg = [&](size_t k) -> const Tensor& { return down.at(k) ? *down[k] : arg(k).tensor; };
   const FloatType acc = site ? site->accumulator : FloatType::F64;
+  const runtime::ProductStep step = site && site->fma ? runtime::ProductStep::Fused : runtime::ProductStep::Separate;
   const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
   auto explicit_count = [&](size_t k) { return fn.type_of(in.args.at(k)).tensor.axes.size(); };
   // Leading (`...`) axes of operand k at run time.
@@ -361,11 +362,11 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
           reduced_axes(static_cast<int>(tensor_arg(0).rank()), rest_of(0), in.all_axes, in.axes);
       return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes, tensor_arg(0).is_real() ? acc : FloatType::F64));
     }
-    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc));
+    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc, step));
     case Op::Contract: {
       runtime::ContractPlan plan = contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor, fn.type_of(in.args[1]).tensor,
                                                  in.axes, in.pairs);
-      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), plan.result, plan.contracted, acc));
+      return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), plan.result, plan.contracted, acc, step));
     }
     case Op::Transpose: {
       int rest = rest_of(0);
@@ -462,10 +463,10 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
                                           in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {
         runtime::ContractPlan p = runtime::contract_adjoint_a(fwd, static_cast<int>(a.rank()));
-        return Value::of(runtime::contract(tensor_arg(0), b, p.result, p.contracted, acc));
+        return Value::of(runtime::contract(tensor_arg(0), b, p.result, p.contracted, acc, step));
       }
       runtime::ContractPlan p = runtime::contract_adjoint_b(fwd, static_cast<int>(b.rank()));
-      return Value::of(runtime::contract(a, tensor_arg(0), p.result, p.contracted, acc));
+      return Value::of(runtime::contract(a, tensor_arg(0), p.result, p.contracted, acc, step));
     }
     case Op::ReshapeAs: return Value::of(runtime::reshape(tensor_arg(0), tensor_arg(1).shape));
     case Op::MergeGrad: {

@@ -87,7 +87,10 @@ class Machine {
       case ExprKind::Fma: {
         const double a = eval(e.a);
         const double b = eval(e.b);
-        return std::fma(a, b, eval(e.c));
+        const double c = eval(e.c);
+        if (e.type == runtime::FloatType::F32)
+          return std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c));
+        return std::fma(a, b, c);
       }
       case ExprKind::Round: return runtime::round_to(e.type, eval(e.a));
       case ExprKind::Finite: return std::isfinite(eval(e.a)) ? 1.0 : 0.0;

@@ -100,9 +100,12 @@ int KernelBuilder::where(int cond, int a, int b) {
   return add(std::move(e));
 }
 
-int KernelBuilder::fma(int a, int b, int c) {
+int KernelBuilder::fma(int a, int b, int c, runtime::FloatType t) {
+  if (t != runtime::FloatType::F64 && t != runtime::FloatType::F32)
+    throw runtime::KernelMisuse(fmt::format("kernel fma: rounds to f64 or f32, not {}", runtime::float_type_name(t)));
   Expr e;
   e.kind = ExprKind::Fma;
+  e.type = t;
   e.a = a;
   e.b = b;
   e.c = c;
@@ -169,7 +172,9 @@ std::string expr_text(const Kernel& k, int i) {
       return fmt::format("{}({}, {})", runtime::op_name(e.binary), expr_text(k, e.a), expr_text(k, e.b));
     case ExprKind::Where:
       return fmt::format("where({}, {}, {})", expr_text(k, e.a), expr_text(k, e.b), expr_text(k, e.c));
-    case ExprKind::Fma: return fmt::format("fma({}, {}, {})", expr_text(k, e.a), expr_text(k, e.b), expr_text(k, e.c));
+    case ExprKind::Fma:
+      return fmt::format("{}({}, {}, {})", e.type == runtime::FloatType::F32 ? "fmaf" : "fma", expr_text(k, e.a),
+                         expr_text(k, e.b), expr_text(k, e.c));
     case ExprKind::Round:
       return fmt::format("{}({})", runtime::float_type_name(e.type), expr_text(k, e.a));
     case ExprKind::Finite: return fmt::format("finite({})", expr_text(k, e.a));

@@ -18,8 +18,9 @@
 // converts back, exactly, because every value stored in a narrower buffer has
 // been rounded to that type by an explicit `round` first. Unary and binary
 // operations are runtime::apply_unary / apply_binary (the reference
-// interpreter's expressions); `fma` is the fused multiply-add, rounded once,
-// and appears only where a kernel asks for it. Nothing is reassociated:
+// interpreter's expressions); `fma` is the fused multiply-add, rounded once
+// (to f64, or to f32 as `fmaf`, whose operands are f32 values), and appears
+// only where a kernel asks for it. Nothing is reassociated:
 // reductions run in the loop order the kernel states.
 
 #include <cstdint>
@@ -60,7 +61,7 @@ enum class ExprKind : uint8_t {
   Unary,   ///< unary(a)
   Binary,  ///< binary(a, b)
   Where,   ///< a ≠ 0 ? b : c
-  Fma,     ///< a · b + c, rounded once
+  Fma,     ///< a · b + c, rounded once to `type`: F64 (fma) or F32 (fmaf, on operands that are f32 values)
   Round,   ///< a rounded to `type` (runtime::round_to)
   Finite,  ///< 1 if a is finite, else 0
 };
@@ -117,7 +118,8 @@ class KernelBuilder {
   int unary(runtime::UnaryOp op, int a);
   int binary(runtime::BinaryOp op, int a, int b);
   int where(int cond, int a, int b);
-  int fma(int a, int b, int c);
+  /// a · b + c rounded once to `t` (F64 or F32; KernelMisuse otherwise).
+  int fma(int a, int b, int c, runtime::FloatType t = runtime::FloatType::F64);
   /// a rounded to t; F64 returns a itself.
   int round(runtime::FloatType t, int a);
   int finite(int a);

@@ -102,6 +102,12 @@ inline std::vector<precision::RealizeOptions> every_policy() {
     precision::RealizeOptions o;
     o.policy = p;
     all.push_back(o);
+    if (p == Policy::F32 || p == Policy::BF16) {
+      // `--product-step fma`: f32 accumulators of f32 and of bf16 operands.
+      precision::RealizeOptions fused = o;
+      fused.fused_products = true;
+      all.push_back(fused);
+    }
     if (p == Policy::BF16 || p == Policy::F16) {
       o.half_intermediates = true;
       all.push_back(o);
@@ -111,7 +117,8 @@ inline std::vector<precision::RealizeOptions> every_policy() {
 }
 
 inline std::string label(const precision::RealizeOptions& o) {
-  return std::string(precision::policy_name(o.policy)) + (o.half_intermediates ? "+half-intermediates" : "");
+  return std::string(precision::policy_name(o.policy)) + (o.half_intermediates ? "+half-intermediates" : "") +
+         (o.fused_products ? "+fma" : "");
 }
 
 inline std::vector<Value> drawn_arguments(const elab::Program& prog, int fn, const std::map<std::string, int64_t>& dims) {

@@ -514,6 +514,12 @@ class GroupLowering {
     const int x = read_down(in, va, a, b_.load(input_buffer(va), ia));
     const int y = read_down(in, vb, b, b_.load(input_buffer(vb), ib));
     const FloatType acc = accumulator(in);
+    const precision::SiteType* st = site(in.id);
+    if (st && st->fma) {
+      // acc = fma(a, b, acc) rounded once to the accumulator: the site asks for it.
+      set(*inner, s, b_.fma(x, y, b_.scalar(s), acc));
+      return b_.scalar(s);
+    }
     // acc = r(acc + r(a·b)): the reference contraction's fold, unfused.
     const int prod = b_.round(acc, b_.binary(runtime::BinaryOp::Mul, x, y));
     set(*inner, s, b_.round(acc, b_.binary(runtime::BinaryOp::Add, b_.scalar(s), prod)));

@@ -289,7 +289,10 @@ class FunctionWriter {
       case ExprKind::Fma: {
         const std::string a = value(e.a, depth);
         const std::string b = value(e.b, depth);
-        text = fmt::format("fma({}, {}, {})", a, b, value(e.c, depth));
+        // fmaf on the f32 values (exact conversions), widened back exactly.
+        text = e.type == runtime::FloatType::F32
+                   ? fmt::format("(double)fmaf((float)({}), (float)({}), (float)({}))", a, b, value(e.c, depth))
+                   : fmt::format("fma({}, {}, {})", a, b, value(e.c, depth));
         break;
       }
       case ExprKind::Round:

@@ -128,6 +128,7 @@ class Realizer {
   Realizer(const elab::Program& prog, const RealizeOptions& options) : prog_(prog), options_(options) {
     out_.policy = options.policy;
     out_.half_intermediates = options.half_intermediates;
+    out_.fused_products = options.fused_products;
   }
 
   Realization run(int entry, const std::map<std::string, int64_t>& dims) {
@@ -249,6 +250,22 @@ class Realizer {
               is_copy(in.op) ? fmt::format("a copy of a half value ({})", name(p)) : fmt::format("meets a half value ({}) {}", name(p), under)};
     FloatType t = widest.value_or(FloatType::F32);
     return {t, t, false, false, Reason::Policy, fmt::format("no half operand: stays {} {}", name(t), under)};
+  }
+
+  /// Whether a product site's steps can be fused multiply-adds: an f64 or
+  /// f32 accumulator, and every operand, as the site reads it, a value of it
+  /// (a fused f32 step is fmaf, which takes f32 operands).
+  static bool fma_defined(const core::Instr& in, const SiteType& st, const std::vector<std::optional<SiteType>>& table) {
+    if (in.op != Op::Dot && in.op != Op::Contract && in.op != Op::ContractGradA && in.op != Op::ContractGradB)
+      return false;
+    if (st.accumulator != FloatType::F64 && st.accumulator != FloatType::F32) return false;
+    for (int a : in.args) {
+      const auto& operand = table[a];
+      if (!operand) continue;
+      const FloatType read = st.read_down && !operand->weak ? st.read_as : operand->storage;
+      if (wider(read, st.accumulator) != st.accumulator) return false;
+    }
+    return true;
   }
 
   /// The site a decision names for `in`: its own, or in a vjp's forward
@@ -416,6 +433,7 @@ class Realizer {
         for (int a : in.args) reads_high = reads_high || high_reads.count(a) > 0;
       SiteType st = site_type(fn, in, mode, r.values, reads_high);
       if (options_.assignment) apply_decision(fn, in, tree_path, st);
+      if (options_.fused_products) st.fma = fma_defined(in, st, r.values);
       r.values[in.id] = st;
       carry[in.id].type = st.storage;
       if (in.op == Op::Field) {
@@ -501,8 +519,9 @@ Realization realize(const elab::Program& prog, int entry, const RealizeOptions& 
 }
 
 std::string print_realization(const elab::Program& prog, const Realization& r) {
-  std::string out = fmt::format("realization of `{}` under --precision {}{}\n", prog.functions[r.entry].name,
-                                policy_name(r.policy), r.half_intermediates ? " --half-intermediates" : "");
+  std::string out = fmt::format("realization of `{}` under --precision {}{}{}\n", prog.functions[r.entry].name,
+                                policy_name(r.policy), r.half_intermediates ? " --half-intermediates" : "",
+                                r.fused_products ? " --product-step fma" : "");
   out += fmt::format("{:<28} {:<10} {:<6} {:<6} {:<14} {}\n", "site", "op", "type", "acc", "reason", "why");
   for (const FunctionRealization& fr : r.functions) {
     const core::Function& fn = prog.functions[fr.function];
@@ -516,7 +535,8 @@ std::string print_realization(const elab::Program& prog, const Realization& r) {
       const char* op = is_arg ? "arg" : core::op_info(fn.body[id - fn.args.size() - 1].op).spelling;
       bool reduces = !is_arg && (core::op_info(fn.body[id - fn.args.size() - 1].op).reduction);
       out += fmt::format("{:<28} {:<10} {:<6} {:<6} {:<14} {}\n", core::site_name(fn, id), op, name(st->storage),
-                         reduces ? name(st->accumulator) : "", reason_name(st->reason), st->why);
+                         reduces ? name(st->accumulator) : "", reason_name(st->reason),
+                         st->fma ? st->why + "; each step one fused multiply-add" : st->why);
     }
   }
   if (!r.params.empty()) {
@@ -534,6 +554,7 @@ nlohmann::ordered_json realization_json(const elab::Program& prog, const Realiza
   j["entry"] = prog.functions[r.entry].name;
   j["policy"] = policy_name(r.policy);
   j["half_intermediates"] = r.half_intermediates;
+  if (r.fused_products) j["product_step"] = "fma";
   j["sites"] = nlohmann::ordered_json::array();
   for (const FunctionRealization& fr : r.functions) {
     const core::Function& fn = prog.functions[fr.function];
@@ -546,6 +567,7 @@ nlohmann::ordered_json realization_json(const elab::Program& prog, const Realiza
       s["op"] = is_arg ? "arg" : core::op_info(fn.body[id - fn.args.size() - 1].op).spelling;
       s["type"] = name(st->storage);
       s["accumulator"] = name(st->accumulator);
+      if (st->fma) s["step"] = "fma";
       s["reason"] = reason_name(st->reason);
       s["why"] = st->why;
       if (fr.context != Numerics::Default) s["context"] = core::numerics_name(fr.context);

@@ -70,6 +70,11 @@ struct SiteType {
   Reason reason = Reason::Policy;
   std::string why;                         ///< one line, for the printout
   FloatType read_as = FloatType::F64;      ///< with read_down: the type operands are read in (the half)
+  /// Products under `--product-step fma`: each step is one fused multiply-add
+  /// rounded once to the accumulator (runtime::ProductStep::Fused). Set only
+  /// where that is defined: an f64 or f32 accumulator whose operands are
+  /// values of it.
+  bool fma = false;
 };
 
 /// The realized type of a value passed between functions: a real tensor's
@@ -108,6 +113,7 @@ struct ParamStorage {
 struct Realization {
   Policy policy = Policy::F64;
   bool half_intermediates = false;
+  bool fused_products = false;  ///< `--product-step fma` (RealizeOptions)
   int entry = -1;
   std::vector<FunctionRealization> functions;
   std::vector<ParamStorage> params;
@@ -147,6 +153,10 @@ struct RealizeOptions {
   /// Training: a parameter keeps its master type at rest and its decision
   /// applies where it is read (the reads are rounded to it once a step).
   bool keep_masters = false;
+  /// `--product-step fma`: products step by fused multiply-add where their
+  /// accumulator allows it (SiteType::fma); `separate` (false) rounds the
+  /// product and the sum apart, as the reference always has.
+  bool fused_products = false;
 };
 
 bool is_half(FloatType t);

@@ -57,6 +57,36 @@ TEST(Realization, HalfPolicyWithIslandsRegionsCastsAndParameterMarks) {
   EXPECT_EQ(x.site("M.apply", "k").reason, Reason::ParamMark);
 }
 
+TEST(Realization, ProductStepFmaWhereTheAccumulatorHoldsTheOperands) {
+  auto under = [](Policy policy, bool half_intermediates, bool fused) {
+    Realized out;
+    out.e = elaborate_text(kEveryMark);
+    RealizeOptions o;
+    o.policy = policy;
+    o.half_intermediates = half_intermediates;
+    o.fused_products = fused;
+    out.r = realize(*out.e->prog, out.e->prog->find_function("loss"), o, {});
+    return out;
+  };
+  for (Policy p : {Policy::F64, Policy::F32, Policy::BF16, Policy::F16}) {
+    Realized fused = under(p, false, true);
+    EXPECT_TRUE(fused.r.fused_products);
+    // f64 and f32 operands in their own accumulator, halves read down into f32.
+    for (const char* product : {"h", "r", "m"}) EXPECT_TRUE(fused.site("M.apply", product).fma) << product;
+    // Not a product.
+    EXPECT_FALSE(fused.site("M.apply", "k").fma);
+    for (const char* product : {"h", "r", "m"}) EXPECT_FALSE(under(p, false, false).site("M.apply", product).fma);
+  }
+  // Accumulating in the half itself: a fused step would round to a half, which has no fma.
+  Realized half = under(Policy::BF16, true, true);
+  EXPECT_EQ(half.site("M.apply", "h").accumulator, FloatType::BF16);
+  EXPECT_FALSE(half.site("M.apply", "h").fma);
+  EXPECT_TRUE(half.site("M.apply", "m").fma);  // `out = f32` keeps its f32 accumulator
+  const std::string text = print_realization(*half.e->prog, half.r);
+  EXPECT_NE(text.find("--half-intermediates --product-step fma"), std::string::npos) << text;
+  EXPECT_NE(text.find("each step one fused multiply-add"), std::string::npos) << text;
+}
+
 TEST(Realization, ParametersUnderAHalfPolicy) {
   Realized x = realize_under(Policy::BF16);
   EXPECT_EQ(x.param("w").stored, FloatType::F32);

@@ -3,7 +3,8 @@
 // plan that uses every axis of each exactly once (KernelMisuse otherwise).
 // Each result element is `acc = 0.0; acc = acc + a*b` over the contracted
 // index tuples in row-major order of the pairs as listed; never blocked,
-// vectorised across k, or fused.
+// vectorised across k, or fused unless the caller asks for fused steps.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -37,8 +38,11 @@ void place(const char* op, std::vector<bool>& placed, int axis, char operand) {
 }
 
 Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                      const std::vector<std::pair<int, int>>& contracted, FloatType acc_type) {
+                      const std::vector<std::pair<int, int>>& contracted, FloatType acc_type, ProductStep step) {
   detail::require_well_formed(a, op);
+  const bool fused = step == ProductStep::Fused;
+  if (fused && acc_type != FloatType::F64 && acc_type != FloatType::F32)
+    misuse(op, fmt::format("a fused step accumulates in f64 or f32, not {}", float_type_name(acc_type)));
   detail::require_well_formed(b, op);
   if (!a.is_real() || !b.is_real())
     misuse(op, fmt::format("takes reals, not {} and {}", elem_kind_name(a.kind), elem_kind_name(b.kind)));
@@ -109,12 +113,25 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
   const double* av = a.reals.data();
   const double* bv = b.reals.data();
   const bool narrow = acc_type != FloatType::F64;
+  if (fused && narrow)
+    for (const Tensor* t : {&a, &b})
+      for (double v : t->reals)
+        if (!std::isnan(v) && static_cast<double>(static_cast<float>(v)) != v)
+          misuse(op, fmt::format("a fused f32 step reads {}, which is not an f32 value", v));
   for (size_t i = 0; i < out.reals.size(); ++i, cells.next()) {
     double acc = 0.0;
     for (size_t t = 0; t < outer; ++t) {
       const double* x = av + cells.offset(0) + a_outer[t];
       const double* y = bv + cells.offset(1) + b_outer[t];
-      if (narrow) {
+      if (fused && narrow) {
+        // fmaf: exact product and sum, one rounding to f32.
+        float f = static_cast<float>(acc);
+        for (int64_t k = 0; k < inner; ++k)
+          f = std::fma(static_cast<float>(x[k * a_inner_step]), static_cast<float>(y[k * b_inner_step]), f);
+        acc = f;
+      } else if (fused) {
+        for (int64_t k = 0; k < inner; ++k) acc = std::fma(x[k * a_inner_step], y[k * b_inner_step], acc);
+      } else if (narrow) {
         for (int64_t k = 0; k < inner; ++k)
           acc = round_to(acc_type, acc + round_to(acc_type, x[k * a_inner_step] * y[k * b_inner_step]));
       } else {
@@ -129,8 +146,8 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
 }  // namespace
 
 Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                const std::vector<std::pair<int, int>>& contracted, FloatType acc) {
-  return contract_named("contract", a, b, result, contracted, acc);
+                const std::vector<std::pair<int, int>>& contracted, FloatType acc, ProductStep step) {
+  return contract_named("contract", a, b, result, contracted, acc, step);
 }
 
 ContractPlan dot_plan(int xr, int wr) {
@@ -174,13 +191,13 @@ ContractPlan contract_adjoint_b(const ContractPlan& fwd, int b_rank) {
   return p;
 }
 
-Tensor dot(const Tensor& x, const Tensor& w, FloatType acc) {
+Tensor dot(const Tensor& x, const Tensor& w, FloatType acc, ProductStep step) {
   const int xr = static_cast<int>(x.rank()), wr = static_cast<int>(w.rank());
   if (xr < 1 || wr < 1) misuse("dot", fmt::format("operands of rank {} and {}; both need an axis", xr, wr));
   std::vector<ResultAxis> result;
   for (int d = 0; d + 1 < xr; ++d) result.push_back({d, -1});
   for (int d = 1; d < wr; ++d) result.push_back({-1, d});
-  return contract_named("dot", x, w, result, {{xr - 1, 0}}, acc);
+  return contract_named("dot", x, w, result, {{xr - 1, 0}}, acc, step);
 }
 
 }  // namespace quire::runtime

@@ -115,6 +115,45 @@ TEST(Contract, NoFusedMultiplyAdd) {
   expect_bits(dot(a, b).reals, {0.0});
 }
 
+TEST(Contract, FusedStepsAreOneRoundingEach) {
+  // The case above, asked to fuse: 2^-54 in f64.
+  const double x = 1.0 + 0x1p-27;
+  const Tensor a = reals({2}, {1.0, x});
+  const Tensor b = reals({2}, {-(1.0 + 0x1p-26), x});
+  expect_bits(dot(a, b, FloatType::F64, ProductStep::Fused).reals, {0x1p-54});
+  // In f32: y = 1 + 2^-12, y*y = 1 + 2^-11 + 2^-24 rounds (ties to even) to
+  // 1 + 2^-11 in f32; fused, the 2^-24 survives the cancellation.
+  const double y = 1.0 + 0x1p-12;
+  const Tensor c = reals({2}, {1.0, y});
+  const Tensor d = reals({2}, {-(1.0 + 0x1p-11), y});
+  expect_bits(dot(c, d, FloatType::F32).reals, {0.0});
+  expect_bits(dot(c, d, FloatType::F32, ProductStep::Fused).reals, {0x1p-24});
+}
+
+TEST(Contract, FusedF32StepsAreTheFmafChain) {
+  // Random f32 operands: every element is fmaf over k in increasing order.
+  Tensor a = random_reals({5, 37}, 3), b = random_reals({37, 4}, 4);
+  for (double& v : a.reals) v = static_cast<float>(v);
+  for (double& v : b.reals) v = static_cast<float>(v);
+  const Tensor c = dot(a, b, FloatType::F32, ProductStep::Fused);
+  std::vector<double> want;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < 37; ++p)
+        acc = std::fma(static_cast<float>(at(a, {i, p})), static_cast<float>(at(b, {p, j})), acc);
+      want.push_back(acc);
+    }
+  expect_bits(c.reals, want);
+}
+
+TEST(Contract, FusedStepsNeedAnF64OrF32AccumulatorOfItsOperands) {
+  const Tensor a = reals({2}, {1.0, 2.0}), b = reals({2}, {3.0, 0.1});
+  EXPECT_THROW((void)dot(a, a, FloatType::BF16, ProductStep::Fused), KernelMisuse);
+  EXPECT_EQ(error_of<KernelMisuse>([&] { (void)dot(a, b, FloatType::F32, ProductStep::Fused); }),
+            "internal: dot: a fused f32 step reads 0.1, which is not an f32 value");
+}
+
 TEST(Contract, OuterProductsAndEmptySums) {
   // No pair: each element is 0.0 + a*b, which turns -0.0 into +0.0.
   const Tensor a = reals({2}, {-0.0, 2});

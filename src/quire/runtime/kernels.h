@@ -199,12 +199,21 @@ struct ResultAxis {
 /// `acc` is the accumulator's type: F64 as written; a narrower type rounds the
 /// product and every partial sum to it, `acc = r(acc + r(a*b))`, which for
 /// f32 is exactly f32 arithmetic (a product of two f32 values is exact in f64).
+///
+/// `step` Fused makes each step one fused multiply-add rounded once to the
+/// accumulator, `acc = fma(a, b, acc)`: std::fma for F64, fmaf for F32 (the
+/// chain the native backend's sgemm computes). It requires an F64 or F32
+/// accumulator and operands that are values of it (KernelMisuse otherwise:
+/// the realization asks for it only there, precision/realization.h).
+enum class ProductStep : uint8_t { Separate, Fused };
 Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
-                const std::vector<std::pair<int, int>>& contracted, FloatType acc = FloatType::F64);
+                const std::vector<std::pair<int, int>>& contracted, FloatType acc = FloatType::F64,
+                ProductStep step = ProductStep::Separate);
 
 /// numpy.tensordot(x, w, axes=1): x [..., K] · w [K, ...] → x.shape[:-1] + w.shape[1:],
 /// contracting x's last axis with w's first (both of rank ≥ 1, Real).
-Tensor dot(const Tensor& x, const Tensor& w, FloatType acc = FloatType::F64);
+Tensor dot(const Tensor& x, const Tensor& w, FloatType acc = FloatType::F64,
+           ProductStep step = ProductStep::Separate);
 
 /// The arguments of one contract call: its result axes and contracted pairs.
 struct ContractPlan {

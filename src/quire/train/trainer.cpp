@@ -185,6 +185,7 @@ void Trainer::set_up() {
   if (!policy) throw TrainError(fmt::format("--precision {}: not a policy (f64, f32, bf16, f16)", options_.precision));
   realize.policy = *policy;
   realize.half_intermediates = options_.half_intermediates;
+  realize.fused_products = options_.fused_products;
   policy_label_ = options_.precision;
   if (options_.realization) {
     // The solver's decisions for the objective's forward values apply to the
@@ -251,6 +252,7 @@ void Trainer::set_up() {
 nlohmann::json Trainer::trainer_state() const {
   return {{"precision", policy_label_},
           {"half_intermediates", options_.half_intermediates},
+          {"product_step", options_.fused_products ? "fma" : "separate"},
           {"total_steps", loader_->total_steps()},
           {"batch_size", run_->batch_size},
           {"optimizer", optimizer_->state_json()}};
@@ -288,6 +290,11 @@ void Trainer::resume() {
       throw refuse(fmt::format("it was written with {} = {}, this run has {} (a resume must repeat the run)", key,
                                c.state.trainer[key].dump(), expected[key].dump()));
   }
+  // Checkpoints written before --product-step existed stepped separately.
+  const nlohmann::json step = c.state.trainer.value("product_step", nlohmann::json("separate"));
+  if (step != expected["product_step"])
+    throw refuse(fmt::format("it was written with product_step = {}, this run has {} (a resume must repeat the run)",
+                             step.dump(), expected["product_step"].dump()));
   const nlohmann::json shuffle = loader_->options().shuffle_seed ? nlohmann::json(*loader_->options().shuffle_seed)
                                                                  : nlohmann::json(nullptr);
   if (!c.state.random.is_object() || c.state.random.value("shuffle_seed", nlohmann::json()) != shuffle)

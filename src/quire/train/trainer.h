@@ -63,6 +63,7 @@ struct TrainError : std::runtime_error {
 struct TrainOptions {
   std::string precision = "f64";  ///< the run policy: f64, f32, bf16 or f16
   bool half_intermediates = false;
+  bool fused_products = false;  ///< `--product-step fma` (precision::RealizeOptions::fused_products)
   uint64_t seed = 0;              ///< the parameters' initialization (ignored with params_in or a resume)
   std::string run_dir;            ///< metrics, the loss curve, and relative checkpoint folders go here
   bool resume = false;            ///< continue from the newest valid checkpoint

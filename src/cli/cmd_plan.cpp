@@ -35,13 +35,13 @@ std::string operands(const kernel::Kernel& k) {
 
 std::string terms_row(const kernel::CostTerms& c) {
   auto us = [](double s) { return fmt::format("{:>9.4f}", s * 1e6); };
-  return fmt::format("{} {} {} {} {} {} {} {} {} {}  {}", us(c.total), us(c.launch), us(c.spawn), us(c.fresh),
-                     us(c.work), us(c.loads), us(c.calls), us(c.l2), us(c.l3), us(c.mem), c.bound_by);
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {}  {}", us(c.total), us(c.launch), us(c.spawn), us(c.fresh),
+                     us(c.product), us(c.work), us(c.loads), us(c.calls), us(c.l2), us(c.l3), us(c.mem), c.bound_by);
 }
 
 nlohmann::ordered_json cost_json(const kernel::CostTerms& c) {
   return {{"seconds", c.total}, {"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh},
-          {"work", c.work},     {"loads", c.loads},   {"calls", c.calls}, {"l2", c.l2},
+          {"product", c.product}, {"work", c.work},     {"loads", c.loads},   {"calls", c.calls}, {"l2", c.l2},
           {"l3", c.l3},         {"mem", c.mem},       {"bound_by", c.bound_by}};
 }
 
@@ -106,7 +106,7 @@ Handler setup_plan(CLI::App& sub) {
                                kernel::layout_text(plan.chosen()));
       nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
       for (const kernel::RankedLayout& rl : plan.ranked)
-        ranked.push_back({{"lanes", rl.layout.lanes}, {"split", rl.layout.split}, {"cost", cost_json(rl.cost)}});
+        ranked.push_back({{"lanes", rl.layout.lanes}, {"split", rl.layout.split}, {"pack", rl.layout.pack}, {"cost", cost_json(rl.cost)}});
       kernels.push_back({{"nest", fmt::format("k{}", k)},
                          {"title", rec.kernel.title},
                          {"sites", rec.sites},
@@ -120,21 +120,23 @@ Handler setup_plan(CLI::App& sub) {
                            {"fresh", plan.facts.fresh},
                            {"split_extent", plan.facts.split_extent},
                            {"independent_extents", plan.facts.independent}}},
-                         {"layout", {{"lanes", plan.chosen().lanes}, {"split", plan.chosen().split}}},
+                         {"layout",
+                          {{"lanes", plan.chosen().lanes}, {"split", plan.chosen().split}, {"pack", plan.chosen().pack}}},
                          {"undecided", plan.undecided},
                          {"ranked", ranked}});
     }
     std::cout << fmt::format("-- {} nests, {} points costed; u = {:.3g}\n", engine.kernels().size(), points, m.error);
     if (o->cost) {
       std::cout << "\nEach point's prediction in its terms, in µs: λ a launch, spawn starting a split launch, fresh its\n"
-                   "output's allocation, then work, loads, library calls and the traffic from L2, L3 and memory,\n"
-                   "combined by the p-norm; `bound by` names the largest.\n";
+                   "output's allocation, product a packed product ahead of the nest, then work, loads, library calls\n"
+                   "and the traffic from L2, L3 and memory, combined by the p-norm; `bound by` names the largest.\n";
       for (size_t k = 0; k < engine.kernels().size(); ++k) {
         const kernel::KernelRecord& rec = engine.kernels()[k];
         std::cout << fmt::format("\nk{} {} {} — {} points\n", k, rec.kernel.title, operands(rec.kernel),
                                  rec.plan->ranked.size());
-        std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "predicted",
-                                 "λ", "spawn", "fresh", "work", "loads", "calls", "L2", "L3", "mem", "bound by");
+        std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n",
+                                 "predicted", "λ", "spawn", "fresh", "product", "work", "loads", "calls", "L2", "L3",
+                                 "mem", "bound by");
         for (size_t i = 0; i < rec.plan->ranked.size(); ++i)
           std::cout << fmt::format("{:<5} {}\n      {}\n", i + 1, terms_row(rec.plan->ranked[i].cost),
                                    kernel::layout_text(rec.plan->ranked[i].layout));

@@ -137,7 +137,12 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
       if (added) {
         std::optional<KernelPlan> plan;
         if (profile_) {
-          plan = plan_kernel(l->kernel, *profile_, threads_);
+          plan = plan_kernel(l->kernel, *profile_, threads_, l->packed ? &l->packed->kernel : nullptr);
+          if (plan->chosen().pack) {
+            // The packed variant runs in its place: its own nest, its scratch input.
+            std::shared_ptr<LoweredLaunch> packed = l->packed;
+            *l = std::move(*packed);
+          }
           apply_layout(l->kernel, plan->chosen());
         }
         std::string text = print_kernel(l->kernel);
@@ -152,7 +157,10 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
         }
       }
       o.kernel = at->second;
-      o.inputs = std::move(l->inputs);
+      // The nest a record runs is the plain or the packed one, as its plan chose
+      // (a launch that found the record takes the same variant of its own lowering).
+      const bool packed = kernels_[static_cast<size_t>(o.kernel)].kernel.product.has_value();
+      o.inputs = packed && !added && l->packed ? l->packed->inputs : std::move(l->inputs);
       KernelRecord& rec = kernels_[static_cast<size_t>(o.kernel)];
       std::string site = site_text(function, g);
       if (std::find(rec.sites.begin(), rec.sites.end(), site) == rec.sites.end()) rec.sites.push_back(std::move(site));
@@ -176,7 +184,8 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
   KernelRecord& rec = kernels_[static_cast<size_t>(o.kernel)];
   std::vector<const runtime::Tensor*> inputs;
   inputs.reserve(o.inputs.size());
-  for (int v : o.inputs) inputs.push_back(&env[static_cast<size_t>(v)].tensor);
+  // -1: a packed product's scratch, which the runner fills.
+  for (int v : o.inputs) inputs.push_back(v < 0 ? nullptr : &env[static_cast<size_t>(v)].tensor);
   interp::Value out = interp::Value::of(active_->run(o.kernel, rec.kernel, inputs));
   const ElemType t = rec.kernel.buffers.back().type;
   if (is_float(t)) out.type = float_of(t);

@@ -113,6 +113,11 @@ void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& in
         fmt::format("internal: kernel {}: {} inputs for {} input buffers", k.title, inputs.size(), k.buffers.size() - 1));
   for (size_t b = 0; b < inputs.size(); ++b) {
     const Buffer& buf = k.buffers[b];
+    if (!inputs[b]) {
+      // A packed product's scratch is the runner's to fill.
+      if (k.product && static_cast<int>(b) == k.product->scratch) continue;
+      throw runtime::KernelMisuse(fmt::format("internal: kernel {}: input %{} is missing", k.title, b));
+    }
     const runtime::Tensor& t = *inputs[b];
     const bool real = held_kind(buf.type) == runtime::ElemKind::Real;
     if (t.shape != buf.shape || t.is_real() != real)
@@ -126,8 +131,15 @@ void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& in
   }
 }
 
-runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
-  check_inputs(k, inputs);
+runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& given) {
+  check_inputs(k, given);
+  std::vector<const runtime::Tensor*> inputs = given;
+  runtime::Tensor scratch;
+  if (k.product && !inputs.at(static_cast<size_t>(k.product->scratch))) {
+    scratch = packed_product_reference(*k.product, inputs);
+    scratch.shape = k.buffers.at(static_cast<size_t>(k.product->scratch)).shape;
+    inputs[static_cast<size_t>(k.product->scratch)] = &scratch;
+  }
   const Buffer& ob = k.buffers.back();
   runtime::Tensor out = held_kind(ob.type) == runtime::ElemKind::Real
                             ? runtime::Tensor::real(ob.shape)

@@ -19,10 +19,13 @@ namespace quire::kernel {
 
 /// KernelMisuse unless there is one input per input buffer, each of its
 /// buffer's shape and kind and holding as many values as its shape says
-/// (compiled kernels read every element without bounds checks).
+/// (compiled kernels read every element without bounds checks). A packed
+/// product's scratch (Kernel::product) may be null: the runner fills it.
 void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
 
-/// Runs `k` on its inputs (in buffer order) and returns its output.
+/// Runs `k` on its inputs (in buffer order) and returns its output. A null
+/// scratch of a packed product is computed first, by its definition
+/// (packed_product_reference).
 runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
 
 /// The tensor kind a buffer of this type is held in.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
 
 
@@ -223,9 +224,93 @@ std::string print_kernel(const Kernel& k) {
   std::string out = fmt::format("kernel {} (", k.title);
   for (int b = 0; b < k.output(); ++b) out += (b > 0 ? ", " : "") + buffer_text(k, b);
   out += fmt::format(") -> {}{} {{\n", buffer_text(k, k.output()), k.split > 1 ? fmt::format(" split {}", k.split) : "");
+  if (const std::optional<PackedProduct>& p = k.product) {
+    std::string batch;
+    for (int64_t e : p->batch) batch += fmt::format("{} × ", e);
+    auto read = [](runtime::FloatType t) {
+      return t == runtime::FloatType::F64 ? std::string() : fmt::format(" read as {}", runtime::float_type_name(t));
+    };
+    out += fmt::format(
+        "  %{} = packed product {}{} × {} × {}: acc = fmaf(A[i, p], B[p, j], acc), p increasing; "
+        "A = %{}{} (rows {}, cols {}), B = %{}{} (rows {}, cols {})\n",
+        p->scratch, batch, p->m, p->n, p->k, p->a, read(p->a_read), p->a_rs, p->a_cs, p->b, read(p->b_read), p->b_rs,
+        p->b_cs);
+  }
   print_stmts(k, k.body, 1, out);
   out += "}\n";
   return out;
+}
+
+namespace {
+
+// Element offset of batch index `t` (row-major over `extents`) under `strides`.
+int64_t batch_offset(const std::vector<int64_t>& extents, const std::vector<int64_t>& strides, int64_t t) {
+  int64_t offset = 0;
+  for (size_t d = extents.size(); d-- > 0;) {
+    offset += (t % extents[d]) * strides[d];
+    t /= extents[d];
+  }
+  return offset;
+}
+
+int64_t batch_count(const PackedProduct& p) {
+  int64_t n = 1;
+  for (int64_t e : p.batch) n *= e;
+  return n;
+}
+
+// Copies a [batch…, rows, cols] operand out of `t` as f32, rounded to `read`
+// first (the values are f32 values either way: the site's operands are).
+std::vector<float> gather_operand(const PackedProduct& p, const runtime::Tensor& t, const std::vector<int64_t>& batch_strides,
+                                  int64_t rows, int64_t cols, int64_t rs, int64_t cs, runtime::FloatType read) {
+  const int64_t batches = batch_count(p);
+  std::vector<float> out(static_cast<size_t>(batches * rows * cols));
+  int64_t last = 0;  // the largest offset read, checked once against the tensor
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t base = batch_offset(p.batch, batch_strides, b);
+    last = std::max(last, base + (rows - 1) * rs + (cols - 1) * cs);
+  }
+  if (rows > 0 && cols > 0 && (last < 0 || static_cast<size_t>(last) >= t.reals.size()))
+    throw runtime::KernelMisuse(fmt::format("internal: packed product: an operand of {} values read at {}", t.reals.size(), last));
+  const double* v = t.reals.data();
+  float* o = out.data();
+  for (int64_t b = 0; b < batches; ++b) {
+    const double* base = v + batch_offset(p.batch, batch_strides, b);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const double x = base[r * rs + c * cs];
+        *o++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> packed_operand_a(const PackedProduct& p, const runtime::Tensor& a) {
+  return gather_operand(p, a, p.a_batch, p.m, p.k, p.a_rs, p.a_cs, p.a_read);
+}
+
+std::vector<float> packed_operand_b(const PackedProduct& p, const runtime::Tensor& b) {
+  return gather_operand(p, b, p.b_batch, p.k, p.n, p.b_rs, p.b_cs, p.b_read);
+}
+
+runtime::Tensor packed_product_reference(const PackedProduct& p, const std::vector<const runtime::Tensor*>& inputs) {
+  const std::vector<float> a = packed_operand_a(p, *inputs.at(static_cast<size_t>(p.a)));
+  const std::vector<float> b = packed_operand_b(p, *inputs.at(static_cast<size_t>(p.b)));
+  runtime::Shape shape = p.batch;
+  shape.push_back(p.m);
+  shape.push_back(p.n);
+  runtime::Tensor c = runtime::Tensor::real(shape);
+  for (int64_t t = 0; t < batch_count(p); ++t)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        float acc = 0.0f;
+        for (int64_t q = 0; q < p.k; ++q)
+          acc = std::fma(a[static_cast<size_t>((t * p.m + i) * p.k + q)], b[static_cast<size_t>((t * p.k + q) * p.n + j)], acc);
+        c.reals[static_cast<size_t>((t * p.m + i) * p.n + j)] = acc;
+      }
+  return c;
 }
 
 int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node) {

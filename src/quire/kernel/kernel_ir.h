@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +96,34 @@ struct Stmt {
   int expr = -1;
 };
 
+/// A product computed before the nest runs, by a packed matrix multiply
+/// (register tiles of C, k-blocks, operands packed into panels: the native
+/// backend's sgemm, native/gemm.h), into the f32 buffer `scratch` that the
+/// nest then reads in place of the product's fold. For every batch index
+/// and every C[i, j] it is the chain
+///     acc = +0; for p = 0 .. k−1, increasing: acc = fmaf(A[i, p], B[p, j], acc)
+/// — the fold a `--product-step fma` f32 site states — so packing, tiling
+/// and blocking change no bit. Operands are read as the site reads them
+/// (rounded to `a_read` / `b_read` first where it reads them down).
+struct PackedProduct {
+  int a = -1, b = -1;      ///< input buffers of the operands
+  runtime::FloatType a_read = runtime::FloatType::F64, b_read = runtime::FloatType::F64;  ///< F64: as held
+  int64_t m = 1, n = 1, k = 0;
+  int64_t a_rs = 0, a_cs = 0, b_rs = 0, b_cs = 0;  ///< A[i, p] = a[i·a_rs + p·a_cs], B[p, j] = b[p·b_rs + j·b_cs]
+  std::vector<int64_t> batch;                      ///< batch extents, outermost first (C is [batch…, m, n], row-major)
+  std::vector<int64_t> a_batch, b_batch;           ///< each batch axis's stride in a and in b
+  int scratch = -1;                                ///< the input buffer C is written to (f32)
+};
+
+/// The packed product's C, computed by its definition (one chain at a time):
+/// what the kernel interpreter runs and every faster path is tested against.
+runtime::Tensor packed_product_reference(const PackedProduct& p, const std::vector<const runtime::Tensor*>& inputs);
+
+/// A's and B's elements as f32, rounded as the site reads them: the values
+/// the chain multiplies, A as [batch…, m, k] and B as [batch…, k, n], row-major.
+std::vector<float> packed_operand_a(const PackedProduct& p, const runtime::Tensor& a);
+std::vector<float> packed_operand_b(const PackedProduct& p, const runtime::Tensor& b);
+
 struct Kernel {
   std::string title;             ///< "fused 2 steps", "mean axis model", "dot+add"
   std::vector<Buffer> buffers;   ///< the inputs, then the output (the last)
@@ -103,6 +132,9 @@ struct Kernel {
   int loop_vars = 0;
   int scalars = 0;
   int split = 1;  ///< threads the layout divides the split loop over (1: none; layout.h)
+  /// Set when the layout packs the kernel's product (layout.h): the runner
+  /// computes it into its scratch input before the nest runs.
+  std::optional<PackedProduct> product;
 
   int output() const { return static_cast<int>(buffers.size()) - 1; }
 };

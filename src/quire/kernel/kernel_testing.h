@@ -69,6 +69,9 @@ inline machine::Profile eager_profile() {
   p.layout->launch_seconds = 0;
   p.layout->spawn_seconds = 0;
   p.layout->lane_speedup = 1000;
+  // Every product that can be packed is: its fold's operations cost the most.
+  p.layout->op_seconds = 1e-3;
+  p.layout->packed_flops = 1e30;
   p.layout->error = 0;
   return p;
 }

@@ -47,6 +47,24 @@ std::vector<S*> independent_chain(K& k) {
   }
 }
 
+// Loads whose index steps by more than one element along the loop around
+// them (a column of a row-major operand, read down a fold), by buffer.
+void strided_loads(const Kernel& k, const std::vector<Stmt>& body, int inner_var, int64_t times,
+                   std::vector<int64_t>& by_buffer) {
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Loop) {
+      strided_loads(k, s.body, s.var, times * s.extent, by_buffer);
+      continue;
+    }
+    (void)count_in_expr(k, s.expr, [&](const Expr& e) -> int64_t {
+      if (e.kind != ExprKind::Load) return 0;
+      for (auto [var, coeff] : e.index.terms)
+        if (var == inner_var && (coeff > 1 || coeff < -1)) by_buffer.at(static_cast<size_t>(e.buffer)) += times;
+      return 0;
+    });
+  }
+}
+
 }  // namespace
 
 Stmt* lane_loop(Kernel& k, int lanes) {
@@ -65,6 +83,10 @@ NestFacts nest_facts(const Kernel& k) {
            (s.kind == StmtKind::Store ? 1 : 0);
   });
   for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
+  std::vector<int64_t> strided(k.buffers.size(), 0);
+  strided_loads(k, k.body, -1, 1, strided);
+  for (size_t b = 0; b < strided.size(); ++b)
+    if (strided[b] > 0) f.strided.push_back({runtime::element_count(k.buffers[b].shape) * 8, strided[b]});
   f.fresh = runtime::element_count(k.buffers.back().shape) * 8;
   f.calls = count_executed(k, k.body, [&](const Stmt& s) {
     return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return library_call(e) ? 1 : 0; });
@@ -75,22 +97,34 @@ NestFacts nest_facts(const Kernel& k) {
 }
 
 std::string layout_text(const Layout& l) {
-  return fmt::format("lanes {}, split {}", l.lanes, l.split > 1 ? std::to_string(l.split) : "none");
+  return fmt::format("{}lanes {}, split {}", l.pack ? "packed product, " : "", l.lanes,
+                     l.split > 1 ? std::to_string(l.split) : "none");
 }
 
-CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p) {
+double packed_flops(const PackedProduct& p) {
+  double batch = 1;
+  for (int64_t e : p.batch) batch *= static_cast<double>(e);
+  return 2 * batch * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+}
+
+CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p, double product_flops) {
   if (!p.layout) throw std::invalid_argument("the profile has no layout model");
   const machine::LayoutModel& m = *p.layout;
   const double split = l.split;
   const double lanes = l.lanes > 1 ? m.lane_speedup : 1.0;
   CostTerms c;
   c.launch = m.launch_seconds;
-  c.spawn = l.split > 1 ? m.spawn_seconds : 0.0;
+  c.spawn = l.split > 1 ? m.spawn_seconds * (l.pack ? 2 : 1) : 0.0;
+  if (l.pack) c.product = m.packed_flops > 0 ? product_flops / (m.packed_flops * split) : HUGE_VAL;
   c.work = static_cast<double>(f.ops) * m.op_seconds / lanes / split;
   c.loads = static_cast<double>(f.moved) * m.load_seconds / lanes / split;
   c.calls = static_cast<double>(f.calls) * m.call_seconds / split;
   c.fresh = static_cast<double>(f.fresh) * m.fresh_seconds;
-  const double bytes = static_cast<double>(f.bytes);
+  // The working set names the level; a strided load from a buffer larger
+  // than L1 adds a line of its own (a smaller one stays in L1).
+  double bytes = static_cast<double>(f.bytes);
+  for (auto [buffer_bytes, loads] : f.strided)
+    if (buffer_bytes > p.caches.l1) bytes += static_cast<double>(loads) * p.caches.line;
   if (f.bytes <= p.caches.l2)
     c.l2 = bytes / (p.l2_bandwidth * split);  // private caches: each worker streams its own part
   else if (f.bytes <= p.caches.l3)
@@ -98,10 +132,10 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   else
     c.mem = bytes / p.memory_bandwidth;
   const double traffic = c.l2 + c.l3 + c.mem;
-  c.total = c.launch + c.spawn + c.fresh +
+  c.total = c.launch + c.spawn + c.fresh + c.product +
             std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
                      1.0 / m.p);
-  const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh},
+  const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh}, {"product", c.product},
                                                   {"work", c.work},     {"loads", c.loads}, {"calls", c.calls},
                                                   {"l2", c.l2},         {"l3", c.l3},       {"mem", c.mem}};
   double largest = -1;
@@ -128,7 +162,7 @@ std::vector<Layout> layout_space(const NestFacts& f, const machine::Profile& p) 
   return space;
 }
 
-KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads) {
+KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed) {
   if (!p.layout)
     throw std::invalid_argument(fmt::format("the profile `{}` has no layout model (a version 1 file): run `quire "
                                             "profile calibrate`",
@@ -137,8 +171,21 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads) 
   plan.facts = nest_facts(k);
   for (const Layout& l : layout_space(plan.facts, p))
     if (l.split <= std::max(1, threads)) plan.ranked.push_back(RankedLayout{l, predict(plan.facts, l, p)});
+  if (packed && packed->product && p.layout->packed_flops > 0) {
+    plan.packed_facts = nest_facts(*packed);
+    const double flops = packed_flops(*packed->product);
+    // The product divides its rows over the split's threads: offered up to the cores.
+    NestFacts space = *plan.packed_facts;
+    space.split_extent = std::max(space.split_extent, packed->product->m);
+    for (Layout l : layout_space(space, p)) {
+      if (l.split > std::max(1, threads)) continue;
+      l.pack = true;
+      plan.ranked.push_back(RankedLayout{l, predict(*plan.packed_facts, l, p, flops)});
+    }
+  }
   std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const RankedLayout& a, const RankedLayout& b) {
     if (a.cost.total != b.cost.total) return a.cost.total < b.cost.total;
+    if (a.layout.pack != b.layout.pack) return !a.layout.pack;
     if (a.layout.lanes != b.layout.lanes) return a.layout.lanes < b.layout.lanes;
     return a.layout.split < b.layout.split;
   });
@@ -151,7 +198,8 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads) 
 void apply_layout(Kernel& k, const Layout& l) {
   if (l.lanes > 1)
     if (Stmt* s = lane_loop(k, l.lanes)) s->lanes = l.lanes;
-  k.split = split_loop(k) ? l.split : 1;
+  // A packed product divides its rows over the split even where its nest has no split loop.
+  k.split = split_loop(k) || (l.pack && k.product) ? l.split : 1;
 }
 
 }  // namespace quire::kernel

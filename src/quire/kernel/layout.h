@@ -5,9 +5,13 @@
 //
 // A layout is how a nest runs, never what it computes: vector lanes on one of
 // its independent loops (each lane one iteration, so every element is
-// computed by the same operations in the same order) and a split of its
-// split loop (kernel_ir.h) over worker threads. So any point gives the
-// kernel interpreter's bits; the plan only chooses speed.
+// computed by the same operations in the same order), a split of its
+// split loop (kernel_ir.h) over worker threads, and for a product that can
+// be packed (kernel_ir.h, PackedProduct: an f32 `--product-step fma` site),
+// whether it runs as a packed matrix multiply (register tiles, k-blocks,
+// packed panels) ahead of the nest. Each C element is still its one chain
+// in increasing k, so any point gives the kernel interpreter's bits; the
+// plan only chooses speed.
 //
 // The cost model, with the profile's fitted constants (machine/profile.h):
 //
@@ -17,15 +21,19 @@
 //   work   = ops · op_seconds / lanes' / split   lanes' = lane_speedup if vectorized, else 1
 //   loads  = elements moved · load_seconds / lanes' / split
 //   calls  = library calls · call_seconds / split  (exp, log, tanh, erf, pow: scalar calls, never vectorized)
-//   traffic = bytes / bandwidth of the level the working set fits in:
+//   traffic = (bytes + strided loads from buffers beyond L1 · line) / bandwidth of the level the working set fits in:
 //             L2 (per core: divided by split), L3 or memory (shared: not divided)
-//   time = launch + spawn + fresh + ‖(work, loads, calls, traffic)‖_p
+//   product = 2·batch·m·n·k / (packed_flops · split)   a packed point's product,
+//             at the rate calibration measured (and one more spawn when split)
+//   time = launch + spawn + fresh + product + ‖(work, loads, calls, traffic)‖_p
 //
 // Requires: a profile with a layout model (version 2). Keeps: deterministic
 // plans: the same kernel and profile give the same layout.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quire/kernel/kernel_ir.h"
@@ -38,6 +46,9 @@ struct NestFacts {
   int64_t ops = 0;          ///< floating-point operations (kernel_flops)
   int64_t moved = 0;        ///< elements loaded and stored, counted per access
   int64_t bytes = 0;        ///< distinct bytes read and written (its buffers, 8 a real element as held)
+  /// Loads stepping by more than one element along their innermost loop:
+  /// (the buffer's bytes, how many), per buffer read so.
+  std::vector<std::pair<int64_t, int64_t>> strided;
   int64_t calls = 0;        ///< evaluations of a library function (exp, log, tanh, erf, pow and those built on them)
   int64_t fresh = 0;        ///< bytes of the output, allocated for each launch
   int64_t split_extent = 0;   ///< iterations of the split loop (0: none)
@@ -47,18 +58,20 @@ NestFacts nest_facts(const Kernel& k);
 
 struct Layout {
   int lanes = 1;  ///< vector lanes on the innermost independent loop (1: scalar)
-  int split = 1;  ///< threads dividing the split loop (1: none)
+  int split = 1;  ///< threads dividing the split loop (1: none), and a packed product's rows
+  bool pack = false;  ///< the product runs packed ahead of the nest (the packed variant of the kernel)
   bool operator==(const Layout&) const = default;
 };
-/// "lanes 8, split 2" / "lanes 1, split none"
+/// "lanes 8, split 2" / "lanes 1, split none" / "packed product, lanes 8, split 2"
 std::string layout_text(const Layout& l);
 
 struct CostTerms {
-  double launch = 0, spawn = 0, fresh = 0, work = 0, loads = 0, calls = 0, l2 = 0, l3 = 0, mem = 0;
+  double launch = 0, spawn = 0, fresh = 0, product = 0, work = 0, loads = 0, calls = 0, l2 = 0, l3 = 0, mem = 0;
   double total = 0;
   const char* bound_by = "";  ///< the largest term's name
 };
-CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p);
+/// `product_flops`: a packed point's product (2·batch·m·n·k; 0 otherwise).
+CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p, double product_flops = 0);
 
 /// Every point of a kernel's space: lanes 1 and the profile's vector lanes
 /// (vector_bytes / 8, the lanes of the f64 elements a kernel holds) where one
@@ -72,16 +85,23 @@ struct RankedLayout {
 };
 struct KernelPlan {
   NestFacts facts;
+  std::optional<NestFacts> packed_facts;  ///< of the packed variant, when it was offered
   std::vector<RankedLayout> ranked;  ///< every point, fastest first (ties: fewer lanes, then less split)
   int undecided = 0;                 ///< points within 1 + u of the best
   const Layout& chosen() const { return ranked.front().layout; }
 };
-/// Plans `k` under `p`, at most `threads` threads. std::invalid_argument when
-/// the profile has no layout model.
-KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads);
+/// Plans `k` under `p`, at most `threads` threads; with `packed` (the same
+/// launch with its product packed, lower.h) its points join the space, where
+/// the profile has measured a packed product's rate. std::invalid_argument
+/// when the profile has no layout model.
+KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed = nullptr);
+
+/// 2·batch·m·n·k: the packed product's floating-point operations.
+double packed_flops(const PackedProduct& p);
 
 /// The kernel with its layout: lanes marked on its innermost independent
-/// loop, the split recorded (Kernel::split).
+/// loop, the split recorded (Kernel::split). A packed layout applies to the
+/// packed variant, which the caller runs in place of the plain kernel.
 void apply_layout(Kernel& k, const Layout& l);
 
 /// The loop `lanes` vector lanes apply to: the innermost of the kernel's

@@ -3,6 +3,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -51,8 +52,14 @@ bool is_reduction(Op op) {
 class GroupLowering {
  public:
   GroupLowering(const core::Function& fn, const FusionGroup& g, const precision::FunctionRealization* table,
-                bool half_intermediates, const std::vector<interp::Value>& env)
-      : fn_(fn), g_(g), table_(table), half_intermediates_(half_intermediates), env_(env), b_(title(fn, g)) {}
+                bool half_intermediates, const std::vector<interp::Value>& env, bool packing)
+      : fn_(fn),
+        g_(g),
+        table_(table),
+        half_intermediates_(half_intermediates),
+        packing_(packing),
+        env_(env),
+        b_(title(fn, g)) {}
 
   LoweredLaunch run() {
     const core::Instr& first = instr(g_.steps.front());
@@ -76,6 +83,11 @@ class GroupLowering {
       members_[in.id].type = result_type(in);
     }
     for (int v : g_.inputs) input_buffer(v);
+    if (packing_) {
+      if (!is_product(first.op)) throw NotLowered{"no product to pack"};
+      scratch_ = b_.buffer(ElemType::F32, result);
+      inputs_.push_back(-1);
+    }
     // The output is the last buffer: inputs are all declared before it.
     const int out = b_.buffer(members_.at(g_.root()).type, result);
     std::vector<Stmt>* body = &b_.kernel().body;
@@ -97,6 +109,7 @@ class GroupLowering {
     store.expr = b_.scalar(members_.at(g_.root()).scalar);
     body->push_back(std::move(store));
     LoweredLaunch l;
+    b_.kernel().product = packed_;
     l.kernel = b_.take();
     l.inputs = inputs_;
     return l;
@@ -484,12 +497,94 @@ class GroupLowering {
     return p;
   }
 
+  /// The type a site reads operand `v` in: what read_down rounds it to, or F64 (as held).
+  FloatType read_type(const core::Instr& in, int v, const Operand& o) const {
+    const precision::SiteType* s = site(in.id);
+    if (!s || !s->read_down || !is_float(o.type) || float_of(o.type) == s->read_as) return FloatType::F64;
+    if (const precision::SiteType* os = site(v); os && os->weak) return FloatType::F64;
+    return s->read_as;
+  }
+
+  /// Axes `dims` of a row-major operand with `strides` and `shape` as one
+  /// axis: its extent and stride (size-1 axes dropped), when they are
+  /// consecutive in memory.
+  static std::optional<std::pair<int64_t, int64_t>> merged(const std::vector<int>& dims, const Shape& shape,
+                                                           const std::vector<int64_t>& strides) {
+    std::vector<int> kept;
+    for (int d : dims)
+      if (shape.at(static_cast<size_t>(d)) != 1) kept.push_back(d);
+    if (kept.empty()) return std::pair<int64_t, int64_t>{1, 0};
+    int64_t extent = 1;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const size_t d = static_cast<size_t>(kept[i]);
+      extent *= shape[d];
+      if (i + 1 < kept.size()) {
+        const size_t next = static_cast<size_t>(kept[i + 1]);
+        if (strides[d] != strides[next] * shape[next]) return std::nullopt;
+      }
+    }
+    return std::pair<int64_t, int64_t>{extent, strides[static_cast<size_t>(kept.back())]};
+  }
+
+  /// The product as a packed matrix multiply, or NotLowered saying why it is not one.
+  PackedProduct packing(const core::Instr& in, const Product& p, int va, const Operand& a, int vb, const Operand& b) {
+    const precision::SiteType* st = site(in.id);
+    if (!st || !st->fma || st->accumulator != FloatType::F32)
+      throw NotLowered{"the product's steps are not f32 fused multiply-adds"};
+    const std::vector<int64_t> sa = runtime::contiguous_strides(a.shape), sb = runtime::contiguous_strides(b.shape);
+    PackedProduct k;
+    k.a = input_buffer(va);
+    k.b = input_buffer(vb);
+    k.a_read = read_type(in, va, a);
+    k.b_read = read_type(in, vb, b);
+    k.scratch = scratch_;
+    // Result axes: the batch (both operands), then a's rows, then b's columns.
+    std::vector<int> m_dims, n_dims, ka_dims, kb_dims;
+    int phase = 0;
+    for (size_t i = 0; i < p.plan.result.size(); ++i) {
+      const runtime::ResultAxis& r = p.plan.result[i];
+      if (p.shape[i] == 1) continue;
+      const int here = r.a_axis >= 0 && r.b_axis >= 0 ? 0 : r.a_axis >= 0 ? 1 : 2;
+      if (here < phase) throw NotLowered{"the result's axes are not batch, rows, columns in order"};
+      phase = here;
+      if (here == 0) {
+        k.batch.push_back(p.shape[i]);
+        k.a_batch.push_back(sa[static_cast<size_t>(r.a_axis)]);
+        k.b_batch.push_back(sb[static_cast<size_t>(r.b_axis)]);
+      } else if (here == 1) {
+        m_dims.push_back(r.a_axis);
+      } else {
+        n_dims.push_back(r.b_axis);
+      }
+    }
+    for (auto [ax, bx] : p.plan.contracted) {
+      ka_dims.push_back(ax);
+      kb_dims.push_back(bx);
+    }
+    const auto m = merged(m_dims, a.shape, sa), n = merged(n_dims, b.shape, sb);
+    const auto ka = merged(ka_dims, a.shape, sa), kb = merged(kb_dims, b.shape, sb);
+    if (!m || !n || !ka || !kb) throw NotLowered{"the product's axes do not merge into rows, columns and k"};
+    std::tie(k.m, k.a_rs) = *m;
+    std::tie(k.n, k.b_cs) = *n;
+    std::tie(k.k, k.a_cs) = *ka;
+    k.b_rs = kb->second;
+    if (k.k == 0 || ka->first != kb->first) throw NotLowered{"an empty product"};
+    return k;
+  }
+
   int emit_product(const core::Instr& in, std::vector<Stmt>& body) {
     const Product p = product_geometry(in);
     const int va = in.args.at(static_cast<size_t>(p.a)), vb = in.args.at(static_cast<size_t>(p.b));
     const Operand a = operand(va), b = operand(vb);
     if (a.member || b.member || !is_float(a.type) || !is_float(b.type))
       throw NotLowered{fmt::format("{} multiplies what no kernel reads", value_name(in.id))};
+    if (packing_) {
+      // The product is computed ahead into the scratch; the nest reads it.
+      packed_ = packing(in, p, va, a, vb, b);
+      const int s = b_.new_scalar();
+      set(body, s, b_.load(scratch_, contiguous_index(p.shape, result_vars_)));
+      return b_.scalar(s);
+    }
     Shape contracted;
     for (auto [ax, bx] : p.plan.contracted) contracted.push_back(a.shape.at(static_cast<size_t>(ax)));
     const int s = b_.new_scalar();
@@ -530,6 +625,9 @@ class GroupLowering {
   const FusionGroup& g_;
   const precision::FunctionRealization* table_;
   bool half_intermediates_;
+  bool packing_;
+  int scratch_ = -1;
+  std::optional<PackedProduct> packed_;
   const std::vector<interp::Value>& env_;
   KernelBuilder b_;
   std::map<int, Member> members_;
@@ -546,11 +644,20 @@ std::variant<LoweredLaunch, std::string> lower_group(const core::Function& fn, c
   const core::Instr& first = fn.body.at(static_cast<size_t>(g.steps.front() - static_cast<int>(fn.args.size()) - 1));
   const bool computes = core::op_info(first.op).elementwise || is_product(first.op) || is_reduction(first.op);
   if (!computes) return fmt::format("{} is {}", core::op_info(first.op).spelling, launch_kind_name(launch_kind(first)));
+  LoweredLaunch plain;
   try {
-    return GroupLowering(fn, g, table, half_intermediates, env).run();
+    plain = GroupLowering(fn, g, table, half_intermediates, env, false).run();
   } catch (const NotLowered& e) {
     return e.why;
   }
+  if (is_product(first.op)) {
+    try {
+      plain.packed = std::make_shared<LoweredLaunch>(GroupLowering(fn, g, table, half_intermediates, env, true).run());
+    } catch (const NotLowered&) {
+      // Not packable: the plain nest is the only kernel.
+    }
+  }
+  return plain;
 }
 
 }  // namespace quire::kernel

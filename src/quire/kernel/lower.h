@@ -27,6 +27,9 @@
 #include <variant>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
 #include "quire/kernel/fusion.h"
@@ -38,6 +41,11 @@ namespace quire::kernel {
 struct LoweredLaunch {
   Kernel kernel;
   std::vector<int> inputs;  ///< the value each input buffer reads, in buffer order
+  /// Where the group's product can be packed (an f32 `--product-step fma`
+  /// site whose axes merge into [batch…] m × n × k): the same launch with
+  /// the product computed ahead (Kernel::product) and the nest reading its
+  /// scratch, an input whose entry in `inputs` is -1. The plan chooses.
+  std::shared_ptr<LoweredLaunch> packed;
 };
 
 /// Lowers group `g` of `fn` (its steps in body order, the root last) under

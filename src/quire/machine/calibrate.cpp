@@ -20,6 +20,7 @@
 #endif
 
 #include "quire/io/io_error.h"
+#include "quire/native/gemm.h"
 #include "quire/native/native_runner.h"
 #include "quire/native/workers.h"
 
@@ -258,6 +259,23 @@ double peak_rate(runtime::FloatType t, int cores, double seconds) {
   }
   fma_sink = fma_sink + std::accumulate(sums.begin(), sums.end(), 0.0);
   return median(rates);
+}
+
+double packed_product_rate(int64_t n) {
+  std::vector<float> a(static_cast<size_t>(n * n)), b(a.size()), c(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+    b[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
+  }
+  auto once = [&] {
+    const auto start = Clock::now();
+    native::sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false, 1);
+    return since(start);
+  };
+  once();
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) runs.push_back(once());
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / median(runs);
 }
 
 namespace {
@@ -745,14 +763,17 @@ Calibration calibrate(const CalibrationOptions& o) {
   // is used), so their peak is f32's.
   p.peak_flops[runtime::FloatType::BF16] = p.peak_flops[runtime::FloatType::F32];
   p.peak_flops[runtime::FloatType::F16] = p.peak_flops[runtime::FloatType::F32];
+  say("measuring the packed product");
+  const double packed = packed_product_rate(o.quick ? 128 : 384);
 
   say(fmt::format("fitting the layout model to {} samples", c.samples.size()));
   p.layout = model;
   p.layout = fit_layout_model(c.samples, p);
+  p.layout->packed_flops = packed;
   for (const CalibrationSample& s : c.samples) c.predicted.push_back(kernel::predict(s.facts, s.layout, p).total);
   p.source = fmt::format(
       "quire profile calibrate{} on {}: cores from the OS, caches from sysfs, bandwidths by memcpy, peak rates by "
-      "FMA chains (bf16 and f16 at f32's), spawn by empty pool calls; the layout model fitted to {} kernel layouts "
+      "FMA chains (bf16 and f16 at f32's), spawn by empty pool calls, the packed product by sgemm; the layout model fitted to {} kernel layouts "
       "timed natively",
       o.quick ? " --quick" : "", today(), c.samples.size());
   return c;
@@ -770,7 +791,8 @@ std::string print_calibration(const Calibration& c) {
   out += fmt::format("peak: f64 {:.1f} GFLOP/s, f32 {:.1f} GFLOP/s ({} cores; bf16 and f16 as f32)\n",
                      p.peak_flops.at(runtime::FloatType::F64) / 1e9, p.peak_flops.at(runtime::FloatType::F32) / 1e9,
                      p.cores);
-  out += fmt::format("spawn: {:.2f} µs\n", m.spawn_seconds * 1e6);
+  out += fmt::format("spawn: {:.2f} µs; packed f32 product: {:.1f} GFLOP/s (one thread)\n", m.spawn_seconds * 1e6,
+                     m.packed_flops / 1e9);
   out += fmt::format(
       "model: launch {:.3g} µs, op {:.3g} ns, load {:.3g} ns, library call {:.3g} ns, fresh output {:.3g} ns/KiB, "
       "lane speedup {:.2f}, p {:.2f}\n",

@@ -72,6 +72,8 @@ Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
   model.call_seconds = number(m, "call_seconds", "layout_model.call_seconds", true);
   model.fresh_seconds = number(m, "fresh_seconds", "layout_model.fresh_seconds", true);
   model.lane_speedup = positive(m, "lane_speedup", "layout_model.lane_speedup");
+  if (m.is_object() && m.contains("packed_flops"))
+    model.packed_flops = number(m, "packed_flops", "layout_model.packed_flops", true);
   model.p = positive(m, "p", "layout_model.p");
   model.error = number(m, "error", "layout_model.error", true);
   model.rank_correlation = m.is_object() && m.contains("rank_correlation") && m["rank_correlation"].is_number()
@@ -110,6 +112,7 @@ nlohmann::ordered_json profile_json(const Profile& p) {
   lm["call_seconds"] = m.call_seconds;
   lm["fresh_seconds"] = m.fresh_seconds;
   lm["lane_speedup"] = m.lane_speedup;
+  if (m.packed_flops > 0) lm["packed_flops"] = m.packed_flops;
   lm["p"] = m.p;
   lm["error"] = m.error;
   lm["rank_correlation"] = m.rank_correlation;

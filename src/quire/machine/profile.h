@@ -45,6 +45,9 @@ struct LayoutModel {
   double call_seconds = 0;    ///< one call of a library function (exp, log, …), never vectorized
   double fresh_seconds = 0;   ///< one byte of a launch's output, allocated and zeroed before it runs
   double lane_speedup = 1;    ///< what a vectorized loop gains over a scalar one
+  /// FLOP/s of one thread's packed f32 product (kernel_ir.h, PackedProduct),
+  /// measured; 0 where the profile predates it: no packed layout is offered.
+  double packed_flops = 0;
   double p = 1;               ///< the terms combine by a p-norm
   double error = 0;           ///< u: the mean relative error on the calibration
   double rank_correlation = 0;  ///< Spearman's, predictions against measurements

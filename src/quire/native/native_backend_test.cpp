@@ -25,6 +25,7 @@ using interp::Value;
 using kernel::testing::every_policy;
 using kernel::testing::expect_same;
 using kernel::testing::label;
+using precision::Policy;
 
 class NativeBackend : public testing::FreshCacheTest {};
 
@@ -49,6 +50,57 @@ TEST_F(NativeBackend, TheTutorialAndItsTrainingStepHaveTheReferenceBitsUnderEver
       }
     }
   EXPECT_GT(runner.compilations(), 0);
+  EXPECT_GT(runner.packed_products(), 0) << "the eager profile packs the f32 fma products";
+}
+
+TEST_F(NativeBackend, PackedProductsHaveTheFusedChainsBitsAtAnyShapeAndThreadCount) {
+  // Shapes that fill no register tile, a batched contraction, and the
+  // products of the gradient (ct · wᵀ, xᵀ · ct) with an epilogue each.
+  interp::testing::Program p(R"(fn f(x : ℝ[b: 37, n: 53], w : ℝ[n: 53, m: 29]) -> ℝ[b: 37, m: 29] =
+  tanh(x · w) + 1
+fn g(q : ℝ[h: 3, s: 17, d: 40], k : ℝ[h: 3, t: 19, d: 40]) -> ℝ[h: 3, s: 17, t: 19] =
+  contract(axis d, q, k)
+fn lx(x : ℝ[b: 37, n: 53], w : ℝ[n: 53, m: 29]) -> ℝ[] = sum(tanh(x · w))
+fn lw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[] = sum(tanh(x · w))
+fn dx(x : ℝ[b: 37, n: 53], w : ℝ[n: 53, m: 29]) -> ℝ[b: 37, n: 53] = grad(lx)(x, w)
+fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(lw)(w, x)
+)");
+  auto draw = [](runtime::Shape shape, uint64_t seed) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    return Value::of(interp::testing::reals(shape, kernel::testing::specials_and_random(n, seed)));
+  };
+  const std::map<std::string, std::vector<Value>> calls = {
+      {"f", {draw({37, 53}, 1), draw({53, 29}, 2)}},
+      {"g", {draw({3, 17, 40}, 3), draw({3, 19, 40}, 4)}},
+      {"dx", {draw({37, 53}, 5), draw({53, 29}, 6)}},
+      {"dw", {draw({53, 29}, 7), draw({37, 53}, 8)}},
+  };
+  const machine::Profile eager = kernel::testing::eager_profile();
+  for (Policy policy : {Policy::F32, Policy::BF16}) {
+    precision::RealizeOptions o;
+    o.policy = policy;
+    o.fused_products = true;
+    for (const auto& [name, args] : calls) {
+      SCOPED_TRACE(name + " under " + label(o));
+      NativeRunner one, two;
+      one.set_threads(1);
+      two.set_threads(2);
+      const kernel::testing::Runs a =
+          kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, one, interp::Remat::Recompute, &eager, 1);
+      const kernel::testing::Runs b =
+          kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, two, interp::Remat::Recompute, &eager, 2);
+      expect_same(a.kernels, a.reference, "packed, 1 thread");
+      expect_same(b.kernels, a.reference, "packed, 2 threads");
+      EXPECT_GT(one.packed_products(), 0);
+      EXPECT_GT(two.packed_products(), 0);
+      // The kernel interpreter runs the same packed kernels by their definition.
+      kernel::InterpretingRunner interpreting;
+      const kernel::testing::Runs c = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, interpreting,
+                                                                interp::Remat::Recompute, &eager, 2);
+      expect_same(c.kernels, a.reference, "packed, kernel interpreter");
+    }
+  }
 }
 
 TEST_F(NativeBackend, EveryGoldenProgramsEntryHasTheReferenceBitsUnderEveryPolicy) {

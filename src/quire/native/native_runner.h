@@ -38,14 +38,20 @@ class NativeRunner : public kernel::KernelRunner {
   /// Launches whose split loop was divided among several threads.
   int64_t split_launches() const { return split_launches_; }
   int64_t cache_hits() const { return compiler_.cache_hits(); }
+  /// Packed products run (sgemm, gemm.h) ahead of their kernels' nests.
+  int64_t packed_products() const { return packed_products_; }
 
  private:
+  /// A packed product's scratch, by sgemm on the operands as the site reads them.
+  runtime::Tensor packed_product(const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
+
   using KernelFunction = void (*)(const void* const* inputs, void* output, int64_t lo, int64_t hi);
 
   CCompiler compiler_;
   std::map<int, KernelFunction> functions_;  ///< by kernel id
   int threads_ = 1;
   int64_t split_launches_ = 0;
+  int64_t packed_products_ = 0;
 };
 
 /// The runner a backend runs kernels with: the kernel interpreter for

@@ -132,6 +132,18 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   else
     c.mem = bytes / p.memory_bandwidth;
   const double traffic = c.l2 + c.l3 + c.mem;
+  if (l.split > 1) {
+    // The pool's caller claims parts until the workers come (native/workers.h),
+    // so a split launch costs at most what the caller alone would take.
+    CostTerms alone = predict(f, Layout{l.lanes, 1, l.pack}, p, product_flops);
+    c.total = c.launch + c.spawn + c.fresh + c.product +
+              std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
+                       1.0 / m.p);
+    if (alone.total <= c.total) {
+      alone.bound_by = "spawn";
+      return alone;
+    }
+  }
   c.total = c.launch + c.spawn + c.fresh + c.product +
             std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
                      1.0 / m.p);

@@ -26,6 +26,9 @@
 //   product = 2·batch·m·n·k / (packed_flops · split)   a packed point's product,
 //             at the rate calibration measured (and one more spawn when split)
 //   time = launch + spawn + fresh + product + ‖(work, loads, calls, traffic)‖_p
+//   and a split point takes the unsplit point's terms where those are less
+//   (bound by spawn): the caller runs every part itself when the workers
+//   come late
 //
 // Requires: a profile with a layout model (version 2). Keeps: deterministic
 // plans: the same kernel and profile give the same layout.

@@ -93,12 +93,87 @@ TEST(Layout, LibraryCallsAndTheFreshOutputHaveTermsOfTheirOwn) {
   machine::Profile p = model_profile();
   p.layout->call_seconds = 2e-8;
   p.layout->fresh_seconds = 1e-10;
+  p.layout->spawn_seconds = 0;  // so that the split pays
   const CostTerms scalar = predict(f, Layout{1, 1}, p), wide = predict(f, Layout{8, 2}, p);
   EXPECT_DOUBLE_EQ(scalar.calls, 100 * 2e-8);
   EXPECT_DOUBLE_EQ(wide.calls, 100 * 2e-8 / 2);  // a split divides the calls; lanes do not
   EXPECT_DOUBLE_EQ(scalar.fresh, 800 * 1e-10);
   EXPECT_DOUBLE_EQ(wide.fresh, 800 * 1e-10);  // allocated before the launch, on one thread
   EXPECT_STREQ(scalar.bound_by, "calls");
+}
+
+/// out[j] = Σ_k in[k, j] over [n, n]: a column read down the fold, a load
+/// that steps n elements along its loop.
+Kernel column_sums(int64_t n) {
+  KernelBuilder b("sum axis 0");
+  const int in = b.buffer(ElemType::F32, {n, n});
+  const int out = b.buffer(ElemType::F32, {n});
+  Stmt outer;
+  outer.kind = StmtKind::Loop;
+  outer.var = b.new_loop_var();
+  outer.extent = n;
+  outer.independent = true;
+  const int s = b.new_scalar();
+  Stmt zero;
+  zero.kind = StmtKind::Set;
+  zero.scalar = s;
+  zero.expr = b.constant(0.0);
+  Stmt fold;
+  fold.kind = StmtKind::Loop;
+  fold.var = b.new_loop_var();
+  fold.extent = n;
+  Stmt step = zero;
+  step.expr = b.binary(runtime::BinaryOp::Add, b.scalar(s), b.load(in, Affine{0, {{fold.var, n}, {outer.var, 1}}}));
+  fold.body.push_back(step);
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = Affine{0, {{outer.var, 1}}};
+  store.expr = b.scalar(s);
+  outer.body = {zero, fold, store};
+  b.kernel().body.push_back(outer);
+  return b.take();
+}
+
+TEST(Layout, StridedLoadsBeyondL1AddALineEach) {
+  const NestFacts f = nest_facts(column_sums(64));
+  ASSERT_EQ(f.strided.size(), 1u);
+  EXPECT_EQ(f.strided[0], (std::pair<int64_t, int64_t>{64 * 64 * 8, 64 * 64}));
+  EXPECT_TRUE(nest_facts(square_plus_one(64, 3)).strided.empty());
+  machine::Profile p = model_profile();
+  p.caches.line = 64;
+  p.caches.l1 = 64 * 64 * 8;  // the operand stays in L1: no line of its own
+  const double held = predict(f, Layout{1, 1}, p).l2;
+  EXPECT_DOUBLE_EQ(held, static_cast<double>(f.bytes) / 1e11);
+  p.caches.l1 = 1024;
+  EXPECT_DOUBLE_EQ(predict(f, Layout{1, 1}, p).l2, (static_cast<double>(f.bytes) + 64.0 * 64 * 64) / 1e11);
+}
+
+TEST(Layout, APackedVariantJoinsTheSpaceWhereTheProfileKnowsItsRate) {
+  const Kernel plain = column_sums(64);
+  Kernel packed = square_plus_one(64, 1);  // stands for the nest that reads the packed result
+  packed.product = PackedProduct{};
+  packed.product->m = 64;
+  packed.product->n = 1;
+  packed.product->k = 64;
+  machine::Profile p = model_profile();
+  const size_t plain_points = plan_kernel(plain, p, 4).ranked.size();
+  EXPECT_EQ(plan_kernel(plain, p, 4, &packed).ranked.size(), plain_points);  // no rate: not offered
+  p.layout->packed_flops = 1e9;
+  const KernelPlan plan = plan_kernel(plain, p, 4, &packed);
+  ASSERT_GT(plan.ranked.size(), plain_points);
+  ASSERT_TRUE(plan.packed_facts.has_value());
+  bool found = false;
+  for (const RankedLayout& r : plan.ranked)
+    if (r.layout.pack && r.layout.split == 1 && r.layout.lanes == 1) {
+      found = true;
+      EXPECT_DOUBLE_EQ(r.cost.product, 2.0 * 64 * 64 / 1e9);
+      const double nest = predict(*plan.packed_facts, Layout{1, 1}, p).total;
+      EXPECT_NEAR(r.cost.total - r.cost.product, nest, nest * 1e-12);  // the nest's terms, plus the product
+      EXPECT_EQ(layout_text(r.layout), "packed product, lanes 1, split none");
+    }
+  EXPECT_TRUE(found);
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 64);
 }
 
 TEST(Layout, TheSpaceOffersLanesWhereALoopFillsThemAndSplitsUpToTheCores) {
@@ -120,11 +195,20 @@ TEST(Layout, PredictionsFollowTheModelTermByTerm) {
   EXPECT_EQ(scalar.l3 + scalar.mem, 0);
   EXPECT_DOUBLE_EQ(scalar.total, 1e-7 + 384e-9 + 576 * 5e-10 + 3072 / 1e11);  // p = 1: a sum
   EXPECT_STREQ(scalar.bound_by, "work");
+  // Spawn (10 µs) outweighs what a split saves here: the caller runs both
+  // parts itself, so the point costs what the unsplit one does.
   const CostTerms wide = predict(f, Layout{8, 2}, p);
-  EXPECT_DOUBLE_EQ(wide.spawn, 1e-5);
-  EXPECT_DOUBLE_EQ(wide.work, 384 * 1e-9 / 4 / 2);
-  EXPECT_DOUBLE_EQ(wide.l2, 3072 / (1e11 * 2));
+  EXPECT_DOUBLE_EQ(wide.total, predict(f, Layout{8, 1}, p).total);
+  EXPECT_EQ(wide.spawn, 0);
   EXPECT_STREQ(wide.bound_by, "spawn");
+  // Where the split pays, it divides the work and L2's traffic and adds spawn.
+  machine::Profile quick = p;
+  quick.layout->spawn_seconds = 1e-8;
+  const CostTerms split = predict(f, Layout{8, 2}, quick);
+  EXPECT_DOUBLE_EQ(split.spawn, 1e-8);
+  EXPECT_DOUBLE_EQ(split.work, 384 * 1e-9 / 4 / 2);
+  EXPECT_DOUBLE_EQ(split.l2, 3072 / (1e11 * 2));
+  EXPECT_LT(split.total, predict(f, Layout{8, 1}, quick).total);
   // A working set beyond L3 streams from memory, which a split does not widen.
   const CostTerms big = predict(nest_facts(square_plus_one(1024, 1024)), Layout{1, 2}, p);
   EXPECT_DOUBLE_EQ(big.mem, 2.0 * 1024 * 1024 * 8 / 1e10);

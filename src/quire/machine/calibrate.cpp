@@ -284,21 +284,28 @@ namespace {
 /// thread alone: the median of `calls` empty parallel_for calls on `cores`
 /// threads minus the median on one, after a warm-up.
 double measure_spawn(int cores, int calls) {
+  // What a split launch pays over its work: each of `cores` parts spins for
+  // a fixed time, so the call takes that time plus waking the workers and
+  // waiting for the last. Calls are spaced so that the workers park between
+  // them, as they do between launches; empty parts would measure nothing,
+  // since the caller claims them all before a worker wakes.
   if (cores < 2) return 0;
   native::WorkerPool& pool = native::WorkerPool::shared();
-  const native::WorkerPool::TaskFn nothing = [](int64_t, int) {};
-  auto median_call = [&](int threads) {
-    for (int i = 0; i < 50; ++i) pool.parallel_for(threads, threads, nothing);
-    std::vector<double> times(static_cast<size_t>(calls));
-    for (double& t : times) {
-      const auto start = Clock::now();
-      pool.parallel_for(threads, threads, nothing);
-      t = since(start);
+  constexpr double kPart = 20e-6;
+  const native::WorkerPool::TaskFn spin = [](int64_t, int) {
+    const auto start = Clock::now();
+    while (since(start) < kPart) {
     }
-    return median(std::move(times));
   };
-  const double alone = median_call(1);
-  return std::max(0.0, median_call(cores) - alone);
+  for (int i = 0; i < 20; ++i) pool.parallel_for(cores, cores, spin);
+  std::vector<double> times(static_cast<size_t>(calls));
+  for (double& t : times) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto start = Clock::now();
+    pool.parallel_for(cores, cores, spin);
+    t = since(start);
+  }
+  return std::max(0.0, median(std::move(times)) - kPart);
 }
 
 // ---------------------------------------------------------------------------
@@ -773,7 +780,7 @@ Calibration calibrate(const CalibrationOptions& o) {
   for (const CalibrationSample& s : c.samples) c.predicted.push_back(kernel::predict(s.facts, s.layout, p).total);
   p.source = fmt::format(
       "quire profile calibrate{} on {}: cores from the OS, caches from sysfs, bandwidths by memcpy, peak rates by "
-      "FMA chains (bf16 and f16 at f32's), spawn by empty pool calls, the packed product by sgemm; the layout model fitted to {} kernel layouts "
+      "FMA chains (bf16 and f16 at f32's), spawn by pool calls of fixed work, the packed product by sgemm; the layout model fitted to {} kernel layouts "
       "timed natively",
       o.quick ? " --quick" : "", today(), c.samples.size());
   return c;

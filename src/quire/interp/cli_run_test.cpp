@@ -73,6 +73,26 @@ TEST_F(Cli, RunEvaluatesAnEntryDeterministically) {
   EXPECT_EQ(t.output, "quire: error: argument `x` has `...` axes: an entry needs known shapes\n");
 }
 
+TEST_F(Cli, RunTakesTheProductStep) {
+  const std::string loss = tutorial("04_loss.qr").string();
+  const std::string args = "run " + loss + " --entry loss --dim B=2 --seed 5 --precision f32";
+  Outcome fma = quire(args + " --product-step fma"), separate = quire(args + " --product-step separate");
+  Outcome plain = quire(args);
+  EXPECT_EQ(fma.status, 0) << fma.output;
+  EXPECT_TRUE(fma.output.starts_with("result : f32 = ")) << fma.output;
+  EXPECT_EQ(separate.output, plain.output);  // separate is the default
+  Outcome realization = quire("dump " + loss + " --stage precision --entry loss --precision f32 --product-step fma");
+  EXPECT_EQ(realization.status, 0) << realization.output;
+  EXPECT_NE(realization.output.find("under --precision f32 --product-step fma"), std::string::npos) << realization.output;
+  EXPECT_NE(realization.output.find("each step one fused multiply-add"), std::string::npos) << realization.output;
+  Outcome exact = quire("run " + loss + " --entry loss --dim B=2 --precision exact --product-step fma");
+  EXPECT_EQ(exact.status, 1);
+  EXPECT_EQ(exact.output, "quire: error: --product-step: the exact reference rounds nothing\n");
+  Outcome bad = quire(args + " --product-step fused");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("--product-step"), std::string::npos) << bad.output;
+}
+
 TEST_F(Cli, RunReadsArgumentsFromAnNpz) {
   std::string inputs = file("in.npz");
   runtime::Tensor x = runtime::Tensor::real({2, 4}, 1.0), y = runtime::Tensor::real({2, 4}, 1.0);

@@ -287,6 +287,25 @@ TEST(Trainer, AResumeMustRepeatThePolicy) {
                          ": it was written with precision = \"f64\", this run has \"bf16\" (a resume must repeat the run)");
 }
 
+TEST(Trainer, AResumeMustRepeatTheProductStep) {
+  Regression reg;
+  TrainOptions o = reg.options("run");
+  o.precision = "f32";
+  o.fused_products = true;
+  o.max_steps = 5;
+  train_file(reg.program, o);
+  o.resume = true;
+  o.fused_products = false;
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, o); });
+  EXPECT_EQ(message, "cannot resume from " + reg.dir.file("run/ckpt/step-00000005") +
+                         ": it was written with product_step = \"fma\", this run has \"separate\" (a resume must "
+                         "repeat the run)");
+  // The same step resumes.
+  o.fused_products = true;
+  o.max_steps = 7;
+  EXPECT_NO_THROW(train_file(reg.program, o));
+}
+
 // Under the solver's decisions (`--realize`): the forward values it narrowed
 // are rounded in the objective's vjp, the run still converges, stopping and
 // resuming gives the same bits, and a resume under other decisions is refused.

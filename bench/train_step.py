@@ -167,7 +167,7 @@ def main():
         with open(os.path.join(workdir, "tower.qr"), "w") as f:
             f.write(PROGRAM)
         write_data(os.path.join(workdir, "pairs.npz"), B * (args.steps + args.warmup + 1))
-        print(f"one training step, D = {D}, L = {L}, B = {B}, f32, AdamW, {args.threads} threads "
+        print(f"one training step, D = {D}, L = {L}, B = {B}, f32, AdamW, {args.threads} thread{'s' if args.threads != 1 else ''} "
               f"(median over {args.steps} steps after {args.warmup})")
         rows = []
         for step in ("separate", "fma"):

@@ -568,7 +568,10 @@ class GroupLowering {
     std::tie(k.n, k.b_cs) = *n;
     std::tie(k.k, k.a_cs) = *ka;
     k.b_rs = kb->second;
-    if (k.k == 0 || ka->first != kb->first) throw NotLowered{"an empty product"};
+    int64_t batch = 1;
+    for (int64_t e : k.batch) batch *= e;
+    if (k.k == 0 || k.m == 0 || k.n == 0 || batch == 0 || ka->first != kb->first)
+      throw NotLowered{"an empty product"};
     return k;
   }
 

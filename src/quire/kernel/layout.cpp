@@ -121,10 +121,12 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   c.calls = static_cast<double>(f.calls) * m.call_seconds / split;
   c.fresh = static_cast<double>(f.fresh) * m.fresh_seconds;
   // The working set names the level; a strided load from a buffer larger
-  // than L1 adds a line of its own (a smaller one stays in L1).
+  // than L1 adds a line of its own (a smaller one stays in L1), shared by
+  // the lanes, which read neighbouring elements of it (a row of the operand
+  // a fold walks down).
   double bytes = static_cast<double>(f.bytes);
   for (auto [buffer_bytes, loads] : f.strided)
-    if (buffer_bytes > p.caches.l1) bytes += static_cast<double>(loads) * p.caches.line;
+    if (buffer_bytes > p.caches.l1) bytes += static_cast<double>(loads) * p.caches.line / l.lanes;
   if (f.bytes <= p.caches.l2)
     c.l2 = bytes / (p.l2_bandwidth * split);  // private caches: each worker streams its own part
   else if (f.bytes <= p.caches.l3)

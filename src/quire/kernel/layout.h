@@ -21,7 +21,7 @@
 //   work   = ops · op_seconds / lanes' / split   lanes' = lane_speedup if vectorized, else 1
 //   loads  = elements moved · load_seconds / lanes' / split
 //   calls  = library calls · call_seconds / split  (exp, log, tanh, erf, pow: scalar calls, never vectorized)
-//   traffic = (bytes + strided loads from buffers beyond L1 · line) / bandwidth of the level the working set fits in:
+//   traffic = (bytes + strided loads from buffers beyond L1 · line / lanes) / bandwidth of the level the working set fits in:
 //             L2 (per core: divided by split), L3 or memory (shared: not divided)
 //   product = 2·batch·m·n·k / (packed_flops · split)   a packed point's product,
 //             at the rate calibration measured (and one more spawn when split)

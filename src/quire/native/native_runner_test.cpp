@@ -2,6 +2,7 @@
 // expression kind and operation on hard inputs, the tutorial's loss under
 // every policy through the kernel engine, the object cache, and the errors.
 #include "quire/native/native_runner.h"
+#include "quire/native/c_emit.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -218,6 +219,58 @@ TEST_F(NativeRunnerTest, EveryExpressionKindAndRounding) {
   for (int64_t k = 0; k < n; ++k) tc.ints[static_cast<size_t>(k)] = k % 3 == 0;
   NativeRunner runner;
   expect_native_matches(runner, 0, b.take(), {&tx, &tc});
+}
+
+// out[i, j] = f32 Σ_k a[i, k] · b[k, j] over [rows, cols] with `depth` terms,
+// lanes on j (a loop around a fold: emitted as lane tiles), the product and
+// the sum rounded apart; `split` on i.
+// With `rows` 0 the loop over j is the kernel's only statement: the split
+// loop itself, whose tiles then run within each thread's [lo, hi).
+Kernel lane_tiled_product(int64_t rows, int64_t cols, int64_t depth, int lanes, int split) {
+  Nest nest("dot");
+  KernelBuilder& b = nest.b;
+  const int a = b.buffer(ElemType::F32, {std::max<int64_t>(rows, 1), depth});
+  const int w = b.buffer(ElemType::F32, {depth, cols});
+  const int out = b.buffer(ElemType::F32, {std::max<int64_t>(rows, 1), cols});
+  const int i = b.new_loop_var(), j = b.new_loop_var(), k = b.new_loop_var();
+  const int s = b.new_scalar();
+  const Affine a_at = rows == 0 ? Affine{0, {{k, 1}}} : Affine{0, {{i, depth}, {k, 1}}};
+  const Affine out_at = rows == 0 ? Affine{0, {{j, 1}}} : Affine{0, {{i, cols}, {j, 1}}};
+  const int term = b.round(runtime::FloatType::F32, b.binary(BinaryOp::Mul, b.load(a, a_at),
+                                                             b.load(w, Affine{0, {{k, cols}, {j, 1}}})));
+  Stmt fold = Nest::loop(k, depth, {Nest::set(s, b.round(runtime::FloatType::F32, b.binary(BinaryOp::Add, b.scalar(s), term)))});
+  Stmt across = Nest::loop(j, cols, {Nest::set(s, b.constant(0.0)), fold, Nest::store(out, out_at, b.scalar(s))});
+  across.independent = true;
+  across.lanes = lanes;
+  Stmt down = Nest::loop(i, rows, {across});
+  down.independent = true;
+  b.kernel().body.push_back(rows == 0 ? across : down);
+  b.kernel().split = split;
+  return b.take();
+}
+
+TEST_F(NativeRunnerTest, LaneTilesAroundAFoldKeepEachElementsChain) {
+  // Columns that fill no tile, one tile and a remainder, several tiles;
+  // special values among the operands; split over 2 threads and not.
+  NativeRunner runner;
+  runner.set_threads(2);
+  int id = 0;
+  for (int64_t rows : {7, 0})
+  for (int64_t cols : {5, 37, 100})
+    for (int split : {1, 2}) {
+      const int64_t depth = 13;
+      const Kernel k = lane_tiled_product(rows, cols, depth, 8, split);
+      const std::string c = emit_c(k);
+      if (cols >= 32) {
+        EXPECT_NE(c.find("s0_v[i1_l]"), std::string::npos) << c;
+      }
+      Tensor ta = Tensor::real({std::max<int64_t>(rows, 1), depth}), tw = Tensor::real({depth, cols});
+      const std::vector<double> hard = hard_values();
+      for (size_t n = 0; n < ta.reals.size(); ++n) ta.reals[n] = static_cast<float>(hard[n % hard.size()]);
+      for (size_t n = 0; n < tw.reals.size(); ++n) tw.reals[n] = static_cast<float>(0.37 * static_cast<double>(n % 11) - 1.5);
+      SCOPED_TRACE(fmt::format("{} rows, {} columns, split {}", rows, cols, split));
+      expect_native_matches(runner, id++, k, {&ta, &tw});
+    }
 }
 
 TEST_F(NativeRunnerTest, StoresIntoEveryBufferTypeAndAccumulateInTheOutput) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "quire/native/gemm.h"
+
 namespace quire::kernel {
 
 namespace {
@@ -104,7 +106,11 @@ std::string layout_text(const Layout& l) {
 double packed_flops(const PackedProduct& p) {
   double batch = 1;
   for (int64_t e : p.batch) batch *= static_cast<double>(e);
-  return 2 * batch * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+  // sgemm computes whole register tiles across the columns: a product
+  // narrower than a tile pays for the tile (its panels are zero-padded).
+  const int64_t tile = native::gemm_detail::kTileCols;
+  const int64_t columns = (p.n + tile - 1) / tile * tile;
+  return 2 * batch * static_cast<double>(p.m) * static_cast<double>(columns) * static_cast<double>(p.k);
 }
 
 CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p, double product_flops) {

@@ -23,7 +23,7 @@
 //   calls  = library calls · call_seconds / split  (exp, log, tanh, erf, pow: scalar calls, never vectorized)
 //   traffic = (bytes + strided loads from buffers beyond L1 · line / lanes) / bandwidth of the level the working set fits in:
 //             L2 (per core: divided by split), L3 or memory (shared: not divided)
-//   product = 2·batch·m·n·k / (packed_flops · split)   a packed point's product,
+//   product = 2·batch·m·n′·k / (packed_flops · split)  a packed point's product (n′: n in whole tiles),
 //             at the rate calibration measured (and one more spawn when split)
 //   time = launch + spawn + fresh + product + ‖(work, loads, calls, traffic)‖_p
 //   and a split point takes the unsplit point's terms where those are less
@@ -99,7 +99,8 @@ struct KernelPlan {
 /// when the profile has no layout model.
 KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed = nullptr);
 
-/// 2·batch·m·n·k: the packed product's floating-point operations.
+/// 2·batch·m·n′·k: the floating-point operations the packed product
+/// performs, n′ being n rounded up to sgemm's register tile (native/gemm.h).
 double packed_flops(const PackedProduct& p);
 
 /// The kernel with its layout: lanes marked on its innermost independent

@@ -167,13 +167,15 @@ TEST(Layout, APackedVariantJoinsTheSpaceWhereTheProfileKnowsItsRate) {
   for (const RankedLayout& r : plan.ranked)
     if (r.layout.pack && r.layout.split == 1 && r.layout.lanes == 1) {
       found = true;
-      EXPECT_DOUBLE_EQ(r.cost.product, 2.0 * 64 * 64 / 1e9);
+      EXPECT_DOUBLE_EQ(r.cost.product, 2.0 * 64 * 32 * 64 / 1e9);  // one column, computed as a tile of 32
       const double nest = predict(*plan.packed_facts, Layout{1, 1}, p).total;
       EXPECT_NEAR(r.cost.total - r.cost.product, nest, nest * 1e-12);  // the nest's terms, plus the product
       EXPECT_EQ(layout_text(r.layout), "packed product, lanes 1, split none");
     }
   EXPECT_TRUE(found);
-  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 64);
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 32 * 64);
+  packed.product->n = 33;  // two tiles
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 64 * 64);
 }
 
 TEST(Layout, TheSpaceOffersLanesWhereALoopFillsThemAndSplitsUpToTheCores) {

@@ -1,9 +1,10 @@
 #include "quire/kernel/kernel_interpreter.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "quire/native/gemm.h"
 #include "quire/runtime/runtime_error.h"
 
 // The IR's semantics round each product and sum on its own; only an explicit
@@ -133,13 +134,14 @@ void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& in
 
 runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& given) {
   check_inputs(k, given);
-  std::vector<const runtime::Tensor*> inputs = given;
+  // A packed product by its definition, one chain at a time.
   runtime::Tensor scratch;
-  if (k.product && !inputs.at(static_cast<size_t>(k.product->scratch))) {
-    scratch = packed_product_reference(*k.product, inputs);
-    scratch.shape = k.buffers.at(static_cast<size_t>(k.product->scratch)).shape;
-    inputs[static_cast<size_t>(k.product->scratch)] = &scratch;
-  }
+  const std::vector<const runtime::Tensor*> inputs = with_packed_product(
+      k, given,
+      [](int64_t m, int64_t n, int64_t kk, const float* a, const float* b, float* c) {
+        native::sgemm_reference(m, n, kk, a, kk, 1, b, n, 1, c, n, false);
+      },
+      scratch);
   const Buffer& ob = k.buffers.back();
   runtime::Tensor out = held_kind(ob.type) == runtime::ElemKind::Real
                             ? runtime::Tensor::real(ob.shape)

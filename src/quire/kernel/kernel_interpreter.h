@@ -25,7 +25,7 @@ void check_inputs(const Kernel& k, const std::vector<const runtime::Tensor*>& in
 
 /// Runs `k` on its inputs (in buffer order) and returns its output. A null
 /// scratch of a packed product is computed first, by its definition
-/// (packed_product_reference).
+/// (native::sgemm_reference, through with_packed_product).
 runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
 
 /// The tensor kind a buffer of this type is held in.

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <functional>
 
 
@@ -253,17 +253,11 @@ int64_t batch_offset(const std::vector<int64_t>& extents, const std::vector<int6
   return offset;
 }
 
-int64_t batch_count(const PackedProduct& p) {
-  int64_t n = 1;
-  for (int64_t e : p.batch) n *= e;
-  return n;
-}
-
 // Copies a [batch…, rows, cols] operand out of `t` as f32, rounded to `read`
 // first (the values are f32 values either way: the site's operands are).
 std::vector<float> gather_operand(const PackedProduct& p, const runtime::Tensor& t, const std::vector<int64_t>& batch_strides,
                                   int64_t rows, int64_t cols, int64_t rs, int64_t cs, runtime::FloatType read) {
-  const int64_t batches = batch_count(p);
+  const int64_t batches = runtime::element_count(p.batch);
   std::vector<float> out(static_cast<size_t>(batches * rows * cols));
   int64_t last = 0;  // the largest offset read, checked once against the tensor
   for (int64_t b = 0; b < batches; ++b) {
@@ -287,30 +281,24 @@ std::vector<float> gather_operand(const PackedProduct& p, const runtime::Tensor&
 
 }  // namespace
 
-std::vector<float> packed_operand_a(const PackedProduct& p, const runtime::Tensor& a) {
-  return gather_operand(p, a, p.a_batch, p.m, p.k, p.a_rs, p.a_cs, p.a_read);
-}
-
-std::vector<float> packed_operand_b(const PackedProduct& p, const runtime::Tensor& b) {
-  return gather_operand(p, b, p.b_batch, p.k, p.n, p.b_rs, p.b_cs, p.b_read);
-}
-
-runtime::Tensor packed_product_reference(const PackedProduct& p, const std::vector<const runtime::Tensor*>& inputs) {
-  const std::vector<float> a = packed_operand_a(p, *inputs.at(static_cast<size_t>(p.a)));
-  const std::vector<float> b = packed_operand_b(p, *inputs.at(static_cast<size_t>(p.b)));
-  runtime::Shape shape = p.batch;
-  shape.push_back(p.m);
-  shape.push_back(p.n);
-  runtime::Tensor c = runtime::Tensor::real(shape);
-  for (int64_t t = 0; t < batch_count(p); ++t)
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t j = 0; j < p.n; ++j) {
-        float acc = 0.0f;
-        for (int64_t q = 0; q < p.k; ++q)
-          acc = std::fma(a[static_cast<size_t>((t * p.m + i) * p.k + q)], b[static_cast<size_t>((t * p.k + q) * p.n + j)], acc);
-        c.reals[static_cast<size_t>((t * p.m + i) * p.n + j)] = acc;
-      }
-  return c;
+std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
+                                                        const std::vector<const runtime::Tensor*>& inputs,
+                                                        const PackedMultiply& multiply, runtime::Tensor& scratch) {
+  if (!k.product || inputs.at(static_cast<size_t>(k.product->scratch))) return inputs;
+  const PackedProduct& p = *k.product;
+  const std::vector<float> a =
+      gather_operand(p, *inputs.at(static_cast<size_t>(p.a)), p.a_batch, p.m, p.k, p.a_rs, p.a_cs, p.a_read);
+  const std::vector<float> b =
+      gather_operand(p, *inputs.at(static_cast<size_t>(p.b)), p.b_batch, p.k, p.n, p.b_rs, p.b_cs, p.b_read);
+  const int64_t batches = runtime::element_count(p.batch);
+  std::vector<float> c(static_cast<size_t>(batches * p.m * p.n));
+  for (int64_t t = 0; t < batches; ++t)
+    multiply(p.m, p.n, p.k, a.data() + t * p.m * p.k, b.data() + t * p.k * p.n, c.data() + t * p.m * p.n);
+  scratch = runtime::Tensor::real(k.buffers.at(static_cast<size_t>(p.scratch)).shape);
+  std::copy(c.begin(), c.end(), scratch.reals.begin());
+  std::vector<const runtime::Tensor*> filled = inputs;
+  filled[static_cast<size_t>(p.scratch)] = &scratch;
+  return filled;
 }
 
 int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node) {

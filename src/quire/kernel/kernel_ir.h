@@ -115,14 +115,10 @@ struct PackedProduct {
   int scratch = -1;                                ///< the input buffer C is written to (f32)
 };
 
-/// The packed product's C, computed by its definition (one chain at a time):
-/// what the kernel interpreter runs and every faster path is tested against.
-runtime::Tensor packed_product_reference(const PackedProduct& p, const std::vector<const runtime::Tensor*>& inputs);
-
-/// A's and B's elements as f32, rounded as the site reads them: the values
-/// the chain multiplies, A as [batch…, m, k] and B as [batch…, k, n], row-major.
-std::vector<float> packed_operand_a(const PackedProduct& p, const runtime::Tensor& a);
-std::vector<float> packed_operand_b(const PackedProduct& p, const runtime::Tensor& b);
+/// One batch's C = A·B on row-major f32 operands (A m × k, B k × n, C m × n,
+/// overwritten), by the chain PackedProduct states: native::sgemm_reference
+/// (the definition) or native::sgemm (the packed kernels).
+using PackedMultiply = std::function<void(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c)>;
 
 struct Kernel {
   std::string title;             ///< "fused 2 steps", "mean axis model", "dot+add"
@@ -138,6 +134,14 @@ struct Kernel {
 
   int output() const { return static_cast<int>(buffers.size()) - 1; }
 };
+
+/// `inputs` with the scratch of `k`'s packed product filled, when `k` has one
+/// and the scratch is null: the operands gathered into f32, rounded as the
+/// site reads them, each batch multiplied by `multiply`, and C held in
+/// `scratch` at the scratch buffer's shape. Otherwise `inputs` unchanged.
+std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
+                                                        const std::vector<const runtime::Tensor*>& inputs,
+                                                        const PackedMultiply& multiply, runtime::Tensor& scratch);
 
 /// Builds a kernel's expressions and statements.
 class KernelBuilder {

@@ -104,8 +104,7 @@ std::string layout_text(const Layout& l) {
 }
 
 double packed_flops(const PackedProduct& p) {
-  double batch = 1;
-  for (int64_t e : p.batch) batch *= static_cast<double>(e);
+  const double batch = static_cast<double>(runtime::element_count(p.batch));
   // sgemm computes whole register tiles across the columns: a product
   // narrower than a tile pays for the tile (its panels are zero-padded).
   const int64_t tile = native::gemm_detail::kTileCols;
@@ -140,21 +139,18 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   else
     c.mem = bytes / p.memory_bandwidth;
   const double traffic = c.l2 + c.l3 + c.mem;
+  c.total = c.launch + c.spawn + c.fresh + c.product +
+            std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
+                     1.0 / m.p);
   if (l.split > 1) {
     // The pool's caller claims parts until the workers come (native/workers.h),
     // so a split launch costs at most what the caller alone would take.
     CostTerms alone = predict(f, Layout{l.lanes, 1, l.pack}, p, product_flops);
-    c.total = c.launch + c.spawn + c.fresh + c.product +
-              std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
-                       1.0 / m.p);
     if (alone.total <= c.total) {
       alone.bound_by = "spawn";
       return alone;
     }
   }
-  c.total = c.launch + c.spawn + c.fresh + c.product +
-            std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
-                     1.0 / m.p);
   const std::pair<const char*, double> terms[] = {{"launch", c.launch}, {"spawn", c.spawn}, {"fresh", c.fresh}, {"product", c.product},
                                                   {"work", c.work},     {"loads", c.loads}, {"calls", c.calls},
                                                   {"l2", c.l2},         {"l3", c.l3},       {"mem", c.mem}};

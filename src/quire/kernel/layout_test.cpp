@@ -267,6 +267,9 @@ TEST(Layout, TheShippedProfileHasALayoutModel) {
   const machine::Profile file = machine::read_profile(std::string(QUIRE_SOURCE_DIR) + "/profiles/ci-2core-avx512.json");
   EXPECT_EQ(file.layout->op_seconds, p.layout->op_seconds);
   EXPECT_EQ(file.memory_bandwidth, p.memory_bandwidth);
+  // It offers packed products.
+  EXPECT_GT(p.layout->packed_flops, 0);
+  EXPECT_EQ(file.layout->packed_flops, p.layout->packed_flops);
 }
 
 }  // namespace

@@ -297,12 +297,7 @@ class GroupLowering {
     return read_down(in, v, o, e);
   }
 
-  int read_down(const core::Instr& in, int v, const Operand& o, int e) {
-    const precision::SiteType* s = site(in.id);
-    if (!s || !s->read_down || !is_float(o.type) || float_of(o.type) == s->read_as) return e;
-    if (const precision::SiteType* os = site(v); os && os->weak) return e;
-    return b_.round(s->read_as, e);
-  }
+  int read_down(const core::Instr& in, int v, const Operand& o, int e) { return b_.round(read_type(in, v, o), e); }
 
   // The step's value rounded as the site is stored.
   int store_round(const core::Instr& in, int e) {
@@ -568,9 +563,7 @@ class GroupLowering {
     std::tie(k.n, k.b_cs) = *n;
     std::tie(k.k, k.a_cs) = *ka;
     k.b_rs = kb->second;
-    int64_t batch = 1;
-    for (int64_t e : k.batch) batch *= e;
-    if (k.k == 0 || k.m == 0 || k.n == 0 || batch == 0 || ka->first != kb->first)
+    if (k.k == 0 || k.m == 0 || k.n == 0 || runtime::element_count(k.batch) == 0 || ka->first != kb->first)
       throw NotLowered{"an empty product"};
     return k;
   }

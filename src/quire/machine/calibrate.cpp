@@ -280,15 +280,13 @@ double packed_product_rate(int64_t n) {
 
 namespace {
 
-/// What a launch split over all cores costs beyond one on the calling
-/// thread alone: the median of `calls` empty parallel_for calls on `cores`
-/// threads minus the median on one, after a warm-up.
+/// What a split launch pays over its work: each of `cores` parts spins for
+/// a fixed time, so a call takes that time plus waking the workers and
+/// waiting for the last; the median of `calls` calls, after a warm-up.
+/// Calls are spaced so that the workers park between them, as they do
+/// between launches; empty parts would measure nothing, since the caller
+/// claims them all before a worker wakes.
 double measure_spawn(int cores, int calls) {
-  // What a split launch pays over its work: each of `cores` parts spins for
-  // a fixed time, so the call takes that time plus waking the workers and
-  // waiting for the last. Calls are spaced so that the workers park between
-  // them, as they do between launches; empty parts would measure nothing,
-  // since the caller claims them all before a worker wakes.
   if (cores < 2) return 0;
   native::WorkerPool& pool = native::WorkerPool::shared();
   constexpr double kPart = 20e-6;

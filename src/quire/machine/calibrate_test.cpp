@@ -196,6 +196,7 @@ TEST_F(CalibrateCli, QuickWritesAProfileReadProfileAccepts) {
   EXPECT_EQ(p.name, "quick");
   ASSERT_TRUE(p.layout.has_value());
   EXPECT_GT(p.layout->points, 0);
+  EXPECT_GT(p.layout->packed_flops, 0) << "the packed product's rate is measured";
   EXPECT_GE(p.layout->p, 1);
   EXPECT_LE(p.layout->p, 3);
   EXPECT_NE(p.source.find("calibrate"), std::string::npos);

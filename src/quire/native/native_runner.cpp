@@ -21,33 +21,20 @@ void NativeRunner::add(int kernel_id, const kernel::Kernel& k) {
   functions_[kernel_id] = reinterpret_cast<KernelFunction>(address);
 }
 
-runtime::Tensor NativeRunner::packed_product(const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs) {
-  const kernel::PackedProduct& p = *k.product;
-  const std::vector<float> a = kernel::packed_operand_a(p, *inputs.at(static_cast<size_t>(p.a)));
-  const std::vector<float> b = kernel::packed_operand_b(p, *inputs.at(static_cast<size_t>(p.b)));
-  int64_t batch = 1;
-  for (int64_t e : p.batch) batch *= e;
-  std::vector<float> c(static_cast<size_t>(batch * p.m * p.n));
-  const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(k.split, threads_)));
-  // sgemm's contract is the chain PackedProduct states, on any path and thread count.
-  for (int64_t t = 0; t < batch; ++t)
-    sgemm(p.m, p.n, p.k, a.data() + t * p.m * p.k, p.k, 1, b.data() + t * p.k * p.n, p.n, 1, c.data() + t * p.m * p.n,
-          p.n, false, threads);
-  runtime::Tensor out = runtime::Tensor::real(k.buffers.at(static_cast<size_t>(p.scratch)).shape);
-  std::copy(c.begin(), c.end(), out.reals.begin());
-  ++packed_products_;
-  return out;
-}
-
 runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
                                   const std::vector<const runtime::Tensor*>& given) {
   kernel::check_inputs(k, given);
-  std::vector<const runtime::Tensor*> inputs = given;
+  // A packed product on sgemm, whose contract is the chain PackedProduct
+  // states on any path and thread count, over the layout's threads.
+  const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(k.split, threads_)));
   runtime::Tensor scratch;
-  if (k.product && !inputs.at(static_cast<size_t>(k.product->scratch))) {
-    scratch = packed_product(k, inputs);
-    inputs[static_cast<size_t>(k.product->scratch)] = &scratch;
-  }
+  const std::vector<const runtime::Tensor*> inputs = kernel::with_packed_product(
+      k, given,
+      [&](int64_t m, int64_t n, int64_t kk, const float* a, const float* b, float* c) {
+        sgemm(m, n, kk, a, kk, 1, b, n, 1, c, n, false, threads);
+      },
+      scratch);
+  if (inputs != given) ++packed_products_;
   if (!functions_.count(kernel_id)) add(kernel_id, k);
   const kernel::Buffer& ob = k.buffers.back();
   const runtime::ElemKind kind = kernel::held_kind(ob.type);

@@ -42,9 +42,6 @@ class NativeRunner : public kernel::KernelRunner {
   int64_t packed_products() const { return packed_products_; }
 
  private:
-  /// A packed product's scratch, by sgemm on the operands as the site reads them.
-  runtime::Tensor packed_product(const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs);
-
   using KernelFunction = void (*)(const void* const* inputs, void* output, int64_t lo, int64_t hi);
 
   CCompiler compiler_;

@@ -119,6 +119,11 @@ FloatType wider(FloatType a, FloatType b) {
 
 bool is_region(Numerics m) { return m == Numerics::RegionBf16 || m == Numerics::RegionF16; }
 
+/// The products: a fold of multiply-adds, whose steps round to the accumulator.
+bool is_product(Op op) {
+  return op == Op::Dot || op == Op::Contract || op == Op::ContractGradA || op == Op::ContractGradB;
+}
+
 /// Operations whose result takes its operand's type: copies, and `expand`
 /// (a copy, divided by a count for a mean's cotangent).
 bool is_copy(Op op) { return core::copies_elements(op) || op == Op::Expand; }
@@ -187,8 +192,7 @@ class Realizer {
                      const std::vector<std::optional<SiteType>>& table, bool reads_high) const {
     const FloatType p = policy();
     const bool reduces = core::op_info(in.op).reduction;
-    const bool product =
-        in.op == Op::Dot || in.op == Op::Contract || in.op == Op::ContractGradA || in.op == Op::ContractGradB;
+    const bool product = is_product(in.op);
     const bool constant = in.op == Op::Const || in.op == Op::Real || in.op == Op::OneHot || in.op == Op::ZerosLike;
     const std::string under = fmt::format("under --precision {}", policy_name(options_.policy));
     if (in.op == Op::Cast) {
@@ -256,8 +260,7 @@ class Realizer {
   /// f32 accumulator, and every operand, as the site reads it, a value of it
   /// (a fused f32 step is fmaf, which takes f32 operands).
   static bool fma_defined(const core::Instr& in, const SiteType& st, const std::vector<std::optional<SiteType>>& table) {
-    if (in.op != Op::Dot && in.op != Op::Contract && in.op != Op::ContractGradA && in.op != Op::ContractGradB)
-      return false;
+    if (!is_product(in.op)) return false;
     if (st.accumulator != FloatType::F64 && st.accumulator != FloatType::F32) return false;
     for (int a : in.args) {
       const auto& operand = table[a];

@@ -41,7 +41,7 @@ inline ::testing::AssertionResult same_bits(double got, double want) {
 }
 
 /// Expects a real tensor of this shape whose elements have exactly these bits.
-inline void expect_reals(const runtime::Tensor& got, const runtime::Shape& shape, const std::vector<double>& want) {
+inline void expect_reals(const runtime::Tensor& got, const runtime::Shape& shape, const runtime::RealStorage& want) {
   ASSERT_EQ(got.kind, runtime::ElemKind::Real);
   ASSERT_EQ(got.shape, shape);
   ASSERT_EQ(got.reals.size(), want.size());
@@ -50,7 +50,7 @@ inline void expect_reals(const runtime::Tensor& got, const runtime::Shape& shape
 
 /// Expects reals within a relative tolerance (for library functions whose
 /// last bit an independent formula need not reproduce).
-inline void expect_near(const runtime::Tensor& got, const runtime::Shape& shape, const std::vector<double>& want,
+inline void expect_near(const runtime::Tensor& got, const runtime::Shape& shape, const runtime::RealStorage& want,
                         double rel = 1e-15) {
   ASSERT_EQ(got.kind, runtime::ElemKind::Real);
   ASSERT_EQ(got.shape, shape);

@@ -491,7 +491,7 @@ TEST(Interpret, AStackOfThreeEqualsThreeExplicitCalls) {
   for (const auto& [path, t] : stacked) bare[path.substr(3)] = t;  // "bs.w" → "w"
   expect_reals(q.call("f", {tree(bare), Value::of(x)}).tensor, {2, 4}, acc.reals);
   // And by formula.
-  std::vector<double> want = x.reals;
+  std::vector<double> want = x.reals.to_vector();
   for (int i = 0; i < 3; ++i)
     for (int e = 0; e < 8; ++e)
       want[e] = std::tanh(want[e] * stacked.at("bs.w").reals[4 * i + e % 4]) + stacked.at("bs.c").reals[i];

@@ -315,7 +315,8 @@ Tensor decode_npy_at(std::string_view bytes, const Where& where) {
   }
   Tensor t = decode_elements(data, header.dtype, header.shape, *count, where);
   if (header.fortran_order && t.rank() > 1) {
-    if (t.is_real()) t.reals = fortran_to_row_major(t.reals, t.shape);
+    if (t.is_real())
+      t.reals = fortran_to_row_major(t.reals.to_vector(), t.shape);
     else t.ints = fortran_to_row_major(t.ints, t.shape);
   }
   return t;

@@ -142,12 +142,16 @@ runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Ten
         native::sgemm_reference(m, n, kk, a, kk, 1, b, n, 1, c, n, false);
       },
       scratch);
-  const Buffer& ob = k.buffers.back();
-  runtime::Tensor out = held_kind(ob.type) == runtime::ElemKind::Real
-                            ? runtime::Tensor::real(ob.shape)
-                            : runtime::Tensor::integer(held_kind(ob.type), ob.shape);
+  runtime::Tensor out = output_for(k);
   Machine(k, inputs, out).run(k.body);
   return out;
+}
+
+runtime::Tensor output_for(const Kernel& k) {
+  const Buffer& ob = k.buffers.back();
+  const runtime::ElemKind kind = held_kind(ob.type);
+  if (kind != runtime::ElemKind::Real) return runtime::Tensor::integer(kind, ob.shape);
+  return reads_output(k) ? runtime::Tensor::real(ob.shape) : runtime::Tensor::real_for_overwrite(ob.shape);
 }
 
 }  // namespace quire::kernel

@@ -30,5 +30,8 @@ runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Ten
 
 /// The tensor kind a buffer of this type is held in.
 runtime::ElemKind held_kind(ElemType t);
+/// The output buffer a runner hands `k`: zeros when `k` reads its output,
+/// else not filled (k stores every element; kernel_ir.h).
+runtime::Tensor output_for(const Kernel& k);
 
 }  // namespace quire::kernel

@@ -294,11 +294,16 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
   std::vector<float> c(static_cast<size_t>(batches * p.m * p.n));
   for (int64_t t = 0; t < batches; ++t)
     multiply(p.m, p.n, p.k, a.data() + t * p.m * p.k, b.data() + t * p.k * p.n, c.data() + t * p.m * p.n);
-  scratch = runtime::Tensor::real(k.buffers.at(static_cast<size_t>(p.scratch)).shape);
-  std::copy(c.begin(), c.end(), scratch.reals.begin());
+  scratch = runtime::Tensor::real_for_overwrite(k.buffers.at(static_cast<size_t>(p.scratch)).shape);
+  std::copy(c.begin(), c.end(), scratch.reals.data());
   std::vector<const runtime::Tensor*> filled = inputs;
   filled[static_cast<size_t>(p.scratch)] = &scratch;
   return filled;
+}
+
+bool reads_output(const Kernel& k) {
+  return std::any_of(k.exprs.begin(), k.exprs.end(),
+                     [&](const Expr& e) { return e.kind == ExprKind::Load && e.buffer == k.output(); });
 }
 
 int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node) {

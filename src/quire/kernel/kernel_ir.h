@@ -11,6 +11,10 @@
 // vector lanes the layout gives it), assignments to scalars (`s0 = …`) and
 // stores (`%2[…] = …`). An index is affine in the loop variables and flat:
 // the element offset into the row-major buffer.
+// The output starts as zeros, and a kernel may read it back (accumulate in
+// it). A kernel that never reads its output stores every element of it (the
+// lowering's kernels all do), so the runners hand such a kernel a buffer that
+// is not zero-filled first (output_for).
 //
 // Semantics (the kernel interpreter, kernel_interpreter.h, defines them and
 // the native backend reproduces them): every expression is an f64 value.
@@ -142,6 +146,9 @@ struct Kernel {
 std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
                                                         const std::vector<const runtime::Tensor*>& inputs,
                                                         const PackedMultiply& multiply, runtime::Tensor& scratch);
+
+/// Whether any expression of `k` loads from its output buffer.
+bool reads_output(const Kernel& k);
 
 /// Builds a kernel's expressions and statements.
 class KernelBuilder {

@@ -68,12 +68,14 @@ class GroupLowering {
       result = product_geometry(first).shape;
     else if (is_reduction(first.op))
       result = reduction_geometry(first).kept_shape;
+    else if (first.op == Op::SumTo)
+      result = operand(first.args.at(1)).shape;
     // Element-wise steps: their shapes follow from their operands, in order;
     // every step must have the root's shape (a member read through a
     // broadcast would need its own nest).
     for (size_t k = 0; k < g_.steps.size(); ++k) {
       const core::Instr& in = instr(g_.steps[k]);
-      const bool folds = k == 0 && (is_product(in.op) || is_reduction(in.op));
+      const bool folds = k == 0 && (is_product(in.op) || is_reduction(in.op) || in.op == Op::SumTo);
       const Shape shape = folds ? result : elementwise_shape(in);
       if (k > 0 && shape != result)
         throw NotLowered{fmt::format("{} has shape {}, the group's first step {}", value_name(in.id),
@@ -222,6 +224,10 @@ class GroupLowering {
       return NotLowered{fmt::format("{} ({}) {}", value_name(in.id), core::op_info(in.op).spelling, what)};
     };
     if (is_product(in.op)) return real();
+    if (in.op == Op::SumTo) {
+      if (kind(0) != runtime::ElemKind::Real) throw unsupported("sums a cotangent that is not real");
+      return real();
+    }
     if (is_reduction(in.op)) {
       if (kind(0) != runtime::ElemKind::Real && in.op != Op::Mean && in.op != Op::LogSumExp)
         throw unsupported("reduces integers");
@@ -344,6 +350,8 @@ class GroupLowering {
       value = emit_product(in, body);
     else if (is_reduction(in.op))
       value = emit_reduction(in, body);
+    else if (in.op == Op::SumTo)
+      value = emit_sum_to(in, body);
     else
       value = emit_elementwise(in);
     set(body, m.scalar, store_round(in, value));
@@ -451,6 +459,53 @@ class GroupLowering {
       default: break;
     }
     throw NotLowered{"not a reduction"};
+  }
+
+  // sum_to(ct, x): the adjoint of broadcasting x into ct's shape. Each of x's
+  // elements is the sum of the cotangent elements it was broadcast to,
+  // folded from 0 in the cotangent's row-major order, every step rounded to
+  // the accumulator: the reference's walk (runtime::sum_to), one element of
+  // the result at a time.
+  int emit_sum_to(const core::Instr& in, std::vector<Stmt>& body) {
+    const Operand ct = operand(in.args.at(0));
+    const Shape& shape = members_.at(in.id).shape;
+    const int result_rest =
+        static_cast<int>(ct.shape.size()) - static_cast<int>(fn_.type_of(in.args.at(0)).tensor.axes.size());
+    const runtime::AxisMap map = interp::axis_map(in.align.at(0), static_cast<int64_t>(shape.size()),
+                                                  fn_.type_of(in.args.at(1)).tensor.axes.size(), result_rest);
+    if (map.size() != ct.shape.size()) throw NotLowered{"the cotangent's rank is not its alignment's"};
+    // The cotangent's axes that feed an axis of x of the same size are kept;
+    // the rest (no axis of x, or one of size 1) are summed over.
+    std::vector<bool> fed(shape.size(), false), reduced(ct.shape.size(), false);
+    Shape reduced_shape;
+    int64_t count = 1;
+    for (size_t i = 0; i < map.size(); ++i) {
+      const int axis = map[i];
+      if (axis >= 0 && shape.at(static_cast<size_t>(axis)) == ct.shape[i]) {
+        fed[static_cast<size_t>(axis)] = true;
+      } else {
+        if (axis >= 0 && shape.at(static_cast<size_t>(axis)) != 1) throw NotLowered{"operand sizes disagree"};
+        reduced[i] = true;
+        reduced_shape.push_back(ct.shape[i]);
+        count *= ct.shape[i];
+      }
+    }
+    for (size_t a = 0; a < shape.size(); ++a)
+      if (!fed[a] && shape[a] != 1) throw NotLowered{"an axis of the result takes no cotangent axis"};
+    if (count == 0) throw NotLowered{fmt::format("{} sums an empty axis", value_name(in.id))};
+    const std::vector<int64_t> strides = runtime::contiguous_strides(ct.shape);
+    const int s = b_.new_scalar();
+    set(body, s, b_.constant(0.0));
+    std::vector<int> vars;
+    std::vector<Stmt>* inner = open_fold(body, reduced_shape, vars);
+    Affine index;
+    for (size_t i = 0, next = 0; i < map.size(); ++i) {
+      const int var = reduced[i] ? vars[next++] : result_vars_.at(static_cast<size_t>(map[i]));
+      if (ct.shape[i] != 1) index.terms.emplace_back(var, strides[i]);
+    }
+    const int load = read_down(in, in.args[0], ct, b_.load(input_buffer(in.args[0]), index));
+    set(*inner, s, b_.round(accumulator(in), b_.binary(runtime::BinaryOp::Add, b_.scalar(s), load)));
+    return b_.scalar(s);
   }
 
   Product product_geometry(const core::Instr& in) const {
@@ -638,7 +693,8 @@ std::variant<LoweredLaunch, std::string> lower_group(const core::Function& fn, c
                                                      const precision::FunctionRealization* table,
                                                      bool half_intermediates, const std::vector<interp::Value>& env) {
   const core::Instr& first = fn.body.at(static_cast<size_t>(g.steps.front() - static_cast<int>(fn.args.size()) - 1));
-  const bool computes = core::op_info(first.op).elementwise || is_product(first.op) || is_reduction(first.op);
+  const bool computes = core::op_info(first.op).elementwise || is_product(first.op) || is_reduction(first.op) ||
+                        first.op == core::Op::SumTo;
   if (!computes) return fmt::format("{} is {}", core::op_info(first.op).spelling, launch_kind_name(launch_kind(first)));
   LoweredLaunch plain;
   try {

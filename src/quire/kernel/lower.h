@@ -16,9 +16,13 @@
 // for bit, what the reference interpreter computes for the same sites,
 // whether or not the steps share one nest.
 //
+// The adjoint of broadcasting (sum_to) is a fold too: each element of the
+// result sums the cotangent elements it was broadcast to, in the cotangent's
+// row-major order, as the reference walks them.
+//
 // Not lowered (the reason is returned, and the caller evaluates the launch's
 // instructions one at a time with the reference kernels): data movement,
-// draws, the adjoints of broadcasting and gathering, integer arithmetic (its
+// draws, the adjoint of gathering, integer arithmetic (its
 // overflow checks belong to the reference kernels), a member of a group read
 // through a broadcast, empty reductions and mismatched sizes (the reference
 // kernels report those).

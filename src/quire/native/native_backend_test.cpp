@@ -103,6 +103,50 @@ fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(
   }
 }
 
+TEST_F(NativeBackend, TheAdjointOfABroadcastIsAKernelWithTheReferenceBits) {
+  // sum_to over the rows, over everything, over the columns and over `...`
+  // axes (tests/data/broadcast_grad.qr): folds of 37 to 320 terms, long
+  // enough that rounding each step differs from rounding the sum, with
+  // the special values in the first rows.
+  std::ifstream in(std::filesystem::path(QUIRE_SOURCE_DIR) / "tests" / "data" / "broadcast_grad.qr");
+  const std::string source{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  interp::testing::Program p(source);
+  auto draw = [](runtime::Shape shape, uint64_t seed) {
+    const int64_t n = runtime::element_count(shape);
+    std::vector<double> v = kernel::testing::specials_and_random(static_cast<size_t>(std::min<int64_t>(n, 12)), seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> d(-2, 2);
+    while (static_cast<int64_t>(v.size()) < n) v.push_back(d(rng));
+    return Value::of(interp::testing::reals(shape, v));
+  };
+  const std::map<std::string, std::vector<Value>> calls = {
+      {"d1", {draw({64, 5}, 1), draw({5}, 2)}},
+      {"d2", {draw({64, 5}, 3), draw({}, 4)}},
+      {"d3", {draw({64, 37}, 5), draw({64}, 6)}},
+      {"d4", {draw({8, 9, 5}, 7), draw({5}, 8)}},
+  };
+  const machine::Profile eager = kernel::testing::eager_profile();
+  for (const precision::RealizeOptions& o : every_policy())
+    for (const auto& [name, args] : calls) {
+      SCOPED_TRACE(name + " under " + label(o));
+      NativeRunner one, two;
+      one.set_threads(1);
+      two.set_threads(2);
+      kernel::InterpretingRunner interpreting;
+      const kernel::testing::Runs a =
+          kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, one, interp::Remat::Recompute, &eager, 1);
+      const kernel::testing::Runs b =
+          kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, two, interp::Remat::Recompute, &eager, 2);
+      const kernel::testing::Runs c = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, interpreting,
+                                                                interp::Remat::Recompute, &eager, 2);
+      expect_same(a.kernels, a.reference, "1 thread");
+      expect_same(b.kernels, a.reference, "2 threads");
+      expect_same(c.kernels, a.reference, "kernel interpreter");
+      // The one launch without a kernel is the cotangent's `expand` (data movement).
+      EXPECT_EQ(a.runtime_launches, 1);
+    }
+}
+
 TEST_F(NativeBackend, EveryGoldenProgramsEntryHasTheReferenceBitsUnderEveryPolicy) {
   // The entries the golden cases run: 04_loss's loss at B = 3, 05_dropout's
   // noisy_sum at B = 2 (draws and a comparison: kernels beside reference

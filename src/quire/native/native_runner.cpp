@@ -36,10 +36,7 @@ runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
       scratch);
   if (inputs != given) ++packed_products_;
   if (!functions_.count(kernel_id)) add(kernel_id, k);
-  const kernel::Buffer& ob = k.buffers.back();
-  const runtime::ElemKind kind = kernel::held_kind(ob.type);
-  runtime::Tensor out =
-      kind == runtime::ElemKind::Real ? runtime::Tensor::real(ob.shape) : runtime::Tensor::integer(kind, ob.shape);
+  runtime::Tensor out = kernel::output_for(k);
   std::vector<const void*> data;
   data.reserve(inputs.size());
   for (const runtime::Tensor* t : inputs)

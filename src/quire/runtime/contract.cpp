@@ -108,7 +108,8 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
     b_outer[t] = tuples.offset(1);
   }
 
-  Tensor out = Tensor::real(shape);
+  Tensor out = Tensor::real_for_overwrite(shape);
+  double* cell = out.reals.data();
   StridedWalk<2> cells(shape, {a_step, b_step});
   const double* av = a.reals.data();
   const double* bv = b.reals.data();
@@ -138,7 +139,7 @@ Tensor contract_named(const char* op, const Tensor& a, const Tensor& b, const st
         for (int64_t k = 0; k < inner; ++k) acc = acc + x[k * a_inner_step] * y[k * b_inner_step];
       }
     }
-    out.reals[i] = acc;
+    cell[i] = acc;
   }
   return out;
 }

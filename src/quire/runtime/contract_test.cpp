@@ -23,7 +23,7 @@ namespace {
 
 using namespace kernel_testing;
 
-void expect_bits(const std::vector<double>& got, const std::vector<double>& want) {
+void expect_bits(const RealStorage& got, const RealStorage& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(bits(got[i]), bits(want[i])) << "at " << i;
 }

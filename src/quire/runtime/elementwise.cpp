@@ -139,21 +139,24 @@ bool fits(ElemKind kind, int64_t v) {
          (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max());
 }
 
-std::vector<double> to_reals(const std::vector<int64_t>& ints) {
-  std::vector<double> reals(ints.size());
-  for (size_t i = 0; i < ints.size(); ++i) reals[i] = static_cast<double>(ints[i]);
+RealStorage to_reals(const std::vector<int64_t>& ints) {
+  RealStorage reals = RealStorage::for_overwrite(ints.size());
+  double* r = reals.data();
+  for (size_t i = 0; i < ints.size(); ++i) r[i] = static_cast<double>(ints[i]);
   return reals;
 }
 
 // The f64 view of an operand: its own reals, or its integers converted into `scratch`.
-const std::vector<double>& real_values(const Tensor& t, std::vector<double>& scratch) {
+const RealStorage& real_values(const Tensor& t, RealStorage& scratch) {
   if (t.is_real()) return t.reals;
   scratch = to_reals(t.ints);
   return scratch;
 }
 
+// Every caller sets every element, so a real result is not zero-filled first.
 Tensor empty_result(ElemKind kind, Shape shape) {
-  return kind == ElemKind::Real ? Tensor::real(std::move(shape)) : Tensor::integer(kind, std::move(shape));
+  return kind == ElemKind::Real ? Tensor::real_for_overwrite(std::move(shape))
+                                : Tensor::integer(kind, std::move(shape));
 }
 
 // ---------------------------------------------------------------------------
@@ -236,19 +239,20 @@ std::optional<ElemKind> promote(ElemKind a, ElemKind b) {
 
 // Walks the broadcast result in row-major order, handing f the two operand
 // elements and the result position.
-template <class A, class B, class R, class F>
-void map2(const Shape& shape, const std::vector<A>& a, std::vector<int64_t> as, const std::vector<B>& b,
-          std::vector<int64_t> bs, std::vector<R>& out, F f) {
+template <class A, class B, class Out, class F>
+void map2(const Shape& shape, const A& a, std::vector<int64_t> as, const B& b, std::vector<int64_t> bs,
+          Out& out_storage, F f) {
   StridedWalk<2> walk(shape, {std::move(as), std::move(bs)});
-  const size_t n = out.size();
+  const size_t n = out_storage.size();
+  auto* out = out_storage.data();
   for (size_t i = 0; i < n; ++i, walk.next()) out[i] = f(a[walk.offset(0)], b[walk.offset(1)], i);
 }
 
 void binary_reals(BinaryOp op, const Tensor& a, std::vector<int64_t> as, const Tensor& b, std::vector<int64_t> bs,
                   Tensor& out) {
-  std::vector<double> a_scratch, b_scratch;
-  const std::vector<double>& av = real_values(a, a_scratch);
-  const std::vector<double>& bv = real_values(b, b_scratch);
+  RealStorage a_scratch, b_scratch;
+  const RealStorage& av = real_values(a, a_scratch);
+  const RealStorage& bv = real_values(b, b_scratch);
   const Shape& s = out.shape;
   auto real = [&](auto f) {
     map2(s, av, std::move(as), bv, std::move(bs), out.reals, [&](double x, double y, size_t) { return f(x, y); });
@@ -367,10 +371,11 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   if (op == UnaryOp::Not) {
     for (size_t i = 0; i < n; ++i) out.ints[i] = x.ints[i] == 0 ? 1 : 0;
   } else if (*kind == ElemKind::Real) {
-    std::vector<double> scratch;
-    const std::vector<double>& xv = real_values(x, scratch);
+    RealStorage scratch;
+    const double* xv = real_values(x, scratch).data();
     double (*f)(double) = row(op).real;
-    for (size_t i = 0; i < n; ++i) out.reals[i] = f(xv[i]);
+    double* o = out.reals.data();
+    for (size_t i = 0; i < n; ++i) o[i] = f(xv[i]);
   } else {
     for (size_t i = 0; i < n; ++i) {
       const int64_t v = x.ints[i];
@@ -446,11 +451,12 @@ Tensor where(const Tensor& cond, const AxisMap& cm, const Tensor& a, const AxisM
   Tensor out = empty_result(*kind, std::move(shape));
   const size_t n = static_cast<size_t>(out.size());
   if (*kind == ElemKind::Real) {
-    std::vector<double> a_scratch, b_scratch;
-    const std::vector<double>& av = real_values(a, a_scratch);
-    const std::vector<double>& bv = real_values(b, b_scratch);
+    RealStorage a_scratch, b_scratch;
+    const double* av = real_values(a, a_scratch).data();
+    const double* bv = real_values(b, b_scratch).data();
+    double* o = out.reals.data();
     for (size_t i = 0; i < n; ++i, walk.next())
-      out.reals[i] = cond.ints[walk.offset(0)] != 0 ? av[walk.offset(1)] : bv[walk.offset(2)];
+      o[i] = cond.ints[walk.offset(0)] != 0 ? av[walk.offset(1)] : bv[walk.offset(2)];
   } else {
     for (size_t i = 0; i < n; ++i, walk.next())
       out.ints[i] = cond.ints[walk.offset(0)] != 0 ? a.ints[walk.offset(1)] : b.ints[walk.offset(2)];

@@ -9,7 +9,7 @@ namespace quire::runtime {
 
 namespace {
 
-double sample_variance(const std::vector<double>& xs) {
+double sample_variance(const RealStorage& xs) {
   double mean = 0, var = 0;
   for (double x : xs) mean += x;
   mean /= static_cast<double>(xs.size());

@@ -53,7 +53,7 @@ inline ::testing::AssertionResult same(double got, double want) {
                                        << " (0x" << bits(want) << ")";
 }
 
-inline void expect_same(const std::vector<double>& got, const std::vector<double>& want) {
+inline void expect_same(const RealStorage& got, const RealStorage& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same(got[i], want[i])) << "at " << i;
 }

@@ -15,7 +15,7 @@ struct Moments {
   double mean = 0, variance = 0;
 };
 
-Moments moments(const std::vector<double>& xs) {
+Moments moments(const RealStorage& xs) {
   Moments m;
   for (double x : xs) m.mean += x;
   m.mean /= static_cast<double>(xs.size());
@@ -27,7 +27,7 @@ Moments moments(const std::vector<double>& xs) {
 /// Checks the sample mean and variance of `xs` against the population's,
 /// each within 5 standard errors. `kurtosis` (E[(x-μ)^4]/σ^4) sizes the
 /// standard error of the sample variance: sqrt((κ - 1) / n) · σ².
-void expect_moments(const std::vector<double>& xs, double mean, double variance, double kurtosis) {
+void expect_moments(const RealStorage& xs, double mean, double variance, double kurtosis) {
   const double n = static_cast<double>(xs.size());
   const Moments m = moments(xs);
   EXPECT_NEAR(m.mean, mean, 5 * std::sqrt(variance / n));

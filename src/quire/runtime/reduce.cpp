@@ -53,11 +53,13 @@ Split split_axes(const Tensor& x, const std::vector<int>& axes) {
 // calls its argument on every element of that element's slice, in order. A
 // slice may be visited more than once (LogSumExp does): the inner walk wraps
 // back to the slice's start after `count` steps.
-template <class T, class R, class Fold>
-void fold_slices(const Split& s, const std::vector<T>& values, std::vector<R>& out, Fold fold) {
+template <class Values, class Out, class Fold>
+void fold_slices(const Split& s, const Values& values, Out& out_storage, Fold fold) {
   StridedWalk<1> outer(s.kept_shape, {s.kept_strides});
   StridedWalk<1> inner(s.reduced_shape, {s.reduced_strides});
-  for (size_t i = 0; i < out.size(); ++i, outer.next()) {
+  const size_t n = out_storage.size();
+  auto* out = out_storage.data();
+  for (size_t i = 0; i < n; ++i, outer.next()) {
     const int64_t base = outer.offset(0);
     auto visit = [&](auto&& take) {
       for (int64_t k = 0; k < s.count; ++k, inner.next()) take(values[base + inner.offset(0)]);
@@ -101,7 +103,7 @@ double fold_sum(Visit& visit, Acc r) {
   return acc;
 }
 
-void reduce_reals(ReduceOp op, const Split& s, const std::vector<double>& values, std::vector<double>& out, Acc r) {
+void reduce_reals(ReduceOp op, const Split& s, const RealStorage& values, RealStorage& out, Acc r) {
   switch (op) {
     case ReduceOp::Sum: return fold_slices(s, values, out, [&](auto& visit, size_t) { return fold_sum(visit, r); });
     case ReduceOp::Mean:
@@ -148,9 +150,10 @@ void reduce_ints(ReduceOp op, ElemKind kind, const Split& s, const std::vector<i
   });
 }
 
-std::vector<double> to_reals(const std::vector<int64_t>& ints) {
-  std::vector<double> reals(ints.size());
-  for (size_t i = 0; i < ints.size(); ++i) reals[i] = static_cast<double>(ints[i]);
+RealStorage to_reals(const std::vector<int64_t>& ints) {
+  RealStorage reals = RealStorage::for_overwrite(ints.size());
+  double* r = reals.data();
+  for (size_t i = 0; i < ints.size(); ++i) r[i] = static_cast<double>(ints[i]);
   return reals;
 }
 
@@ -190,7 +193,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, FloatT
   }
   const Split s = split_axes(x, axes);
 
-  Tensor out = *kind == ElemKind::Real ? Tensor::real(s.kept_shape) : Tensor::integer(*kind, s.kept_shape);
+  Tensor out =
+      *kind == ElemKind::Real ? Tensor::real_for_overwrite(s.kept_shape) : Tensor::integer(*kind, s.kept_shape);
   if (axes.empty()) {  // a copy, converted to the result kind; no fold (which would turn -0.0 into +0.0)
     if (*kind == x.kind)
       out = x;

@@ -19,8 +19,10 @@ namespace {
 using detail::misuse;
 using detail::StridedWalk;
 
+// Every caller sets every element, so a real result is not zero-filled first.
 Tensor like(ElemKind kind, Shape shape) {
-  return kind == ElemKind::Real ? Tensor::real(std::move(shape)) : Tensor::integer(kind, std::move(shape));
+  return kind == ElemKind::Real ? Tensor::real_for_overwrite(std::move(shape))
+                                : Tensor::integer(kind, std::move(shape));
 }
 
 // The view of x with the given shape, element strides and starting offset,
@@ -29,7 +31,9 @@ Tensor copy_view(const Tensor& x, Shape shape, std::vector<int64_t> strides, int
   Tensor out = like(x.kind, std::move(shape));
   StridedWalk<1> walk(out.shape, {std::move(strides)}, {start});
   if (x.is_real()) {
-    for (size_t i = 0; i < out.reals.size(); ++i, walk.next()) out.reals[i] = x.reals[walk.offset(0)];
+    const double* from = x.reals.data();
+    double* to = out.reals.data();
+    for (size_t i = 0; i < out.reals.size(); ++i, walk.next()) to[i] = from[walk.offset(0)];
   } else {
     for (size_t i = 0; i < out.ints.size(); ++i, walk.next()) out.ints[i] = x.ints[walk.offset(0)];
   }

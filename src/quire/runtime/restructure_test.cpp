@@ -16,7 +16,7 @@ namespace {
 using namespace kernel_testing;
 
 // Restructuring copies bits, so equality is bitwise (NaN payloads included).
-void expect_bits(const std::vector<double>& got, const std::vector<double>& want) {
+void expect_bits(const RealStorage& got, const RealStorage& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want[i])) << "at " << i;

@@ -36,6 +36,14 @@ Tensor Tensor::real(Shape shape, double fill) {
   return t;
 }
 
+Tensor Tensor::real_for_overwrite(Shape shape) {
+  Tensor t;
+  t.kind = ElemKind::Real;
+  t.reals = RealStorage::for_overwrite(static_cast<size_t>(element_count(shape)));
+  t.shape = std::move(shape);
+  return t;
+}
+
 Tensor Tensor::integer(ElemKind kind, Shape shape, int64_t fill) {
   Tensor t;
   t.kind = kind;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "quire/runtime/real_storage.h"
+
 namespace quire::runtime {
 
 /// What the elements of a tensor are.
@@ -34,10 +36,12 @@ std::string shape_string(const Shape& shape);
 struct Tensor {
   ElemKind kind = ElemKind::Real;
   Shape shape;
-  std::vector<double> reals;
+  RealStorage reals;  ///< shared by copies until written (real_storage.h)
   std::vector<int64_t> ints;
 
   static Tensor real(Shape shape, double fill = 0.0);
+  /// A real tensor whose elements are indeterminate: for a writer that sets every one.
+  static Tensor real_for_overwrite(Shape shape);
   static Tensor integer(ElemKind kind, Shape shape, int64_t fill = 0);
   static Tensor scalar(double value);
 

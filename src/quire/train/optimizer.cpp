@@ -120,8 +120,8 @@ double number_of(const elab::FieldInfo& f, ValueRule rule, const auto& field_err
 /// One trainable parameter's elements, its gradient's and its state's, as
 /// one update sees them. All vectors hold the parameter's element count.
 struct Slot {
-  std::vector<double>* param;
-  const std::vector<double>* grad;
+  runtime::RealStorage* param;
+  const runtime::RealStorage* grad;
   std::vector<double>* first;   ///< exp_avg or the momentum buffer
   std::vector<double>* second;  ///< exp_avg_sq (AdamW only)
 };
@@ -145,11 +145,12 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   for (const Slot& s : slots) {
-    std::vector<double>& p = *s.param;
-    const std::vector<double>& grad = *s.grad;
+    const size_t n = s.param->size();
+    double* p = s.param->data();
+    const double* grad = s.grad->data();
     std::vector<double>& m = *s.first;
     std::vector<double>& v = *s.second;
-    for (size_t i = 0; i < p.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const double g = clipped ? grad[i] * coef : grad[i];
       double x = p[i];
       if (c.weight_decay != 0) x = x * decay;
@@ -167,9 +168,10 @@ void sgd_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double l
               bool clipped, runtime::FloatType master) {
   const double buffer_weight = 1.0 - c.dampening;
   for (const Slot& s : slots) {
-    std::vector<double>& p = *s.param;
-    const std::vector<double>& grad = *s.grad;
-    for (size_t i = 0; i < p.size(); ++i) {
+    const size_t n = s.param->size();
+    double* p = s.param->data();
+    const double* grad = s.grad->data();
+    for (size_t i = 0; i < n; ++i) {
       double g = clipped ? grad[i] * coef : grad[i];
       if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
       if (c.momentum != 0) {
@@ -373,7 +375,7 @@ void Optimizer::restore(const io::NamedTensors& tensors, const nlohmann::json& s
       if (!t.is_real() || t.shape != s.shape)
         throw refuse(fmt::format("tensor `{}` is {} {}, not real {}", name, runtime::elem_kind_name(t.kind),
                                  runtime::shape_string(t.shape), runtime::shape_string(s.shape)));
-      (k == 0 ? s.first : s.second) = t.reals;
+      (k == 0 ? s.first : s.second) = t.reals.to_vector();
       by_name.erase(it);
     }
   if (!by_name.empty())

@@ -65,14 +65,11 @@ std::optional<FloatType> parse_float_type(std::string_view name) {
   return std::nullopt;
 }
 
-double round_to(FloatType t, double x) {
+double round_to_general(FloatType t, double x) {
   const FloatTypeInfo& f = float_type_info(t);
   if (std::isnan(x)) return quiet_nan_like(x);
   if (t == FloatType::F64) return x;
-  // The processor's conversion to binary32 is this same rounding (to nearest
-  // even, gradual underflow, overflow to ±inf; fast-math, which would flush
-  // subnormals, is never on), and the interpreters round every f32 site
-  // through here: the fast path matters.
+  // The processor's conversion to binary32 is this same rounding (float_types.h).
   if (t == FloatType::F32) return static_cast<double>(static_cast<float>(x));
   if (std::isinf(x)) return f.has_infinities ? x : std::copysign(f.largest_finite, x);
   double r = round_significand(x, f.precision, f.min_exp);

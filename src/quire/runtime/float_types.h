@@ -34,6 +34,7 @@
 // bf16/fp8 through f32 (ml_dtypes, Eigen do) and differ on fp8 overflow and
 // NaN patterns; quire needs one-step rounding with the semantics above.
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -89,8 +90,22 @@ const char* float_type_name(FloatType t);
 /// The inverse of float_type_name; nullopt for any other string.
 std::optional<FloatType> parse_float_type(std::string_view name);
 
-/// x rounded to t's values (see the rules above), as an f64.
-double round_to(FloatType t, double x);
+/// round_to for every case the inline fast path below does not take.
+double round_to_general(FloatType t, double x);
+
+/// x rounded to t's values (see the rules above), as an f64. Inline for a
+/// number under f64 or f32, what the interpreters and the optimizer round
+/// per element: the processor's conversion to binary32 is this rounding
+/// (to nearest even, gradual underflow, overflow to ±inf; fast-math, which
+/// would flush subnormals, is never on). A NaN takes the general path,
+/// which makes it the quiet NaN of its sign.
+inline double round_to(FloatType t, double x) {
+  if (!std::isnan(x)) {
+    if (t == FloatType::F64) return x;
+    if (t == FloatType::F32) return static_cast<double>(static_cast<float>(x));
+  }
+  return round_to_general(t, x);
+}
 
 /// x rounded to t, as t's bit pattern in the low storage_bits bits.
 uint64_t encode_bits(FloatType t, double x);

@@ -106,7 +106,12 @@ Handler setup_plan(CLI::App& sub) {
                                kernel::layout_text(plan.chosen()));
       nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
       for (const kernel::RankedLayout& rl : plan.ranked)
-        ranked.push_back({{"lanes", rl.layout.lanes}, {"split", rl.layout.split}, {"pack", rl.layout.pack}, {"cost", cost_json(rl.cost)}});
+        ranked.push_back({{"lanes", rl.layout.lanes},
+                          {"split", rl.layout.split},
+                          {"pack", rl.layout.pack},
+                          {"tile", rl.layout.tile},
+                          {"order", rl.layout.swap ? "JI" : "IJ"},
+                          {"cost", cost_json(rl.cost)}});
       kernels.push_back({{"nest", fmt::format("k{}", k)},
                          {"title", rec.kernel.title},
                          {"sites", rec.sites},
@@ -121,7 +126,11 @@ Handler setup_plan(CLI::App& sub) {
                            {"split_extent", plan.facts.split_extent},
                            {"independent_extents", plan.facts.independent}}},
                          {"layout",
-                          {{"lanes", plan.chosen().lanes}, {"split", plan.chosen().split}, {"pack", plan.chosen().pack}}},
+                          {{"lanes", plan.chosen().lanes},
+                           {"split", plan.chosen().split},
+                           {"pack", plan.chosen().pack},
+                           {"tile", plan.chosen().tile},
+                           {"order", plan.chosen().swap ? "JI" : "IJ"}}},
                          {"undecided", plan.undecided},
                          {"ranked", ranked}});
     }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "quire/kernel/nest_order.h"
 #include "quire/native/gemm.h"
 
 namespace quire::kernel {
@@ -67,6 +69,29 @@ void strided_loads(const Kernel& k, const std::vector<Stmt>& body, int inner_var
   }
 }
 
+// Loads and stores one run of `body` makes. Within the statements of one
+// loop body a load of the same element is made once: the compiler keeps it
+// in a register (a tile's copies share the row of `b` they read).
+int64_t moved_in(const Kernel& k, const std::vector<Stmt>& body) {
+  std::set<std::pair<int, std::vector<int64_t>>> loads;
+  int64_t stores = 0, inner = 0;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Loop) {
+      inner += s.extent * moved_in(k, s.body);
+      continue;
+    }
+    (void)count_in_expr(k, s.expr, [&](const Expr& e) -> int64_t {
+      if (e.kind != ExprKind::Load) return 0;
+      std::vector<int64_t> at = {e.index.offset};
+      for (auto [var, coeff] : e.index.terms) at.insert(at.end(), {var, coeff});
+      loads.emplace(e.buffer, std::move(at));
+      return 0;
+    });
+    if (s.kind == StmtKind::Store) ++stores;
+  }
+  return static_cast<int64_t>(loads.size()) + stores + inner;
+}
+
 }  // namespace
 
 Stmt* lane_loop(Kernel& k, int lanes) {
@@ -79,11 +104,7 @@ Stmt* lane_loop(Kernel& k, int lanes) {
 NestFacts nest_facts(const Kernel& k) {
   NestFacts f;
   f.ops = kernel_flops(k);
-  // Every load an expression makes, and every store.
-  f.moved = count_executed(k, k.body, [&](const Stmt& s) {
-    return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return e.kind == ExprKind::Load ? 1 : 0; }) +
-           (s.kind == StmtKind::Store ? 1 : 0);
-  });
+  f.moved = moved_in(k, k.body);
   for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
   std::vector<int64_t> strided(k.buffers.size(), 0);
   strided_loads(k, k.body, -1, 1, strided);
@@ -99,7 +120,8 @@ NestFacts nest_facts(const Kernel& k) {
 }
 
 std::string layout_text(const Layout& l) {
-  return fmt::format("{}lanes {}, split {}", l.pack ? "packed product, " : "", l.lanes,
+  return fmt::format("{}{}{}lanes {}, split {}", l.pack ? "packed product, " : "",
+                     l.tile > 1 ? fmt::format("tile {}, ", l.tile) : "", l.swap ? "order JI, " : "", l.lanes,
                      l.split > 1 ? std::to_string(l.split) : "none");
 }
 
@@ -145,7 +167,9 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   if (l.split > 1) {
     // The pool's caller claims parts until the workers come (native/workers.h),
     // so a split launch costs at most what the caller alone would take.
-    CostTerms alone = predict(f, Layout{l.lanes, 1, l.pack}, p, product_flops);
+    Layout unsplit = l;
+    unsplit.split = 1;
+    CostTerms alone = predict(f, unsplit, p, product_flops);
     if (alone.total <= c.total) {
       alone.bound_by = "spawn";
       return alone;
@@ -187,6 +211,20 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, 
   plan.facts = nest_facts(k);
   for (const Layout& l : layout_space(plan.facts, p))
     if (l.split <= std::max(1, threads)) plan.ranked.push_back(RankedLayout{l, predict(plan.facts, l, p)});
+  // A fold nest's orders and tiles: each reordered nest costed on its own facts.
+  const FoldNest nest = fold_nest(k);
+  if (nest.applies)
+    for (bool swap : {false, true})
+      for (int tile : tiles_for(swap ? nest.inner : nest.outer)) {
+        if (!swap && tile == 1) continue;
+        const NestFacts facts = nest_facts(reorder_nest(k, swap, tile));
+        for (Layout l : layout_space(facts, p)) {
+          if (l.split > std::max(1, threads)) continue;
+          l.swap = swap;
+          l.tile = tile;
+          plan.ranked.push_back(RankedLayout{l, predict(facts, l, p)});
+        }
+      }
   if (packed && packed->product && p.layout->packed_flops > 0) {
     plan.packed_facts = nest_facts(*packed);
     const double flops = packed_flops(*packed->product);
@@ -202,6 +240,8 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, 
   std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const RankedLayout& a, const RankedLayout& b) {
     if (a.cost.total != b.cost.total) return a.cost.total < b.cost.total;
     if (a.layout.pack != b.layout.pack) return !a.layout.pack;
+    if (a.layout.tile != b.layout.tile) return a.layout.tile < b.layout.tile;
+    if (a.layout.swap != b.layout.swap) return !a.layout.swap;
     if (a.layout.lanes != b.layout.lanes) return a.layout.lanes < b.layout.lanes;
     return a.layout.split < b.layout.split;
   });
@@ -212,6 +252,7 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, 
 }
 
 void apply_layout(Kernel& k, const Layout& l) {
+  if (l.swap || l.tile > 1) k = reorder_nest(k, l.swap, l.tile);
   if (l.lanes > 1)
     if (Stmt* s = lane_loop(k, l.lanes)) s->lanes = l.lanes;
   // A packed product divides its rows over the split even where its nest has no split loop.

@@ -47,7 +47,7 @@ namespace quire::kernel {
 /// What the cost model reads off a kernel.
 struct NestFacts {
   int64_t ops = 0;          ///< floating-point operations (kernel_flops)
-  int64_t moved = 0;        ///< elements loaded and stored, counted per access
+  int64_t moved = 0;        ///< elements loaded and stored, counted per access (a load repeated in one loop body once: a register holds it)
   int64_t bytes = 0;        ///< distinct bytes read and written (its buffers, 8 a real element as held)
   /// Loads stepping by more than one element along their innermost loop:
   /// (the buffer's bytes, how many), per buffer read so.
@@ -63,9 +63,12 @@ struct Layout {
   int lanes = 1;  ///< vector lanes on the innermost independent loop (1: scalar)
   int split = 1;  ///< threads dividing the split loop (1: none), and a packed product's rows
   bool pack = false;  ///< the product runs packed ahead of the nest (the packed variant of the kernel)
+  bool swap = false;  ///< a fold nest's two innermost independent loops interchanged: order JI (nest_order.h)
+  int tile = 1;       ///< iterations of the outer of those loops computed together (nest_order.h; 1: none)
   bool operator==(const Layout&) const = default;
 };
-/// "lanes 8, split 2" / "lanes 1, split none" / "packed product, lanes 8, split 2"
+/// "lanes 8, split 2" / "lanes 1, split none" / "packed product, lanes 8, split 2" /
+/// "tile 4, order JI, lanes 8, split none"
 std::string layout_text(const Layout& l);
 
 struct CostTerms {
@@ -95,7 +98,9 @@ struct KernelPlan {
 };
 /// Plans `k` under `p`, at most `threads` threads; with `packed` (the same
 /// launch with its product packed, lower.h) its points join the space, where
-/// the profile has measured a packed product's rate. std::invalid_argument
+/// the profile has measured a packed product's rate. A fold nest
+/// (nest_order.h) also offers each loop order and tile, each costed on the
+/// facts of its own reordered nest. std::invalid_argument
 /// when the profile has no layout model.
 KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed = nullptr);
 
@@ -103,8 +108,9 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, 
 /// performs, n′ being n rounded up to sgemm's register tile (native/gemm.h).
 double packed_flops(const PackedProduct& p);
 
-/// The kernel with its layout: lanes marked on its innermost independent
-/// loop, the split recorded (Kernel::split). A packed layout applies to the
+/// The kernel with its layout: its loops reordered and tiled
+/// (nest_order.h), lanes marked on its innermost independent loop, the
+/// split recorded (Kernel::split). A packed layout applies to the
 /// packed variant, which the caller runs in place of the plain kernel.
 void apply_layout(Kernel& k, const Layout& l);
 

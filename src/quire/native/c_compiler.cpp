@@ -158,9 +158,15 @@ const std::vector<std::string>& compile_flags() {
   // product and sum on its own, as the kernel interpreter does.
   // -fopenmp-simd: the layout's `lanes` become `#pragma omp simd` (no
   // OpenMP runtime; only the vectorizer's pragma).
+  // -fno-tree-slp-vectorize: GCC 12.2's straight-line (SLP) vectorizer,
+  // with AVX, drops the round trip `(double)(float)x` of independent values
+  // it packs together, so four f32 roundings side by side (a tile's copies,
+  // nest_order.h) came out unrounded (tests:
+  // NativeRunnerTest.RoundingsSideBySideAreEachRounded). The lanes' loops
+  // are vectorized by the loop vectorizer, which rounds them.
   static const std::vector<std::string> flags = {"-O2",          "-march=native",    "-fPIC",
                                                  "-shared",      "-ffp-contract=off", "-fno-fast-math",
-                                                 "-fopenmp-simd", "-std=c99"};
+                                                 "-fopenmp-simd", "-fno-tree-slp-vectorize", "-std=c99"};
   return flags;
 }
 

@@ -14,6 +14,8 @@
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
 #include "quire/kernel/kernel_testing.h"
+#include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/layout.h"
 #include "quire/native/native_runner.h"
 #include "quire/native/native_testing.h"
 #include "quire/support/cli_testing.h"
@@ -101,6 +103,71 @@ fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(
       expect_same(c.kernels, a.reference, "packed, kernel interpreter");
     }
   }
+}
+
+// Runs each kernel it is given at every point of its layout space (the
+// packed ones aside: PackedProducts… covers them), natively on 2 threads,
+// and checks each against the kernel interpreter on the kernel as lowered.
+class EveryPointRunner : public kernel::KernelRunner {
+ public:
+  runtime::Tensor run(int, const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs) override {
+    const runtime::Tensor want = kernel::run_kernel(k, inputs);
+    const kernel::KernelPlan plan = kernel::plan_kernel(k, profile_, 2);
+    for (const kernel::RankedLayout& r : plan.ranked) {
+      if (r.layout.pack) continue;
+      kernel::Kernel laid = k;
+      kernel::apply_layout(laid, r.layout);
+      tiled_ += r.layout.tile > 1;
+      swapped_ += r.layout.swap;
+      kernel::testing::expect_same(Value::of(kernel::run_kernel(laid, inputs)), Value::of(want), "INTERP " + k.title + " at " + kernel::layout_text(r.layout));
+      native_.add(next_, laid);
+      const runtime::Tensor got = native_.run(next_++, laid, inputs);
+      kernel::testing::expect_same(Value::of(got), Value::of(want), k.title + " at " + kernel::layout_text(r.layout));
+    }
+    return want;
+  }
+  int tiled_ = 0, swapped_ = 0;
+
+ private:
+  machine::Profile profile_ = machine::shipped_profile();
+  NativeRunner native_ = [] {
+    NativeRunner n;
+    n.set_threads(2);
+    return n;
+  }();
+  int next_ = 0;
+};
+
+TEST_F(NativeBackend, EveryLoopOrderAndTileOfAFoldNestHasTheKernelsBits) {
+  // Products with an epilogue, both gradient products and a reduction over
+  // an inner axis, at extents that 2 and 4 divide, on special values, under
+  // every policy.
+  interp::testing::Program p(R"(fn f(x : ℝ[b: 12, n: 19], w : ℝ[n: 19, m: 20]) -> ℝ[b: 12, m: 20] =
+  tanh(x · w) + 1
+fn l(x : ℝ[b: 12, n: 20], w : ℝ[n: 20, m: 8]) -> ℝ[] = sum(tanh(x · w))
+fn dx(x : ℝ[b: 12, n: 20], w : ℝ[n: 20, m: 8]) -> ℝ[b: 12, n: 20] = grad(l)(x, w)
+fn dw(x : ℝ[b: 12, n: 20], w : ℝ[n: 20, m: 8]) -> ℝ[n: 20, m: 8] = grad(l, wrt = w)(x, w)
+fn r(q : ℝ[h: 4, s: 6, d: 40]) -> ℝ[h: 4, s: 6] = sum(axis d, q) + max(axis d, q)
+)");
+  auto draw = [](runtime::Shape shape, uint64_t seed) {
+    return Value::of(
+        interp::testing::reals(shape, kernel::testing::specials_and_random(runtime::element_count(shape), seed)));
+  };
+  const std::map<std::string, std::vector<Value>> calls = {
+      {"f", {draw({12, 19}, 1), draw({19, 20}, 2)}},
+      {"dx", {draw({12, 20}, 3), draw({20, 8}, 4)}},
+      {"dw", {draw({12, 20}, 5), draw({20, 8}, 6)}},
+      {"r", {draw({4, 6, 40}, 7)}},
+  };
+  EveryPointRunner runner;
+  for (const precision::RealizeOptions& o : every_policy())
+    for (const auto& [name, args] : calls) {
+      SCOPED_TRACE(name + " under " + label(o));
+      const kernel::testing::Runs r = kernel::testing::run_both(p.prog(), p.index(name), args, p.dims, o, runner);
+      expect_same(r.kernels, r.reference, "the kernels as lowered");
+    }
+  EXPECT_GT(runner.tiled_, 0);
+  EXPECT_GT(runner.swapped_, 0);
 }
 
 TEST_F(NativeBackend, TheAdjointOfABroadcastIsAKernelWithTheReferenceBits) {

@@ -273,6 +273,29 @@ TEST_F(NativeRunnerTest, LaneTilesAroundAFoldKeepEachElementsChain) {
     }
 }
 
+TEST_F(NativeRunnerTest, RoundingsSideBySideAreEachRounded) {
+  // Four independent f32(tanh(x)) in straight-line code, as a tile's copies
+  // are: GCC 12.2's SLP vectorizer, under -march=native, dropped the f32
+  // round trip of such a group (c_compiler.cpp's flags).
+  Nest nest("four roundings");
+  const int x = nest.b.buffer(ElemType::F64, {4});
+  const int out = nest.b.buffer(ElemType::F64, {4});
+  for (int64_t e = 0; e < 4; ++e)
+    nest.b.kernel().body.push_back(Nest::set(
+        nest.b.new_scalar(),
+        nest.b.round(runtime::FloatType::F32, nest.b.unary(UnaryOp::Tanh, nest.b.load(x, Affine{e, {}})))));
+  for (int64_t e = 0; e < 4; ++e)
+    nest.b.kernel().body.push_back(Nest::store(out, Affine{e, {}}, nest.b.scalar(static_cast<int>(e))));
+  const Kernel k = nest.b.take();
+  Tensor tx = Tensor::real({4});
+  tx.reals = {0.3, 0.7, 1.1, 20.0};
+  NativeRunner runner;
+  expect_native_matches(runner, 0, k, {&tx});
+  const Tensor got = runner.run(0, k, {&tx});
+  for (size_t e = 0; e < 4; ++e)
+    EXPECT_EQ(got.reals[e], static_cast<double>(static_cast<float>(std::tanh(tx.reals[e])))) << e;
+}
+
 TEST_F(NativeRunnerTest, StoresIntoEveryBufferTypeAndAccumulateInTheOutput) {
   const std::vector<double> xs = {0.1, -2.75, 3.0, 1e-6, -0.0, 65519.0, 70000.0, 1e-8, 12345.678};
   const int64_t n = static_cast<int64_t>(xs.size());

@@ -69,6 +69,25 @@ void strided_loads(const Kernel& k, const std::vector<Stmt>& body, int inner_var
   }
 }
 
+// Loads that step by more than one element along `lane_var` (the loop lanes
+// go on), each counted as often as it runs.
+int64_t gathered_in(const Kernel& k, const std::vector<Stmt>& body, int lane_var, int64_t times) {
+  int64_t n = 0;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Loop) {
+      n += gathered_in(k, s.body, lane_var, times * s.extent);
+      continue;
+    }
+    n += times * count_in_expr(k, s.expr, [&](const Expr& e) -> int64_t {
+           if (e.kind != ExprKind::Load) return 0;
+           for (auto [var, coeff] : e.index.terms)
+             if (var == lane_var && (coeff > 1 || coeff < -1)) return 1;
+           return 0;
+         });
+  }
+  return n;
+}
+
 // Loads and stores one run of `body` makes. Within the statements of one
 // loop body a load of the same element is made once: the compiler keeps it
 // in a register (a tile's copies share the row of `b` they read).
@@ -115,7 +134,9 @@ NestFacts nest_facts(const Kernel& k) {
     return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return library_call(e) ? 1 : 0; });
   });
   if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
-  for (const Stmt* s : independent_chain<const Stmt>(k)) f.independent.push_back(s->extent);
+  const std::vector<const Stmt*> chain = independent_chain<const Stmt>(k);
+  for (const Stmt* s : chain) f.independent.push_back(s->extent);
+  if (!chain.empty()) f.gathered = gathered_in(k, k.body, chain.back()->var, 1);
   return f;
 }
 
@@ -144,7 +165,9 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
   c.spawn = l.split > 1 ? m.spawn_seconds * (l.pack ? 2 : 1) : 0.0;
   if (l.pack) c.product = m.packed_flops > 0 ? product_flops / (m.packed_flops * split) : HUGE_VAL;
   c.work = static_cast<double>(f.ops) * m.op_seconds / lanes / split;
-  c.loads = static_cast<double>(f.moved) * m.load_seconds / lanes / split;
+  // A gathered load (lanes reading elements apart) gains nothing from the lanes.
+  const double gathered = l.lanes > 1 ? static_cast<double>(f.gathered) : 0.0;
+  c.loads = ((static_cast<double>(f.moved) - gathered) / lanes + gathered) * m.load_seconds / split;
   c.calls = static_cast<double>(f.calls) * m.call_seconds / split;
   c.fresh = static_cast<double>(f.fresh) * m.fresh_seconds;
   // The working set names the level; a strided load from a buffer larger

@@ -19,9 +19,10 @@
 //   spawn  = spawn_seconds if split > 1          waking the workers
 //   fresh  = output bytes · fresh_seconds        the output's allocation, before the launch
 //   work   = ops · op_seconds / lanes' / split   lanes' = lane_speedup if vectorized, else 1
-//   loads  = elements moved · load_seconds / lanes' / split
+//   loads  = (elements moved − gathered) · load_seconds / lanes' / split + gathered · load_seconds / split
 //   calls  = library calls · call_seconds / split  (exp, log, tanh, erf, pow: scalar calls, never vectorized)
-//   traffic = (bytes + strided loads from buffers beyond L1 · line / lanes) / bandwidth of the level the working set fits in:
+//   traffic = (bytes + strided loads from buffers beyond L1 · line / lanes) / bandwidth of the level the working set
+//   fits in:
 //             L2 (per core: divided by split), L3 or memory (shared: not divided)
 //   product = 2·batch·m·n′·k / (packed_flops · split)  a packed point's product (n′: n in whole tiles),
 //             at the rate calibration measured (and one more spawn when split)
@@ -52,6 +53,9 @@ struct NestFacts {
   /// Loads stepping by more than one element along their innermost loop:
   /// (the buffer's bytes, how many), per buffer read so.
   std::vector<std::pair<int64_t, int64_t>> strided;
+  /// Loads stepping by more than one element along the innermost independent
+  /// loop, where lanes go: each lane loads its own element (a gather).
+  int64_t gathered = 0;
   int64_t calls = 0;        ///< evaluations of a library function (exp, log, tanh, erf, pow and those built on them)
   int64_t fresh = 0;        ///< bytes of the output, allocated for each launch
   int64_t split_extent = 0;   ///< iterations of the split loop (0: none)

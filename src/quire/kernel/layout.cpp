@@ -1,11 +1,12 @@
 #include "quire/kernel/layout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
-
-#include <fmt/format.h>
+#include <tuple>
 
 #include "quire/kernel/nest_order.h"
 #include "quire/native/gemm.h"
@@ -32,25 +33,6 @@ bool library_call(const Expr& e) {
   }
 }
 
-// The chain of nested independent loops, outermost first (Stmt or const Stmt,
-// as the kernel is).
-template <class S, class K>
-std::vector<S*> independent_chain(K& k) {
-  std::vector<S*> chain;
-  auto* body = &k.body;
-  for (;;) {
-    S* next = nullptr;
-    for (S& s : *body)
-      if (s.kind == StmtKind::Loop && s.independent) {
-        next = &s;
-        break;
-      }
-    if (!next) return chain;
-    chain.push_back(next);
-    body = &next->body;
-  }
-}
-
 // Loads whose index steps by more than one element along the loop around
 // them (a column of a row-major operand, read down a fold), by buffer.
 void strided_loads(const Kernel& k, const std::vector<Stmt>& body, int inner_var, int64_t times,
@@ -69,52 +51,40 @@ void strided_loads(const Kernel& k, const std::vector<Stmt>& body, int inner_var
   }
 }
 
-// Loads that step by more than one element along `lane_var` (the loop lanes
-// go on), each counted as often as it runs.
-int64_t gathered_in(const Kernel& k, const std::vector<Stmt>& body, int lane_var, int64_t times) {
-  int64_t n = 0;
-  for (const Stmt& s : body) {
-    if (s.kind == StmtKind::Loop) {
-      n += gathered_in(k, s.body, lane_var, times * s.extent);
-      continue;
-    }
-    n += times * count_in_expr(k, s.expr, [&](const Expr& e) -> int64_t {
-           if (e.kind != ExprKind::Load) return 0;
-           for (auto [var, coeff] : e.index.terms)
-             if (var == lane_var && (coeff > 1 || coeff < -1)) return 1;
-           return 0;
-         });
-  }
-  return n;
-}
-
-// Loads and stores one run of `body` makes. Within the statements of one
-// loop body a load of the same element is made once: the compiler keeps it
-// in a register (a tile's copies share the row of `b` they read).
-int64_t moved_in(const Kernel& k, const std::vector<Stmt>& body) {
+// Loads and stores one run of `body` makes, and of those loads the ones
+// that step by more than one element along `lane_var` (the loop lanes go
+// on: gathered). Within the statements of one loop body a load of the same
+// element is made once: the compiler keeps it in a register (a tile's
+// copies share the row of `b` they read).
+std::pair<int64_t, int64_t> moved_in(const Kernel& k, const std::vector<Stmt>& body, int lane_var) {
   std::set<std::pair<int, std::vector<int64_t>>> loads;
-  int64_t stores = 0, inner = 0;
+  int64_t moved = 0, gathered = 0;
   for (const Stmt& s : body) {
     if (s.kind == StmtKind::Loop) {
-      inner += s.extent * moved_in(k, s.body);
+      const auto [m, g] = moved_in(k, s.body, lane_var);
+      moved += s.extent * m;
+      gathered += s.extent * g;
       continue;
     }
     (void)count_in_expr(k, s.expr, [&](const Expr& e) -> int64_t {
       if (e.kind != ExprKind::Load) return 0;
       std::vector<int64_t> at = {e.index.offset};
       for (auto [var, coeff] : e.index.terms) at.insert(at.end(), {var, coeff});
-      loads.emplace(e.buffer, std::move(at));
+      if (!loads.emplace(e.buffer, std::move(at)).second) return 0;
+      ++moved;
+      for (auto [var, coeff] : e.index.terms)
+        if (var == lane_var && (coeff > 1 || coeff < -1)) ++gathered;
       return 0;
     });
-    if (s.kind == StmtKind::Store) ++stores;
+    if (s.kind == StmtKind::Store) ++moved;
   }
-  return static_cast<int64_t>(loads.size()) + stores + inner;
+  return {moved, gathered};
 }
 
 }  // namespace
 
 Stmt* lane_loop(Kernel& k, int lanes) {
-  std::vector<Stmt*> chain = independent_chain<Stmt>(k);
+  std::vector<Stmt*> chain = independent_loops<Stmt>(k);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     if ((*it)->extent >= lanes) return *it;
   return nullptr;
@@ -123,7 +93,8 @@ Stmt* lane_loop(Kernel& k, int lanes) {
 NestFacts nest_facts(const Kernel& k) {
   NestFacts f;
   f.ops = kernel_flops(k);
-  f.moved = moved_in(k, k.body);
+  const std::vector<const Stmt*> chain = independent_loops<const Stmt>(k);
+  std::tie(f.moved, f.gathered) = moved_in(k, k.body, chain.empty() ? -1 : chain.back()->var);
   for (const Buffer& b : k.buffers) f.bytes += runtime::element_count(b.shape) * 8;
   std::vector<int64_t> strided(k.buffers.size(), 0);
   strided_loads(k, k.body, -1, 1, strided);
@@ -134,9 +105,7 @@ NestFacts nest_facts(const Kernel& k) {
     return count_in_expr(k, s.expr, [](const Expr& e) -> int64_t { return library_call(e) ? 1 : 0; });
   });
   if (const Stmt* s = split_loop(k)) f.split_extent = s->extent;
-  const std::vector<const Stmt*> chain = independent_chain<const Stmt>(k);
   for (const Stmt* s : chain) f.independent.push_back(s->extent);
-  if (!chain.empty()) f.gathered = gathered_in(k, k.body, chain.back()->var, 1);
   return f;
 }
 

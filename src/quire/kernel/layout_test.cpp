@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "quire/io/io_error.h"
+#include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/nest_order.h"
 
 namespace quire::kernel {
 namespace {
@@ -36,6 +38,47 @@ Kernel square_plus_one(int64_t rows, int64_t cols) {
   inner.body.push_back(store);
   outer.body.push_back(inner);
   b.kernel().body.push_back(outer);
+  return b.take();
+}
+
+/// c[i, j] = Σ_p a[i, p] · b[p, j] over [m, n] and k, each step rounded to
+/// f32: the lowering's fold nest (two independent loops around the fold).
+Kernel product_nest(int64_t m, int64_t n, int64_t k) {
+  KernelBuilder b("dot");
+  const int a = b.buffer(ElemType::F32, {m, k});
+  const int w = b.buffer(ElemType::F32, {k, n});
+  const int out = b.buffer(ElemType::F32, {m, n});
+  auto loop = [&](int64_t extent, bool independent) {
+    Stmt s;
+    s.kind = StmtKind::Loop;
+    s.var = b.new_loop_var();
+    s.extent = extent;
+    s.independent = independent;
+    return s;
+  };
+  Stmt rows = loop(m, true), cols = loop(n, true), fold = loop(k, false);
+  const int acc = b.new_scalar();
+  auto set = [&](int scalar, int expr) {
+    Stmt s;
+    s.kind = StmtKind::Set;
+    s.scalar = scalar;
+    s.expr = expr;
+    return s;
+  };
+  const runtime::FloatType f32 = runtime::FloatType::F32;
+  const int term = b.round(f32, b.binary(runtime::BinaryOp::Mul, b.load(a, Affine{0, {{rows.var, k}, {fold.var, 1}}}),
+                                         b.load(w, Affine{0, {{fold.var, n}, {cols.var, 1}}})));
+  fold.body.push_back(set(acc, b.round(f32, b.binary(runtime::BinaryOp::Add, b.scalar(acc), term))));
+  cols.body.push_back(set(acc, b.constant(0.0)));
+  cols.body.push_back(fold);
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = Affine{0, {{rows.var, n}, {cols.var, 1}}};
+  store.expr = b.scalar(acc);
+  cols.body.push_back(store);
+  rows.body.push_back(cols);
+  b.kernel().body.push_back(rows);
   return b.take();
 }
 
@@ -270,6 +313,63 @@ TEST(Layout, TheShippedProfileHasALayoutModel) {
   // It offers packed products.
   EXPECT_GT(p.layout->packed_flops, 0);
   EXPECT_EQ(file.layout->packed_flops, p.layout->packed_flops);
+}
+
+}  // namespace
+}  // namespace quire::kernel
+
+namespace quire::kernel {
+namespace {
+
+TEST(Layout, AFoldNestOffersEachOrderAndTileWithTheKernelsBits) {
+  const Kernel k = product_nest(8, 12, 5);
+  const FoldNest nest = fold_nest(k);
+  ASSERT_TRUE(nest.applies);
+  EXPECT_EQ(nest.outer, 8);
+  EXPECT_EQ(nest.inner, 12);
+  EXPECT_FALSE(fold_nest(square_plus_one(8, 8)).applies) << "no fold inside";
+  EXPECT_EQ(tiles_for(12), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(tiles_for(6), (std::vector<int>{1, 2}));
+  EXPECT_EQ(tiles_for(1), (std::vector<int>{1}));
+  EXPECT_THROW((void)reorder_nest(k, false, 3), std::invalid_argument) << "3 does not divide 8";
+  EXPECT_THROW((void)reorder_nest(square_plus_one(8, 8), true, 1), std::invalid_argument);
+
+  // Every order and tile computes what the nest computes, bit for bit.
+  runtime::Tensor a = runtime::Tensor::real({8, 5}), w = runtime::Tensor::real({5, 12});
+  for (size_t i = 0; i < a.reals.size(); ++i) a.reals[i] = static_cast<float>(0.1 * static_cast<double>(i) - 1.7);
+  for (size_t i = 0; i < w.reals.size(); ++i) w.reals[i] = static_cast<float>(1.3 - 0.07 * static_cast<double>(i));
+  const runtime::Tensor want = run_kernel(k, {&a, &w});
+  for (bool swap : {false, true})
+    for (int tile : tiles_for(swap ? nest.inner : nest.outer)) {
+      const Kernel r = reorder_nest(k, swap, tile);
+      EXPECT_EQ(run_kernel(r, {&a, &w}).reals, want.reals) << "order " << (swap ? "JI" : "IJ") << ", tile " << tile;
+    }
+
+  // A tile of 4 rows loads each element of b once for the 4: per step of the
+  // fold 4 loads of a and 1 of b instead of 4 and 4.
+  const NestFacts plain = nest_facts(k), tiled = nest_facts(reorder_nest(k, false, 4));
+  EXPECT_EQ(plain.moved, 8 * 12 * (5 * 2 + 1));
+  EXPECT_EQ(tiled.moved, 2 * 12 * (5 * (4 + 1) + 4));
+  EXPECT_EQ(plain.ops, tiled.ops);
+  // Order JI puts the rows innermost, where the lanes go: a's loads step by
+  // k along them (gathered), b's do not move.
+  EXPECT_EQ(plain.gathered, 0);
+  EXPECT_EQ(nest_facts(reorder_nest(k, true, 1)).gathered, 8 * 12 * 5);
+
+  // The plan offers them all and prints them.
+  const KernelPlan plan = plan_kernel(k, model_profile(), 1);
+  int tiled_points = 0, swapped_points = 0;
+  for (const RankedLayout& r : plan.ranked) {
+    tiled_points += r.layout.tile > 1;
+    swapped_points += r.layout.swap;
+  }
+  // Orders × tiles: IJ {1, 2, 4} and JI {1, 2, 4}, each with lanes 1 and 8 (12 columns, 8 rows fill them).
+  EXPECT_EQ(plan.ranked.size(), 12u);
+  EXPECT_EQ(tiled_points, 8);
+  EXPECT_EQ(swapped_points, 6);
+  EXPECT_EQ(layout_text(Layout{8, 2, false, true, 4}), "tile 4, order JI, lanes 8, split 2");
+  EXPECT_EQ(layout_text(Layout{8, 1, false, false, 2}), "tile 2, lanes 8, split none");
+  EXPECT_EQ(plan.chosen().swap, false) << "the columns stay innermost, under the lanes";
 }
 
 }  // namespace

@@ -12,24 +12,6 @@ namespace quire::kernel {
 
 namespace {
 
-// The nested independent loops, outermost first (Stmt or const Stmt, as the kernel is).
-template <class S, class K>
-std::vector<S*> independent_loops(K& k) {
-  std::vector<S*> chain;
-  auto* body = &k.body;
-  for (;;) {
-    S* next = nullptr;
-    for (S& s : *body)
-      if (s.kind == StmtKind::Loop && s.independent) {
-        next = &s;
-        break;
-      }
-    if (!next) return chain;
-    chain.push_back(next);
-    body = &next->body;
-  }
-}
-
 bool holds_loop(const std::vector<Stmt>& body) {
   for (const Stmt& s : body)
     if (s.kind == StmtKind::Loop) return true;

@@ -22,6 +22,26 @@
 
 namespace quire::kernel {
 
+/// The chain of nested independent loops, outermost first: the first
+/// independent loop of the body, then the first of its body, and so on
+/// (S is Stmt or const Stmt, as the kernel is).
+template <class S, class K>
+std::vector<S*> independent_loops(K& k) {
+  std::vector<S*> chain;
+  auto* body = &k.body;
+  for (;;) {
+    S* next = nullptr;
+    for (S& s : *body)
+      if (s.kind == StmtKind::Loop && s.independent) {
+        next = &s;
+        break;
+      }
+    if (!next) return chain;
+    chain.push_back(next);
+    body = &next->body;
+  }
+}
+
 /// The extent of the loop a tile would unroll under each order (the outer
 /// of the two innermost independent loops), or nothing when `k` takes
 /// neither dimension.

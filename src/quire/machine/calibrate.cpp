@@ -539,16 +539,6 @@ std::vector<double> nelder_mead(const std::function<double(const std::vector<dou
 // logistic map onto (1, 3), so that every point Nelder–Mead visits is a model.
 constexpr double kPLow = 1, kPHigh = 3;
 
-void set_model(LayoutModel& m, const std::vector<double>& x) {
-  m.launch_seconds = std::exp(x[0]);
-  m.op_seconds = std::exp(x[1]);
-  m.load_seconds = std::exp(x[2]);
-  m.lane_speedup = std::exp(x[3]);
-  m.p = kPLow + (kPHigh - kPLow) / (1 + std::exp(-x[4]));
-  m.call_seconds = std::exp(x[5]);
-  m.fresh_seconds = std::exp(x[6]);
-}
-
 std::vector<double> model_coordinates(const LayoutModel& m) {
   const double t = std::clamp((m.p - kPLow) / (kPHigh - kPLow), 1e-9, 1 - 1e-9);
   return {std::log(m.launch_seconds), std::log(m.op_seconds), std::log(m.load_seconds), std::log(m.lane_speedup),
@@ -680,7 +670,7 @@ LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, cons
   std::vector<double> logs_measured;
   for (const CalibrationSample& s : samples) logs_measured.push_back(std::log(s.seconds));
   auto loss = [&](const std::vector<double>& x) {
-    set_model(m, x);
+    m = layout_model_at(m, x);
     double sum = 0;
     for (size_t i = 0; i < samples.size(); ++i) {
       const double r = std::log(kernel::predict(samples[i].facts, samples[i].layout, p).total) - logs_measured[i];
@@ -718,7 +708,7 @@ LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, cons
         best = x;
       }
     }
-  set_model(m, best);
+  m = layout_model_at(m, best);
   std::vector<double> predicted, seconds;
   double error = 0;
   for (const CalibrationSample& s : samples) {
@@ -820,6 +810,21 @@ std::string print_calibration(const Calibration& c) {
                        c.predicted[i] * 1e6);
   }
   return out;
+}
+
+LayoutModel layout_model_at(LayoutModel m, const std::vector<double>& x) {
+  // A constant no sample is bound by lets the search walk its log towards
+  // −∞ (the quick calibration once wrote op_seconds 0). e^−35 ≈ 6·10⁻¹⁶ s
+  // is below a femtosecond an operation, far beyond any fitted value.
+  auto bounded_exp = [](double v) { return std::exp(std::clamp(v, -35.0, 35.0)); };
+  m.launch_seconds = bounded_exp(x.at(0));
+  m.op_seconds = bounded_exp(x.at(1));
+  m.load_seconds = bounded_exp(x.at(2));
+  m.lane_speedup = bounded_exp(x.at(3));
+  m.p = kPLow + (kPHigh - kPLow) / (1 + std::exp(-x.at(4)));
+  m.call_seconds = bounded_exp(x.at(5));
+  m.fresh_seconds = bounded_exp(x.at(6));
+  return m;
 }
 
 }  // namespace quire::machine

@@ -60,6 +60,13 @@ struct CalibrationSample {
 /// in `measured` (it carries spawn_seconds).
 LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, const Profile& measured);
 
+/// The model a point of the fit's search stands for: `x` holds the logs of
+/// launch, op, load, lane speedup, (p through a logistic map onto (1, 3)),
+/// call and fresh, each log held within ±35, so that every point is a model
+/// whose constants are positive (exp of a log the search walked far down
+/// would underflow to 0, which a profile refuses). Other fields from `m`.
+LayoutModel layout_model_at(LayoutModel m, const std::vector<double>& x);
+
 /// Spearman's ρ: Pearson's correlation of the ranks, ties given their mean
 /// rank. 0 when either side is constant; std::invalid_argument when the sizes
 /// differ.

@@ -73,6 +73,25 @@ TEST(CalibrateFit, RecoversKnownConstantsFromTheirOwnPredictions) {
   EXPECT_EQ(fitted.points, static_cast<int>(samples.size()));
 }
 
+TEST(CalibrateFit, EveryPointOfTheSearchIsAModelAProfileAccepts) {
+  // A constant no sample is bound by lets the search walk its log far down;
+  // exp of −1000 is 0, which a profile refuses (the quick calibration in CI
+  // once wrote op_seconds 0). Far up too.
+  for (double far : {-1000.0, 1000.0}) {
+    Profile p = shipped_profile();
+    p.layout = layout_model_at(*p.layout, {far, far, far, far, far, far, far});
+    for (double c : {p.layout->launch_seconds, p.layout->op_seconds, p.layout->load_seconds, p.layout->call_seconds,
+                     p.layout->fresh_seconds, p.layout->lane_speedup})
+      EXPECT_TRUE(c > 0 && std::isfinite(c)) << c;
+    EXPECT_NO_THROW(parse_profile(profile_json(p), "far")) << far;
+  }
+  // Inside the bounds the map is exp itself.
+  const LayoutModel m = layout_model_at(LayoutModel{}, {std::log(3e-7), std::log(1.2e-9), 0, 0, 0, 0, 0});
+  EXPECT_NEAR(m.launch_seconds / 3e-7, 1, 1e-12);
+  EXPECT_NEAR(m.op_seconds / 1.2e-9, 1, 1e-12);
+  EXPECT_DOUBLE_EQ(m.p, 2.0);
+}
+
 TEST(CalibrateFit, RefusesNoSamples) {
   EXPECT_THROW(fit_layout_model({}, known_machine()), std::invalid_argument);
 }

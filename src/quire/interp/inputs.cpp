@@ -76,9 +76,7 @@ Value make_input(const elab::Program& prog, const elab::Type& type, const std::s
         if (type.tensor.elem == elab::Elem::Real && !t.is_real()) {
           if (t.kind == runtime::ElemKind::Bool)
             throw io::IoError(*src.path, fmt::format("array `{}` holds booleans, the argument is real", path));
-          runtime::Tensor r = runtime::Tensor::real(t.shape);
-          for (size_t i = 0; i < t.ints.size(); ++i) r.reals[i] = static_cast<double>(t.ints[i]);
-          t = r;
+          t = runtime::cast_kind(t, runtime::ElemKind::Real);
         } else if (want_int && t.kind != runtime::ElemKind::I32 && t.kind != runtime::ElemKind::I64) {
           throw io::IoError(*src.path, fmt::format("array `{}` holds {} values, the argument is an integer tensor", path,
                                                    runtime::elem_kind_name(t.kind)));

@@ -301,6 +301,19 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
   return filled;
 }
 
+bool holds_loop(const std::vector<Stmt>& body) {
+  return std::any_of(body.begin(), body.end(), [](const Stmt& s) { return s.kind == StmtKind::Loop; });
+}
+
+std::set<int> scalars_set_in(const std::vector<Stmt>& body) {
+  std::set<int> out;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Set) out.insert(s.scalar);
+    if (s.kind == StmtKind::Loop) out.merge(scalars_set_in(s.body));
+  }
+  return out;
+}
+
 bool reads_output(const Kernel& k) {
   return std::any_of(k.exprs.begin(), k.exprs.end(),
                      [&](const Expr& e) { return e.kind == ExprKind::Load && e.buffer == k.output(); });

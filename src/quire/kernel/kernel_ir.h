@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,6 +150,10 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
 
 /// Whether any expression of `k` loads from its output buffer.
 bool reads_output(const Kernel& k);
+/// Whether `body` holds a loop among its own statements.
+bool holds_loop(const std::vector<Stmt>& body);
+/// The scalars `body` sets, its loops' bodies included.
+std::set<int> scalars_set_in(const std::vector<Stmt>& body);
 
 /// Builds a kernel's expressions and statements.
 class KernelBuilder {

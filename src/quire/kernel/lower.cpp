@@ -469,10 +469,8 @@ class GroupLowering {
   int emit_sum_to(const core::Instr& in, std::vector<Stmt>& body) {
     const Operand ct = operand(in.args.at(0));
     const Shape& shape = members_.at(in.id).shape;
-    const int result_rest =
-        static_cast<int>(ct.shape.size()) - static_cast<int>(fn_.type_of(in.args.at(0)).tensor.axes.size());
     const runtime::AxisMap map = interp::axis_map(in.align.at(0), static_cast<int64_t>(shape.size()),
-                                                  fn_.type_of(in.args.at(1)).tensor.axes.size(), result_rest);
+                                                  fn_.type_of(in.args.at(1)).tensor.axes.size(), rest_of(in, 0));
     if (map.size() != ct.shape.size()) throw NotLowered{"the cotangent's rank is not its alignment's"};
     // The cotangent's axes that feed an axis of x of the same size are kept;
     // the rest (no axis of x, or one of size 1) are summed over.

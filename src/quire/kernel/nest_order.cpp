@@ -12,19 +12,6 @@ namespace quire::kernel {
 
 namespace {
 
-bool holds_loop(const std::vector<Stmt>& body) {
-  for (const Stmt& s : body)
-    if (s.kind == StmtKind::Loop) return true;
-  return false;
-}
-
-void scalars_set(const std::vector<Stmt>& body, std::set<int>& out) {
-  for (const Stmt& s : body) {
-    if (s.kind == StmtKind::Set) out.insert(s.scalar);
-    if (s.kind == StmtKind::Loop) scalars_set(s.body, out);
-  }
-}
-
 // Unroll and jam: copy c of a statement reads the tiled loop's variable v
 // as t·v + c and sets its own scalars (copy 0 keeps the original ones); a
 // loop inside is shared, its body the jam of the copies' bodies.
@@ -128,9 +115,7 @@ Kernel reorder_nest(const Kernel& k, bool swap, int tile) {
     if (outer.extent % tile != 0)
       throw std::invalid_argument(
           fmt::format("kernel {}: a tile of {} does not divide the loop's {} iterations", k.title, tile, outer.extent));
-    std::set<int> own;
-    scalars_set(outer.body, own);
-    Jam jam(r, outer.var, tile, std::move(own));
+    Jam jam(r, outer.var, tile, scalars_set_in(outer.body));
     outer.body = jam.body(outer.body);
     outer.extent /= tile;
   }

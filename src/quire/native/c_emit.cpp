@@ -174,13 +174,6 @@ class FunctionWriter {
     out_ += '\n';
   }
 
-  static void scalars_set(const std::vector<Stmt>& body, std::set<int>& out) {
-    for (const Stmt& s : body) {
-      if (s.kind == StmtKind::Set) out.insert(s.scalar);
-      if (s.kind == StmtKind::Loop) scalars_set(s.body, out);
-    }
-  }
-
   [[noreturn]] void malformed(const std::string& what) const {
     throw runtime::KernelMisuse(fmt::format("internal: kernel {}: {}", k_.title, what));
   }
@@ -200,15 +193,14 @@ class FunctionWriter {
           // scoping would not: refuse it rather than diverge.
           if (s.var < 0 || s.var >= k_.loop_vars || in_scope_[static_cast<size_t>(s.var)])
             malformed(fmt::format("loop variable i{} is not free here", s.var));
-          if (s.lanes > 1 && !tile_ && contains_loop(s.body)) {
+          if (s.lanes > 1 && !tile_ && kernel::holds_loop(s.body)) {
             lane_tiles(s, depth);
             break;
           }
           if (s.lanes > 1) {
             // Each lane is one iteration: the same operations in the same
             // order per element. The scalars an iteration sets are its own.
-            std::set<int> own;
-            scalars_set(s.body, own);
+            const std::set<int> own = kernel::scalars_set_in(s.body);
             std::string names;
             for (int sc : own) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
             line(depth, names.empty() ? fmt::format("#pragma omp simd simdlen({})", s.lanes)
@@ -256,10 +248,6 @@ class FunctionWriter {
     }
   }
 
-  static bool contains_loop(const std::vector<Stmt>& body) {
-    return std::any_of(body.begin(), body.end(), [](const Stmt& s) { return s.kind == StmtKind::Loop; });
-  }
-
   /// A scalar's C name: in a lane tile, a scalar the tile's iterations set is
   /// one element per lane.
   std::string scalar_name(int scalar) const {
@@ -283,8 +271,7 @@ class FunctionWriter {
     const int w = s.lanes * kTileVectors;
     const std::string begin = &s == split_ ? "lo" : "0";
     const std::string end = &s == split_ ? "hi" : fmt::format("{}", s.extent);
-    Tile tile{s.var, s.lanes, w, {}};
-    scalars_set(s.body, tile.own);
+    Tile tile{s.var, s.lanes, w, kernel::scalars_set_in(s.body)};
     line(depth, fmt::format("int64_t i{}_t = {};", s.var, begin));
     line(depth, fmt::format("for (; i{0}_t + {1} <= {2}; i{0}_t += {1}) {{", s.var, w, end));
     for (int sc : tile.own) line(depth + 1, fmt::format("double s{}_v[{}] = {{0}};", sc, w));

@@ -23,8 +23,9 @@ Tensor sum_to(const Tensor& ct, const AxisMap& map, const Shape& shape, FloatTyp
   // Where each cotangent element lands: the operand's stride per result axis, 0 where it broadcast.
   const std::vector<int64_t> strides = detail::aligned_strides("sum_to", out, map, ct.shape);
   detail::StridedWalk<1> walk(ct.shape, {strides});
+  double* sums = out.reals.data();
   for (size_t i = 0; i < ct.reals.size(); ++i, walk.next()) {
-    double& r = out.reals[walk.offset(0)];
+    double& r = sums[walk.offset(0)];
     r = step(acc, r + ct.reals[i]);
   }
   return out;
@@ -34,11 +35,13 @@ Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t sta
   detail::require_well_formed(ct, "slice_adjoint");
   Tensor out = Tensor::real(shape);
   Tensor probe = out;  // slice's own clipping and size rules decide where ct lands
-  for (size_t i = 0; i < probe.reals.size(); ++i) probe.reals[i] = static_cast<double>(i);
+  double* positions = probe.reals.data();
+  for (size_t i = 0; i < probe.reals.size(); ++i) positions[i] = static_cast<double>(i);
   Tensor where = slice(probe, axis, start, stop, step_by);
   if (where.shape != ct.shape)
     detail::misuse("slice_adjoint", fmt::format("ct has shape {}, the slice {}", shape_string(ct.shape), shape_string(where.shape)));
-  for (size_t i = 0; i < ct.reals.size(); ++i) out.reals[static_cast<size_t>(where.reals[i])] = ct.reals[i];
+  double* landed = out.reals.data();
+  for (size_t i = 0; i < ct.reals.size(); ++i) landed[static_cast<size_t>(where.reals[i])] = ct.reals[i];
   return out;
 }
 
@@ -49,12 +52,14 @@ Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tens
   // The table's flat offsets, gathered as gather would: position k of the
   // result reads table element index.reals[k]; the adjoint adds ct[k] there.
   Tensor index = out;
-  for (size_t i = 0; i < index.reals.size(); ++i) index.reals[i] = static_cast<double>(i);
+  double* offsets = index.reals.data();
+  for (size_t i = 0; i < index.reals.size(); ++i) offsets[i] = static_cast<double>(i);
   Tensor where = gather(index, axis, ids);
   if (where.shape != ct.shape)
     detail::misuse("gather_adjoint", fmt::format("ct has shape {}, the gather {}", shape_string(ct.shape), shape_string(where.shape)));
+  double* sums = out.reals.data();
   for (size_t k = 0; k < ct.reals.size(); ++k) {
-    double& r = out.reals[static_cast<size_t>(where.reals[k])];
+    double& r = sums[static_cast<size_t>(where.reals[k])];
     r = step(acc, r + ct.reals[k]);
   }
   return out;

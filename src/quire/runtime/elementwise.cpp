@@ -53,6 +53,13 @@ void require_axis(int axis, int64_t rank, const char* op) {
   if (axis < 0 || axis >= rank) misuse(op, fmt::format("axis {} of a rank-{} operand", axis, rank));
 }
 
+RealStorage to_reals(const std::vector<int64_t>& ints) {
+  RealStorage reals = RealStorage::for_overwrite(ints.size());
+  double* r = reals.data();
+  for (size_t i = 0; i < ints.size(); ++i) r[i] = static_cast<double>(ints[i]);
+  return reals;
+}
+
 namespace {
 
 // The structural half of a map's contract (its length, its entries in range,
@@ -139,17 +146,10 @@ bool fits(ElemKind kind, int64_t v) {
          (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max());
 }
 
-RealStorage to_reals(const std::vector<int64_t>& ints) {
-  RealStorage reals = RealStorage::for_overwrite(ints.size());
-  double* r = reals.data();
-  for (size_t i = 0; i < ints.size(); ++i) r[i] = static_cast<double>(ints[i]);
-  return reals;
-}
-
 // The f64 view of an operand: its own reals, or its integers converted into `scratch`.
 const RealStorage& real_values(const Tensor& t, RealStorage& scratch) {
   if (t.is_real()) return t.reals;
-  scratch = to_reals(t.ints);
+  scratch = detail::to_reals(t.ints);
   return scratch;
 }
 

@@ -361,6 +361,9 @@ void require_well_formed(const Tensor& t, const char* op);
 /// Throws KernelMisuse unless 0 <= axis < rank.
 void require_axis(int axis, int64_t rank, const char* op);
 
+/// Integers as the f64 values the real kernels read.
+RealStorage to_reals(const std::vector<int64_t>& ints);
+
 }  // namespace detail
 
 }  // namespace quire::runtime

@@ -150,13 +150,6 @@ void reduce_ints(ReduceOp op, ElemKind kind, const Split& s, const std::vector<i
   });
 }
 
-RealStorage to_reals(const std::vector<int64_t>& ints) {
-  RealStorage reals = RealStorage::for_overwrite(ints.size());
-  double* r = reals.data();
-  for (size_t i = 0; i < ints.size(); ++i) r[i] = static_cast<double>(ints[i]);
-  return reals;
-}
-
 }  // namespace
 
 const char* op_name(ReduceOp op) {
@@ -199,7 +192,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, FloatT
     if (*kind == x.kind)
       out = x;
     else
-      out.reals = to_reals(x.ints);
+      out.reals = detail::to_reals(x.ints);
     return out;
   }
   if (s.count == 0 && out.size() > 0 && (op == ReduceOp::Max || op == ReduceOp::Min)) {
@@ -218,7 +211,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, FloatT
   else if (x.is_real())
     reduce_reals(op, s, x.reals, out.reals, Acc{acc});
   else
-    reduce_reals(op, s, to_reals(x.ints), out.reals, Acc{acc});
+    reduce_reals(op, s, detail::to_reals(x.ints), out.reals, Acc{acc});
   return out;
 }
 

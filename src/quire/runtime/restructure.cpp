@@ -218,7 +218,7 @@ Tensor cast_kind(const Tensor& x, ElemKind kind) {
   if (kind == ElemKind::Bool) {
     for (size_t i = 0; i < n; ++i) out.ints[i] = (x.is_real() ? x.reals[i] != 0.0 : x.ints[i] != 0) ? 1 : 0;
   } else if (kind == ElemKind::Real) {
-    for (size_t i = 0; i < n; ++i) out.reals[i] = static_cast<double>(x.ints[i]);
+    out.reals = detail::to_reals(x.ints);
   } else if (x.is_real()) {
     // Bounds as f64: ±2^31 and ±2^63 are exact, and a truncated value is in
     // range exactly when it lies in [-2^k, 2^k) (2^31 - 1 for i32 is exact too).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -67,10 +68,20 @@ TEST(Workers, NestedCallRunsOnTheCallingThread) {
 TEST(Workers, RethrowsATaskExceptionAndStaysUsable) {
   WorkerPool pool;
   std::atomic<int> started{0};
+  std::atomic<bool> thrown{false};
   EXPECT_THROW(pool.parallel_for(10000, 2,
                                  [&](int64_t task, int) {
                                    started.fetch_add(1);
-                                   if (task == 3) throw std::runtime_error("task 3");
+                                   if (task == 3) {
+                                     thrown.store(true);
+                                     throw std::runtime_error("task 3");
+                                   }
+                                   // The unwinding to the pool's catch can take
+                                   // milliseconds (the first throw of a process,
+                                   // a sanitizer): the other thread must not
+                                   // finish every task meanwhile, so once the
+                                   // throw began each task lasts a millisecond.
+                                   if (thrown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                                  }),
                std::runtime_error);
   // No task starts after the throw is seen: far fewer than all ran.

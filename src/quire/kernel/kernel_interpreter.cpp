@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "quire/native/gemm.h"
@@ -138,20 +139,26 @@ runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Ten
   runtime::Tensor scratch;
   const std::vector<const runtime::Tensor*> inputs = with_packed_product(
       k, given,
-      [](int64_t m, int64_t n, int64_t kk, const float* a, const float* b, float* c) {
-        native::sgemm_reference(m, n, kk, a, kk, 1, b, n, 1, c, n, false);
-      },
+      [](int64_t m, int64_t n, int64_t kk, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+         int64_t b_cs, float* c) { native::sgemm_reference(m, n, kk, a, a_rs, a_cs, b, b_rs, b_cs, c, n, false); },
       scratch);
   runtime::Tensor out = output_for(k);
   Machine(k, inputs, out).run(k.body);
   return out;
 }
 
-runtime::Tensor output_for(const Kernel& k) {
+runtime::Tensor output_for(const Kernel& k, bool narrow) {
   const Buffer& ob = k.buffers.back();
   const runtime::ElemKind kind = held_kind(ob.type);
   if (kind != runtime::ElemKind::Real) return runtime::Tensor::integer(kind, ob.shape);
-  return reads_output(k) ? runtime::Tensor::real(ob.shape) : runtime::Tensor::real_for_overwrite(ob.shape);
+  const bool zeros = reads_output(k);
+  if (!narrow || !held_as_f32(ob.type))
+    return zeros ? runtime::Tensor::real(ob.shape) : runtime::Tensor::real_for_overwrite(ob.shape);
+  runtime::Tensor out;
+  out.shape = ob.shape;
+  out.reals = runtime::RealStorage::narrow_for_overwrite(static_cast<size_t>(out.size()));
+  if (zeros) std::fill_n(out.reals.narrow_for_writing(), out.reals.size(), 0.0f);
+  return out;
 }
 
 }  // namespace quire::kernel

@@ -31,7 +31,9 @@ runtime::Tensor run_kernel(const Kernel& k, const std::vector<const runtime::Ten
 /// The tensor kind a buffer of this type is held in.
 runtime::ElemKind held_kind(ElemType t);
 /// The output buffer a runner hands `k`: zeros when `k` reads its output,
-/// else not filled (k stores every element; kernel_ir.h).
-runtime::Tensor output_for(const Kernel& k);
+/// else not filled (k stores every element; kernel_ir.h). With `narrow`, an
+/// output of a narrow float type is held as f32 alone (held_as_f32), for a
+/// compiled kernel that writes f32.
+runtime::Tensor output_for(const Kernel& k, bool narrow = false);
 
 }  // namespace quire::kernel

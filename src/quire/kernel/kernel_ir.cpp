@@ -21,6 +21,8 @@ const char* elem_type_name(ElemType t) {
   return "?";
 }
 
+bool held_as_f32(ElemType t) { return t == ElemType::F32 || t == ElemType::BF16 || t == ElemType::F16; }
+
 bool is_float(ElemType t) {
   return t == ElemType::F64 || t == ElemType::F32 || t == ElemType::BF16 || t == ElemType::F16;
 }
@@ -253,12 +255,28 @@ int64_t batch_offset(const std::vector<int64_t>& extents, const std::vector<int6
   return offset;
 }
 
-// Copies a [batch…, rows, cols] operand out of `t` as f32, rounded to `read`
-// first (the values are f32 values either way: the site's operands are).
-std::vector<float> gather_operand(const PackedProduct& p, const runtime::Tensor& t, const std::vector<int64_t>& batch_strides,
-                                  int64_t rows, int64_t cols, int64_t rs, int64_t cs, runtime::FloatType read) {
+// One operand of a packed product as f32: where batch `t` of it starts, and
+// its row and column strides.
+struct Operand {
+  const float* values = nullptr;  // in place (with batch_strides), or null: `gathered`
+  int64_t rs = 0, cs = 0;
+  const std::vector<int64_t>* batch_strides = nullptr;  // null: gathered, batches contiguous
+  std::vector<float> gathered;
+  int64_t rows = 0, cols = 0;
+
+  const float* batch(const PackedProduct& p, int64_t t) const {
+    return batch_strides ? values + batch_offset(p.batch, *batch_strides, t) : gathered.data() + t * rows * cols;
+  }
+};
+
+// A [batch…, rows, cols] operand of `t`: its f32 view in place when the site
+// reads it as held (rounding an f32, bf16 or f16 number to f64 or f32, or to
+// its own type, changes nothing), else copied out as f32, rounded to `read`
+// first (the values are f32 numbers either way: the site's operands are).
+Operand operand(const PackedProduct& p, const runtime::Tensor& t, ElemType held,
+                const std::vector<int64_t>& batch_strides, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                runtime::FloatType read) {
   const int64_t batches = runtime::element_count(p.batch);
-  std::vector<float> out(static_cast<size_t>(batches * rows * cols));
   int64_t last = 0;  // the largest offset read, checked once against the tensor
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t base = batch_offset(p.batch, batch_strides, b);
@@ -266,17 +284,32 @@ std::vector<float> gather_operand(const PackedProduct& p, const runtime::Tensor&
   }
   if (rows > 0 && cols > 0 && (last < 0 || static_cast<size_t>(last) >= t.reals.size()))
     throw runtime::KernelMisuse(fmt::format("internal: packed product: an operand of {} values read at {}", t.reals.size(), last));
+  Operand o;
+  o.rows = rows;
+  o.cols = cols;
+  const bool as_held = held_as_f32(held) &&
+                       (read == runtime::FloatType::F64 || read == runtime::FloatType::F32 || read == float_of(held));
+  if (as_held) {
+    o.values = t.reals.narrow();
+    o.rs = rs;
+    o.cs = cs;
+    o.batch_strides = &batch_strides;
+    return o;
+  }
+  o.gathered.resize(static_cast<size_t>(batches * rows * cols));
+  o.rs = cols;
+  o.cs = 1;
   const double* v = t.reals.data();
-  float* o = out.data();
+  float* out = o.gathered.data();
   for (int64_t b = 0; b < batches; ++b) {
     const double* base = v + batch_offset(p.batch, batch_strides, b);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const double x = base[r * rs + c * cs];
-        *o++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
+        *out++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
       }
   }
-  return out;
+  return o;
 }
 
 }  // namespace
@@ -286,16 +319,18 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
                                                         const PackedMultiply& multiply, runtime::Tensor& scratch) {
   if (!k.product || inputs.at(static_cast<size_t>(k.product->scratch))) return inputs;
   const PackedProduct& p = *k.product;
-  const std::vector<float> a =
-      gather_operand(p, *inputs.at(static_cast<size_t>(p.a)), p.a_batch, p.m, p.k, p.a_rs, p.a_cs, p.a_read);
-  const std::vector<float> b =
-      gather_operand(p, *inputs.at(static_cast<size_t>(p.b)), p.b_batch, p.k, p.n, p.b_rs, p.b_cs, p.b_read);
+  auto held = [&](int b) { return k.buffers.at(static_cast<size_t>(b)).type; };
+  const Operand a =
+      operand(p, *inputs.at(static_cast<size_t>(p.a)), held(p.a), p.a_batch, p.m, p.k, p.a_rs, p.a_cs, p.a_read);
+  const Operand b =
+      operand(p, *inputs.at(static_cast<size_t>(p.b)), held(p.b), p.b_batch, p.k, p.n, p.b_rs, p.b_cs, p.b_read);
   const int64_t batches = runtime::element_count(p.batch);
-  std::vector<float> c(static_cast<size_t>(batches * p.m * p.n));
+  scratch = runtime::Tensor();
+  scratch.shape = k.buffers.at(static_cast<size_t>(p.scratch)).shape;
+  scratch.reals = runtime::RealStorage::narrow_for_overwrite(static_cast<size_t>(batches * p.m * p.n));
+  float* c = scratch.reals.narrow_for_writing();
   for (int64_t t = 0; t < batches; ++t)
-    multiply(p.m, p.n, p.k, a.data() + t * p.m * p.k, b.data() + t * p.k * p.n, c.data() + t * p.m * p.n);
-  scratch = runtime::Tensor::real_for_overwrite(k.buffers.at(static_cast<size_t>(p.scratch)).shape);
-  std::copy(c.begin(), c.end(), scratch.reals.data());
+    multiply(p.m, p.n, p.k, a.batch(p, t), a.rs, a.cs, b.batch(p, t), b.rs, b.cs, c + t * p.m * p.n);
   std::vector<const runtime::Tensor*> filled = inputs;
   filled[static_cast<size_t>(p.scratch)] = &scratch;
   return filled;

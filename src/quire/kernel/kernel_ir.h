@@ -48,6 +48,10 @@ bool is_float(ElemType t);
 /// The float type of a float ElemType (F64 for the others).
 runtime::FloatType float_of(ElemType t);
 ElemType elem_of(runtime::FloatType t);  ///< F64, F32, BF16, F16 (the fp8 types have no buffers)
+/// Whether a compiled kernel holds a buffer of this type as f32 values: the
+/// narrow float types (f32, bf16, f16), whose numbers f32 represents exactly
+/// (runtime::RealStorage's f32 view). f64 is held as f64.
+bool held_as_f32(ElemType t);
 
 struct Buffer {
   ElemType type = ElemType::F64;
@@ -120,10 +124,12 @@ struct PackedProduct {
   int scratch = -1;                                ///< the input buffer C is written to (f32)
 };
 
-/// One batch's C = A·B on row-major f32 operands (A m × k, B k × n, C m × n,
-/// overwritten), by the chain PackedProduct states: native::sgemm_reference
+/// One batch's C = A·B on f32 operands, A[i, p] = a[i·a_rs + p·a_cs] (m × k)
+/// and B[p, j] = b[p·b_rs + j·b_cs] (k × n), into the row-major m × n C
+/// (overwritten), by the chain PackedProduct states: native::sgemm_reference
 /// (the definition) or native::sgemm (the packed kernels).
-using PackedMultiply = std::function<void(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c)>;
+using PackedMultiply = std::function<void(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                                          const float* b, int64_t b_rs, int64_t b_cs, float* c)>;
 
 struct Kernel {
   std::string title;             ///< "fused 2 steps", "mean axis model", "dot+add"
@@ -141,9 +147,11 @@ struct Kernel {
 };
 
 /// `inputs` with the scratch of `k`'s packed product filled, when `k` has one
-/// and the scratch is null: the operands gathered into f32, rounded as the
-/// site reads them, each batch multiplied by `multiply`, and C held in
-/// `scratch` at the scratch buffer's shape. Otherwise `inputs` unchanged.
+/// and the scratch is null: each batch multiplied by `multiply`, and C held
+/// in `scratch` at the scratch buffer's shape, as f32 alone. An operand the
+/// site reads as held (an f32 view that reading rounds nowhere) is read in
+/// place, at its strides; another is first gathered into f32, rounded as the
+/// site reads it. Otherwise `inputs` unchanged.
 std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
                                                         const std::vector<const runtime::Tensor*>& inputs,
                                                         const PackedMultiply& multiply, runtime::Tensor& scratch);

@@ -150,7 +150,7 @@ class FunctionWriter {
     // [lo, hi) is the part of the split loop this call runs (kernel_ir.h's split_loop).
     if (!split_) line(1, "(void)lo; (void)hi;");
     for (int b = 0; b < static_cast<int>(k_.buffers.size()); ++b) {
-      const char* type = held_in_ints(b) ? "int64_t" : "double";
+      const char* type = held_in_ints(b) ? "int64_t" : held_in_floats(b) ? "float" : "double";
       if (b == k_.output())
         line(1, fmt::format("{0}* const b{1} = ({0}*)output;", type, b));
       else
@@ -167,6 +167,10 @@ class FunctionWriter {
   bool held_in_ints(int b) const {
     return kernel::held_kind(k_.buffers[static_cast<size_t>(b)].type) != runtime::ElemKind::Real;
   }
+  // The narrow float types are held as f32 (kernel::held_as_f32): a load
+  // widens exactly, and a store narrows exactly, its value having been rounded
+  // to the buffer's type by the kernel (kernel_ir.h).
+  bool held_in_floats(int b) const { return kernel::held_as_f32(k_.buffers[static_cast<size_t>(b)].type); }
 
   void line(int depth, const std::string& text) {
     out_.append(static_cast<size_t>(depth) * 2, ' ');
@@ -236,7 +240,9 @@ class FunctionWriter {
           const std::string v = value(s.expr, depth);
           const std::string at = fmt::format("b{}[{}]", b, index(s.index));
           // The conversions of run_kernel's store.
-          if (!held_in_ints(b))
+          if (held_in_floats(b))
+            line(depth, fmt::format("{} = (float){};", at, v));
+          else if (!held_in_ints(b))
             line(depth, fmt::format("{} = {};", at, v));
           else if (k_.buffers[static_cast<size_t>(b)].type == ElemType::Bool)
             line(depth, fmt::format("{} = {} != 0.0 ? 1 : 0;", at, v));
@@ -330,7 +336,7 @@ class FunctionWriter {
     switch (e.kind) {
       case ExprKind::Load: {
         const int b = checked_buffer(e.buffer);
-        text = fmt::format("{}b{}[{}]", held_in_ints(b) ? "(double)" : "", b, index(e.index));
+        text = fmt::format("{}b{}[{}]", held_in_ints(b) || held_in_floats(b) ? "(double)" : "", b, index(e.index));
         break;
       }
       case ExprKind::Unary:

@@ -30,18 +30,27 @@ runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
   runtime::Tensor scratch;
   const std::vector<const runtime::Tensor*> inputs = kernel::with_packed_product(
       k, given,
-      [&](int64_t m, int64_t n, int64_t kk, const float* a, const float* b, float* c) {
-        sgemm(m, n, kk, a, kk, 1, b, n, 1, c, n, false, threads);
-      },
+      [&](int64_t m, int64_t n, int64_t kk, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+          int64_t b_cs, float* c) { sgemm(m, n, kk, a, a_rs, a_cs, b, b_rs, b_cs, c, n, false, threads); },
       scratch);
   if (inputs != given) ++packed_products_;
   if (!functions_.count(kernel_id)) add(kernel_id, k);
-  runtime::Tensor out = kernel::output_for(k);
+  // The narrow float buffers as f32 (c_emit.h), the others as f64 or int64.
+  runtime::Tensor out = kernel::output_for(k, /*narrow=*/true);
   std::vector<const void*> data;
   data.reserve(inputs.size());
-  for (const runtime::Tensor* t : inputs)
-    data.push_back(t->is_real() ? static_cast<const void*>(t->reals.data()) : static_cast<const void*>(t->ints.data()));
-  void* output = out.is_real() ? static_cast<void*>(out.reals.data()) : static_cast<void*>(out.ints.data());
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const runtime::Tensor& t = *inputs[b];
+    if (!t.is_real())
+      data.push_back(t.ints.data());
+    else if (kernel::held_as_f32(k.buffers[b].type))
+      data.push_back(t.reals.narrow());
+    else
+      data.push_back(t.reals.data());
+  }
+  void* output = !out.is_real()                               ? static_cast<void*>(out.ints.data())
+                 : kernel::held_as_f32(k.buffers.back().type) ? static_cast<void*>(out.reals.narrow_for_writing())
+                                                              : static_cast<void*>(out.reals.data());
   const KernelFunction f = functions_.at(kernel_id);
   const kernel::Stmt* split = kernel::split_loop(k);
   if (!split) {

@@ -1,6 +1,7 @@
 #pragma once
-// The elements of a real tensor: f64 values in one block that copies of the
-// tensor share until one of them is written (copy on write).
+// The elements of a real tensor: one block that copies of the tensor share
+// until one of them is written (copy on write), held as f64 values, as f32
+// values, or both.
 //
 // Why by hand and not std::vector<double>: the interpreters pass values into
 // calls, folds, tuples and parameter trees by copy (interp/interpreter.h),
@@ -10,12 +11,26 @@
 // output, a product's result) asks for a block `for_overwrite`, which is not
 // zero-filled first.
 //
-// Reading goes through the const accessors. The non-const ones (data(),
-// operator[], begin(), end()) first make this storage the block's only
-// owner, copying the elements when another tensor shares them, so a write
-// never reaches another tensor. A writer takes its pointer after the last
-// copy of the tensor it writes is made: a pointer taken, then the tensor
-// copied, then written through, would reach both.
+// Why two representations: a value realized in f32, bf16 or f16 holds only
+// numbers that f32 represents exactly, and the native kernels read and write
+// such values as f32 (half the bytes of f64, and the packed products' own
+// operand type). A kernel's f32 output is held as f32 alone; the f64 view is
+// made the first time the host's reference walk reads the tensor, and is
+// then kept beside it (and likewise the other way). Both views always hold
+// the same numbers: a NaN may lose its payload bits in the f32 view, which
+// no contract of quire keeps (docs/language.md §9).
+//
+// Reading goes through the const accessors (`data()`, `narrow()`). The
+// non-const ones (data(), operator[], begin(), end(), narrow_for_writing())
+// first make this storage the block's only owner, copying the elements when
+// another tensor shares them, and drop the other view, so a write never
+// reaches another tensor nor leaves a stale view. A writer takes its pointer
+// after the last copy of the tensor it writes is made: a pointer taken, then
+// the tensor copied, then written through, would reach both.
+//
+// The views are made lazily by const readers, so a storage must not be read
+// by two threads at once before both views exist; quire's host is one thread
+// (the kernels' workers receive pointers taken before they start).
 
 #include <algorithm>
 #include <cstddef>
@@ -35,37 +50,57 @@ class RealStorage {
   RealStorage() = default;
   /// n elements, each `fill`.
   explicit RealStorage(size_t n, double fill = 0.0) : RealStorage(for_overwrite(n)) {
-    std::fill_n(block_.get(), n, fill);
+    std::fill_n(block_->wide.get(), n, fill);
   }
   RealStorage(std::initializer_list<double> values) : RealStorage(values.begin(), values.size()) {}
   // Implicit: a vector of values is this storage's natural literal (tests,
   // readers of files).
   RealStorage(const std::vector<double>& values) : RealStorage(values.data(), values.size()) {}  // NOLINT
-  RealStorage(const double* values, size_t n) : RealStorage(for_overwrite(n)) { std::copy_n(values, n, block_.get()); }
-
-  /// n elements whose values are indeterminate: for a writer that sets every one.
-  static RealStorage for_overwrite(size_t n) {
-    RealStorage s;
-    s.size_ = n;
-    if (n > 0) s.block_ = std::make_shared_for_overwrite<double[]>(n);
-    return s;
+  RealStorage(const double* values, size_t n) : RealStorage(for_overwrite(n)) {
+    if (n > 0) std::copy_n(values, n, block_->wide.get());
   }
+
+  /// n f64 elements whose values are indeterminate: for a writer that sets every one.
+  static RealStorage for_overwrite(size_t n);
+  /// n f32 elements whose values are indeterminate, held as f32 alone: for a
+  /// writer of f32 values (narrow_for_writing) that sets every one.
+  static RealStorage narrow_for_overwrite(size_t n);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
-  const double* data() const { return block_.get(); }
-  const double& operator[](size_t i) const { return block_[static_cast<std::ptrdiff_t>(i)]; }
+  /// The f64 view (made from the f32 one if this is its first reader).
+  const double* data() const {
+    if (block_ && block_->wide) return block_->wide.get();  // the common case, inline
+    return size_ == 0 ? nullptr : wide_view();
+  }
+  const double& operator[](size_t i) const { return data()[i]; }
   const double* begin() const { return data(); }
   const double* end() const { return data() + size_; }
 
   double* data() {
-    own();
-    return block_.get();
+    if (block_ && block_->wide && !block_->narrow && block_.use_count() == 1) return block_->wide.get();
+    return own_wide();
   }
   double& operator[](size_t i) { return data()[i]; }
   double* begin() { return data(); }
   double* end() { return data() + size_; }
+
+  /// The f32 view: every element as f32. Made from the f64 view if this is
+  /// its first reader, which requires every element to be an f32 number (a
+  /// NaN counts as one): std::logic_error otherwise, since a value realized
+  /// in a narrow type that is not one is a broken invariant, not a rounding
+  /// to perform here.
+  const float* narrow() const {
+    if (block_ && block_->narrow) return block_->narrow.get();
+    return size_ == 0 ? nullptr : narrow_view();
+  }
+  /// The f32 view for a writer of f32 values: this storage's alone, the f64 view dropped.
+  float* narrow_for_writing();
+  /// Whether the f32 view exists now (a reader of narrow() would not make it).
+  bool holds_narrow() const { return block_ && block_->narrow; }
+  /// Whether the f64 view exists now.
+  bool holds_wide() const { return block_ && block_->wide; }
 
   /// Bounds-checked read.
   const double& at(size_t i) const {
@@ -86,12 +121,17 @@ class RealStorage {
   }
 
  private:
-  /// Makes the block this storage's alone, copying it when it is shared.
-  void own() {
-    if (shared()) *this = RealStorage(block_.get(), size_);
-  }
+  /// The shared elements: one view or both, each of `size_` elements.
+  struct Block {
+    std::unique_ptr<double[]> wide;
+    std::unique_ptr<float[]> narrow;
+  };
 
-  std::shared_ptr<double[]> block_;
+  double* own_wide();
+  const double* wide_view() const;
+  const float* narrow_view() const;
+
+  std::shared_ptr<Block> block_;
   size_t size_ = 0;
 };
 

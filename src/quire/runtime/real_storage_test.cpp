@@ -1,9 +1,13 @@
 // RealStorage: copies share the elements until one of them is written, and a
-// write never reaches another copy.
+// write never reaches another copy; the f32 and f64 views hold the same numbers.
 
 #include "quire/runtime/real_storage.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <utility>
 
 #include "quire/runtime/tensor.h"
 
@@ -51,6 +55,56 @@ TEST(RealStorage, ForOverwriteHasTheSizeAndEqualityComparesValues) {
   EXPECT_EQ(a.to_vector(), (std::vector<double>(5, 2.0)));
   EXPECT_THROW((void)a.at(5), std::out_of_range);
   EXPECT_EQ(Tensor::real_for_overwrite({3, 4}).reals.size(), 12u);
+}
+
+TEST(RealStorage, AnF32BlockIsWidenedOnceAndEveryCopySeesTheWideView) {
+  RealStorage a = RealStorage::narrow_for_overwrite(3);
+  float* f = a.narrow_for_writing();
+  f[0] = 1.5f;
+  f[1] = -0.0f;
+  f[2] = 0x1p-149f;  // the smallest f32 subnormal
+  const RealStorage b = a;
+  EXPECT_TRUE(a.holds_narrow());
+  EXPECT_FALSE(b.holds_wide());
+  const double* wide = b.data();  // a reader makes the f64 view, for both copies
+  EXPECT_TRUE(a.holds_wide());
+  EXPECT_EQ(std::as_const(a).data(), wide);
+  EXPECT_EQ(b.narrow(), f) << "the f32 view stays";
+  EXPECT_EQ(b, (std::vector<double>{1.5, -0.0, 0x1p-149}));
+  EXPECT_TRUE(std::signbit(wide[1]));
+}
+
+TEST(RealStorage, AnF64BlockOfF32NumbersIsNarrowedAndAnyOtherIsRefused) {
+  const RealStorage a{
+      0.5, -0.0, -3.0e38, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), 0x1p-149};
+  const float* f = a.narrow();
+  EXPECT_EQ(f[0], 0.5f);
+  EXPECT_TRUE(std::signbit(f[1]));
+  EXPECT_EQ(f[2], -3.0e38f);
+  EXPECT_TRUE(std::isinf(f[3]));
+  EXPECT_TRUE(std::isnan(f[4]));
+  EXPECT_EQ(f[5], 0x1p-149f);
+  // 0.1 is no f32 number, nor is 2^-150 (below the smallest subnormal) or 2^128.
+  for (double bad : {0.1, 0x1p-150, 0x1p128}) {
+    const RealStorage b{1.0, bad};
+    EXPECT_THROW((void)b.narrow(), std::logic_error) << bad;
+  }
+  EXPECT_EQ(RealStorage().narrow(), nullptr);
+}
+
+TEST(RealStorage, AWriteDropsTheOtherViewAndReachesNoCopy) {
+  RealStorage a{1.0, 2.0};
+  (void)a.narrow();
+  const RealStorage b = a;  // shares both views
+  a.narrow_for_writing()[0] = 7.0f;
+  EXPECT_FALSE(a.holds_wide()) << "a write to the f32 view leaves no stale f64 view";
+  EXPECT_EQ(a, (std::vector<double>{7.0, 2.0}));
+  EXPECT_EQ(b, (std::vector<double>{1.0, 2.0})) << "the copy keeps its values";
+  EXPECT_EQ(b.narrow()[0], 1.0f);
+  a[1] = 5.0;
+  EXPECT_FALSE(a.holds_narrow()) << "a write to the f64 view leaves no stale f32 view";
+  EXPECT_EQ(a.narrow()[1], 5.0f);
+  EXPECT_EQ(b.narrow()[1], 2.0f);
 }
 
 }  // namespace

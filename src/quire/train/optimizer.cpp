@@ -13,6 +13,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 // The reference bits forbid fused multiply-add: PyTorch's formulas round
@@ -126,6 +127,24 @@ struct Slot {
   std::vector<double>* second;  ///< exp_avg_sq (AdamW only)
 };
 
+/// acc + Σ g² over `grad`'s elements in order, each step rounded to f64: in
+/// the view the gradient has (a kernel's f32 output is not widened for it),
+/// the sum in a local the loop keeps in a register (one chain of additions:
+/// the joint norm's order is part of its bits).
+double add_squares(double acc, const runtime::RealStorage& grad) {
+  auto sum = [&](const auto* g, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const double x = g[i];
+      acc += x * x;
+    }
+  };
+  if (grad.holds_narrow())
+    sum(grad.narrow(), grad.size());
+  else
+    sum(grad.data(), grad.size());
+  return acc;
+}
+
 /// torch.lerp(self, end, weight) as ATen computes it: the form that is
 /// exact at the nearer end.
 double lerp(double self, double end, double weight) {
@@ -144,12 +163,8 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
   const double bias_correction2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  for (const Slot& s : slots) {
-    const size_t n = s.param->size();
-    double* p = s.param->data();
-    const double* grad = s.grad->data();
-    std::vector<double>& m = *s.first;
-    std::vector<double>& v = *s.second;
+  auto update = [&](auto* p, const auto* grad, double* m, double* v, size_t n) {
+    using Held = std::remove_pointer_t<decltype(p)>;  // double, or float for the f32 view
     for (size_t i = 0; i < n; ++i) {
       const double g = clipped ? grad[i] * coef : grad[i];
       double x = p[i];
@@ -157,7 +172,25 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
       m[i] = runtime::round_to(master, lerp(m[i], g, m_weight));
       v[i] = runtime::round_to(master, v[i] * c.beta2 + v_weight * g * g);
       const double denom = std::sqrt(v[i]) / bias_correction2_sqrt + c.eps;
-      p[i] = runtime::round_to(master, x + (-step_size) * m[i] / denom);
+      p[i] = static_cast<Held>(runtime::round_to(master, x + (-step_size) * m[i] / denom));
+    }
+  };
+  for (const Slot& s : slots) {
+    const size_t n = s.param->size();
+    double* m = s.first->data();
+    double* v = s.second->data();
+    // Parameters held in f32 are updated in their f32 view (exactly: every
+    // new value is rounded to f32), which the native kernels of the next
+    // step read without a conversion; a gradient is read in the view it has.
+    if (master == runtime::FloatType::F32) {
+      float* p = s.param->narrow_for_writing();
+      if (s.grad->holds_narrow())
+        update(p, s.grad->narrow(), m, v, n);
+      else
+        update(p, s.grad->data(), m, v, n);
+    } else {
+      double* p = s.param->data();
+      update(p, s.grad->data(), m, v, n);
     }
   }
 }
@@ -306,8 +339,7 @@ StepReport Optimizer::step(interp::ParamMap& params, const interp::ParamMap& gra
 
   // The joint norm, in path order then element order.
   double sum_sq = 0;
-  for (const Slot& s : slots)
-    for (double g : *s.grad) sum_sq += g * g;
+  for (const Slot& s : slots) sum_sq = add_squares(sum_sq, *s.grad);
   StepReport report;
   report.step = steps_;
   report.grad_norm = std::sqrt(sum_sq);

@@ -1,0 +1,85 @@
+#include "quire/runtime/real_storage.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace quire::runtime {
+
+RealStorage RealStorage::for_overwrite(size_t n) {
+  RealStorage s;
+  s.size_ = n;
+  if (n > 0) {
+    s.block_ = std::make_shared<Block>();
+    s.block_->wide = std::make_unique_for_overwrite<double[]>(n);
+  }
+  return s;
+}
+
+RealStorage RealStorage::narrow_for_overwrite(size_t n) {
+  RealStorage s;
+  s.size_ = n;
+  if (n > 0) {
+    s.block_ = std::make_shared<Block>();
+    s.block_->narrow = std::make_unique_for_overwrite<float[]>(n);
+  }
+  return s;
+}
+
+const double* RealStorage::wide_view() const {
+  Block& b = *block_;
+  if (!b.wide) {
+    b.wide = std::make_unique_for_overwrite<double[]>(size_);
+    std::copy_n(b.narrow.get(), size_, b.wide.get());  // exact: every f32 is an f64
+  }
+  return b.wide.get();
+}
+
+const float* RealStorage::narrow_view() const {
+  Block& b = *block_;
+  if (!b.narrow) {
+    auto narrow = std::make_unique_for_overwrite<float[]>(size_);
+    const double* wide = b.wide.get();
+    for (size_t i = 0; i < size_; ++i) {
+      const float f = static_cast<float>(wide[i]);
+      if (static_cast<double>(f) != wide[i] && !std::isnan(wide[i]))
+        throw std::logic_error("internal: a value held in a narrow type is not an f32 number: element " +
+                               std::to_string(i) + " is " + std::to_string(wide[i]));
+      narrow[i] = f;
+    }
+    b.narrow = std::move(narrow);
+  }
+  return b.narrow.get();
+}
+
+double* RealStorage::own_wide() {
+  if (size_ == 0) return nullptr;
+  if (shared()) {
+    // Copy only the view the writer needs.
+    auto own = std::make_shared<Block>();
+    own->wide = std::make_unique_for_overwrite<double[]>(size_);
+    std::copy_n(wide_view(), size_, own->wide.get());
+    block_ = std::move(own);
+  } else {
+    wide_view();
+    block_->narrow.reset();  // the writer may change the numbers
+  }
+  return block_->wide.get();
+}
+
+float* RealStorage::narrow_for_writing() {
+  if (size_ == 0) return nullptr;
+  if (shared()) {
+    auto own = std::make_shared<Block>();
+    own->narrow = std::make_unique_for_overwrite<float[]>(size_);
+    std::copy_n(narrow_view(), size_, own->narrow.get());
+    block_ = std::move(own);
+  } else {
+    narrow_view();
+    block_->wide.reset();
+  }
+  return block_->narrow.get();
+}
+
+}  // namespace quire::runtime

@@ -1,9 +1,9 @@
 #include "quire/runtime/real_storage.h"
 
-#include <bit>
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 namespace quire::runtime {
 
@@ -44,8 +44,8 @@ const float* RealStorage::narrow_view() const {
     for (size_t i = 0; i < size_; ++i) {
       const float f = static_cast<float>(wide[i]);
       if (static_cast<double>(f) != wide[i] && !std::isnan(wide[i]))
-        throw std::logic_error("internal: a value held in a narrow type is not an f32 number: element " +
-                               std::to_string(i) + " is " + std::to_string(wide[i]));
+        throw std::logic_error(
+            fmt::format("internal: a value held in a narrow type is not an f32 number: element {} is {}", i, wide[i]));
       narrow[i] = f;
     }
     b.narrow = std::move(narrow);

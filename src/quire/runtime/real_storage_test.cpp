@@ -76,11 +76,12 @@ TEST(RealStorage, AnF32BlockIsWidenedOnceAndEveryCopySeesTheWideView) {
 
 TEST(RealStorage, AnF64BlockOfF32NumbersIsNarrowedAndAnyOtherIsRefused) {
   const RealStorage a{
-      0.5, -0.0, -3.0e38, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), 0x1p-149};
+      0.5,     -0.0, -0x1.fffffep127, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+      0x1p-149};
   const float* f = a.narrow();
   EXPECT_EQ(f[0], 0.5f);
   EXPECT_TRUE(std::signbit(f[1]));
-  EXPECT_EQ(f[2], -3.0e38f);
+  EXPECT_EQ(f[2], -0x1.fffffep127f);  // the largest finite f32
   EXPECT_TRUE(std::isinf(f[3]));
   EXPECT_TRUE(std::isnan(f[4]));
   EXPECT_EQ(f[5], 0x1p-149f);

@@ -63,6 +63,15 @@ using runtime::FloatType;
 /// Every element rounded to `type` in one step (F64: unchanged).
 void round_in_place(Tensor& x, FloatType type) {
   if (type == FloatType::F64) return;
+  if (x.reals.holds_narrow()) {
+    // Its numbers are f32 numbers already (a compiled kernel's output, an
+    // f32 parameter): f32 leaves them, and a half rounds them in the f32
+    // view, which the next kernel reads without a conversion.
+    if (type == FloatType::F32) return;
+    float* f = x.reals.narrow_for_writing();
+    for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = static_cast<float>(runtime::round_to(type, f[i]));
+    return;
+  }
   if (type == FloatType::F32) {
     // round_to's own fast path, inlined over the tensor: the conversion is
     // the rounding, and NaN keeps round_to's quieting.

@@ -132,17 +132,14 @@ struct Slot {
 /// the sum in a local the loop keeps in a register (one chain of additions:
 /// the joint norm's order is part of its bits).
 double add_squares(double acc, const runtime::RealStorage& grad) {
-  auto sum = [&](const auto* g, size_t n) {
+  auto sum = [](double total, const auto* g, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       const double x = g[i];
-      acc += x * x;
+      total += x * x;
     }
+    return total;
   };
-  if (grad.holds_narrow())
-    sum(grad.narrow(), grad.size());
-  else
-    sum(grad.data(), grad.size());
-  return acc;
+  return grad.holds_narrow() ? sum(acc, grad.narrow(), grad.size()) : sum(acc, grad.data(), grad.size());
 }
 
 /// torch.lerp(self, end, weight) as ATen computes it: the form that is

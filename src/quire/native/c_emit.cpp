@@ -11,6 +11,7 @@
 #include <set>
 
 #include "quire/kernel/kernel_interpreter.h"
+#include "quire/runtime/elementary.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::native {
@@ -92,16 +93,14 @@ static inline double quire_round_f32(double x) { return (double)(float)x; }
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
 static inline double quire_abs(double x) { return fabs(x); }
-static inline double quire_exp(double x) { return exp(x); }
 static inline double quire_log(double x) { return log(x); }
 static inline double quire_sqrt(double x) { return sqrt(x); }
 static inline double quire_rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline double quire_tanh(double x) { return tanh(x); }
-static inline double quire_erf(double x) { return erf(x); }
-static inline double quire_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline double quire_sigmoid(double x) { return 1.0 / (1.0 + quire_exp(-x)); }
 /* NaN > 0 is false, so NaN needs its own test to propagate; -0.0 falls to +0.0. */
 static inline double quire_relu(double x) { return isnan(x) ? x : (x > 0.0 ? x : 0.0); }
-static inline double quire_gelu(double x) { return 0.5 * x * (1.0 + erf(x * quire_sqrt1_2)); }
+static inline double quire_gelu(double x) { return 0.5 * x * (1.0 + quire_erf(x * quire_sqrt1_2)); }
 static inline double quire_gelu_tanh(double x) {
   return 0.5 * x * (1.0 + tanh(quire_sqrt2_over_pi * (x + quire_gelu_tanh_cubic * x * x * x)));
 }
@@ -431,6 +430,8 @@ std::string c_prelude() {
   text += fmt::format("static const double quire_sqrt1_2 = {};\n", c_double(M_SQRT1_2));
   text += fmt::format("static const double quire_sqrt2_over_pi = {};\n", c_double(0x1.9884533d43651p-1));
   text += fmt::format("static const double quire_gelu_tanh_cubic = {};\n", c_double(0.044715));
+  // exp and erf: the reference's own source (runtime/elementary.h).
+  text += runtime::elementary_c_source();
   text += kHelpers;
   // The narrow formats' rounding, one wrapper per row of the float-type table.
   for (const runtime::FloatTypeInfo& f : runtime::kFloatTypes) {

@@ -3,14 +3,15 @@
 // Requires: operands well formed (tensor.h's invariant), kinds the operation
 // takes (checked, KernelMisuse). Each result element is computed from its own
 // operand elements alone, by the expression its op documents in kernels.h.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <string>
 
-#include <fmt/format.h>
-
+#include "quire/runtime/elementary.h"
 #include "quire/runtime/kernels.h"
 
 // The reference bits forbid fused multiply-add (gelu_tanh's x + 0.044715*x³
@@ -165,7 +166,7 @@ Tensor empty_result(ElemKind kind, Shape shape) {
 constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;  // √(2/π) rounded to nearest f64
 constexpr double kGeluTanhCubic = 0.044715;
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid(double x) { return 1.0 / (1.0 + elementary_exp(-x)); }
 
 // One row per UnaryOp, in enum order: name, then the f64 expression (kernels.h states each).
 struct UnaryRow {
@@ -177,16 +178,16 @@ struct UnaryRow {
 constexpr UnaryRow kUnaryTable[] = {
     {UnaryOp::Neg, "neg", [](double x) { return -x; }},
     {UnaryOp::Abs, "abs", [](double x) { return std::fabs(x); }},
-    {UnaryOp::Exp, "exp", [](double x) { return std::exp(x); }},
+    {UnaryOp::Exp, "exp", elementary_exp},
     {UnaryOp::Log, "log", [](double x) { return std::log(x); }},
     {UnaryOp::Sqrt, "sqrt", [](double x) { return std::sqrt(x); }},
     {UnaryOp::Rsqrt, "rsqrt", [](double x) { return 1.0 / std::sqrt(x); }},
     {UnaryOp::Tanh, "tanh", [](double x) { return std::tanh(x); }},
-    {UnaryOp::Erf, "erf", [](double x) { return std::erf(x); }},
+    {UnaryOp::Erf, "erf", elementary_erf},
     {UnaryOp::Sigmoid, "sigmoid", sigmoid},
     // NaN > 0 is false, so NaN needs its own test to propagate; -0.0 falls to +0.0.
     {UnaryOp::Relu, "relu", [](double x) { return std::isnan(x) ? x : (x > 0.0 ? x : 0.0); }},
-    {UnaryOp::Gelu, "gelu", [](double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); }},
+    {UnaryOp::Gelu, "gelu", [](double x) { return 0.5 * x * (1.0 + elementary_erf(x * M_SQRT1_2)); }},
     {UnaryOp::GeluTanh, "gelu_tanh",
      [](double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x))); }},
     {UnaryOp::Silu, "silu", [](double x) { return x * sigmoid(x); }},

@@ -65,17 +65,17 @@ std::vector<int64_t> aligned_strides(const Tensor& t, const AxisMap& map, const 
 enum class UnaryOp : uint8_t {
   Neg,       ///< -x (flips the sign: -(+0.0) = -0.0); ints: checked negation
   Abs,       ///< std::fabs(x) (abs(-0.0) = +0.0); ints: checked |x|
-  Exp,       ///< std::exp(x)
+  Exp,       ///< elementary_exp(x) (elementary.h: quire's own, not libm's)
   Log,       ///< std::log(x)
   Sqrt,      ///< std::sqrt(x)
   Rsqrt,     ///< 1.0 / std::sqrt(x)  (rsqrt(-0.0) = -inf)
   Tanh,      ///< std::tanh(x)
-  Erf,       ///< std::erf(x)
-  Sigmoid,   ///< 1.0 / (1.0 + std::exp(-x))
+  Erf,       ///< elementary_erf(x) (elementary.h)
+  Sigmoid,   ///< 1.0 / (1.0 + elementary_exp(-x))
   Relu,      ///< isnan(x) ? x : (x > 0.0 ? x : +0.0)  (relu(-0.0) = +0.0); ints: x > 0 ? x : 0
-  Gelu,      ///< 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2))  (gelu(-inf) = NaN: -inf * 0)
+  Gelu,      ///< 0.5 * x * (1.0 + elementary_erf(x * M_SQRT1_2))  (gelu(-inf) = NaN: -inf * 0)
   GeluTanh,  ///< 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))), k = √(2/π) = 0x1.9884533d43651p-1
-  Silu,      ///< x * (1.0 / (1.0 + std::exp(-x)))  (silu(-inf) = NaN: -inf * 0)
+  Silu,      ///< x * (1.0 / (1.0 + elementary_exp(-x)))  (silu(-inf) = NaN: -inf * 0)
   Not,       ///< Bool only: 1 - x
 };
 
@@ -154,7 +154,7 @@ enum class ReduceOp : uint8_t {
   Mean,       ///< Sum / double(count). Empty: NaN
   Max,        ///< acc = first; acc = binary Max(acc, x) (first NaN wins). Empty: RuntimeError
   Min,        ///< acc = first; acc = binary Min(acc, x) (first NaN wins). Empty: RuntimeError
-  LogSumExp,  ///< m = Max; m if m is ±inf or NaN, else m + std::log(Σ std::exp(x - m)) with the
+  LogSumExp,  ///< m = Max; m if m is ±inf or NaN, else m + std::log(Σ elementary_exp(x - m)) with the
               ///< Σ folded as in Sum. Empty: -inf
 };
 

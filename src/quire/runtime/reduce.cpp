@@ -2,13 +2,14 @@
 // sorted and unique (KernelMisuse otherwise). Each result element folds its
 // slice in row-major order of the reduced axes into one accumulator, left to
 // right; no pairwise or blocked summation, so the bits follow from kernels.h.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include <fmt/format.h>
-
+#include "quire/runtime/elementary.h"
 #include "quire/runtime/kernels.h"
 
 // The folds contain no product, but the family is built like the others: the
@@ -121,7 +122,7 @@ void reduce_reals(ReduceOp op, const Split& s, const RealStorage& values, RealSt
         // ±inf or NaN: x - m would be NaN (inf - inf); the result is m itself.
         if (!std::isfinite(m)) return m;
         double acc = 0.0;
-        visit([&](double x) { acc = r(acc + r(std::exp(r(x - m)))); });
+        visit([&](double x) { acc = r(acc + r(elementary_exp(r(x - m)))); });
         return r(m + r(std::log(acc)));
       });
   }

@@ -1,0 +1,20 @@
+#include "quire/runtime/elementary.h"
+
+#include <math.h>    // NOLINT: elementary.inc is C as well, and uses the C names
+#include <stdint.h>  // NOLINT
+#include <string.h>  // NOLINT
+
+namespace quire::runtime {
+
+extern const char* const kElementarySource;  // elementary.inc's text (embed_text.cmake)
+
+namespace {
+#include "quire/runtime/elementary.inc"
+}  // namespace
+
+double elementary_exp(double x) { return quire_exp(x); }
+double elementary_erf(double x) { return quire_erf(x); }
+
+const char* elementary_c_source() { return kElementarySource; }
+
+}  // namespace quire::runtime

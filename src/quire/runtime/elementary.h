@@ -1,0 +1,18 @@
+#pragma once
+// quire's own exp and erf (elementary.inc): the reference interpreter's, and,
+// through the same C source pasted into every compiled kernel, the native
+// backend's, bit for bit. Accurate to below one ulp (elementary_test.cpp
+// measures them against MPFR); not libm's, whose last bit depends on its
+// version and which a compiled kernel cannot vectorize.
+
+namespace quire::runtime {
+
+double elementary_exp(double x);
+double elementary_erf(double x);
+
+/// elementary.inc's text: C that defines `static inline double quire_exp(double)`
+/// and `quire_erf`, for a kernel's C source (which must include <math.h>,
+/// <stdint.h> and <string.h> first and compile without contraction).
+const char* elementary_c_source();
+
+}  // namespace quire::runtime

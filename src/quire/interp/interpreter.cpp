@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "quire/core/printer.h"
 #include "quire/interp/core_geometry.h"
@@ -73,9 +74,16 @@ void round_in_place(Tensor& x, FloatType type) {
     return;
   }
   if (type == FloatType::F32) {
-    // round_to's own fast path, inlined over the tensor: the conversion is
-    // the rounding, and NaN keeps round_to's quieting.
-    for (double& v : x.reals) v = std::isnan(v) ? runtime::round_to(type, v) : static_cast<double>(static_cast<float>(v));
+    // Rounded into an f32 view that replaces the f64 one: the conversion is
+    // the rounding (round_to's own fast path; NaN keeps round_to's quieting),
+    // a compiled kernel reads the result as it is, and a reader of f64
+    // widens it once.
+    runtime::RealStorage rounded = runtime::RealStorage::narrow_for_overwrite(x.reals.size());
+    float* f = rounded.narrow_for_writing();
+    const double* v = std::as_const(x.reals).data();
+    for (size_t i = 0, n = x.reals.size(); i < n; ++i)
+      f[i] = static_cast<float>(std::isnan(v[i]) ? runtime::round_to(type, v[i]) : v[i]);
+    x.reals = std::move(rounded);
     return;
   }
   for (double& v : x.reals) v = runtime::round_to(type, v);

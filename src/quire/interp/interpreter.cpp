@@ -204,6 +204,26 @@ void Interpreter::check_result(const core::Function& fn, const core::Instr& in, 
     fail(fmt::format("holds {} elements", runtime::elem_kind_name(v.tensor.kind)));
 }
 
+Interpreter::Kept Interpreter::rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp) {
+  // The vjp numbers its values after its own arguments, one more than the
+  // primal's (the cotangent): its forward instructions are the primal's, one
+  // for one, each under its own number. The arguments keep theirs.
+  std::map<int, int> to_vjp;
+  for (size_t k = 0; k < primal.body.size(); ++k) to_vjp[primal.body[k].id] = vjp.body[k].id;
+  auto rekey = [&](const auto& from, auto& to) {
+    for (const auto& [key, saved] : from) {
+      std::vector<int> args = key.second;
+      for (int& a : args)
+        if (auto it = to_vjp.find(a); it != to_vjp.end()) a = it->second;
+      to.emplace(std::make_pair(key.first, std::move(args)), saved);
+    }
+  };
+  Kept out;
+  rekey(kept.calls, out.calls);
+  rekey(kept.folds, out.folds);
+  return out;
+}
+
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                         int depth, core::Numerics context, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
   if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
@@ -233,8 +253,10 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   if (reuse && fn.primal >= 0) {
     const core::Function& primal = prog_.functions.at(fn.primal);
     for (; first < primal.body.size(); ++first) env[fn.body[first].id] = reuse->env.at(primal.body[first].id);
-    kept = reuse->kept;
+    kept = rekeyed(reuse->kept, primal, fn);
     stats_.reused += static_cast<int64_t>(first);
+  } else if (fn.primal >= 0 && depth > 0) {
+    ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself
   }
   // A frame keeps its callees' forward values when a reverse sweep will read
   // them: it is a vjp's (its own reverse sweep follows), or a kept one.
@@ -561,6 +583,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
           inputs.push_back(carried);
           carried = eval(in.callee, {thetas[i], carried}, callee_dims, depth + 1, mode);
         }
+        stats_.forwards_repeated += copies;
       }
       Value ct = arg(2);
       std::vector<ParamMap> grads(copies);

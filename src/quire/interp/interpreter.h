@@ -68,6 +68,10 @@ const char* remat_name(Remat r);
 struct EvalStats {
   int64_t evaluated = 0;          ///< instructions evaluated
   int64_t reused = 0;             ///< vjp instructions whose forward value was taken from a stored forward
+  /// Callee forwards a reverse sweep evaluated again: a nested vjp frame that
+  /// had no stored forward to take, and each fold copy a fold's vjp ran
+  /// forward again. 0 under `store` (every one was kept).
+  int64_t forwards_repeated = 0;
   int64_t stored_bytes_peak = 0;  ///< the most bytes of forward values kept at once for a reverse sweep
 };
 
@@ -120,6 +124,10 @@ class Interpreter {
     std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const Saved>> calls;
     std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const SavedFold>> folds;
   };
+  /// `kept`, saved by a frame of `primal`, with its keys (callee, argument
+  /// numbers) in `vjp`'s numbering, where the vjp's calls and folds look
+  /// them up.
+  static Kept rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp);
   /// One function's forward evaluation: its values by number and what it kept.
   struct Saved {
     std::vector<Value> env;

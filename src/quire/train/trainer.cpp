@@ -459,10 +459,10 @@ void Trainer::finish(bool failed) {
                                    number(outcome_.last_loss), metrics_path, curve));
     if (step_ > outcome_.start_step)
       progress_->message(fmt::format(
-          "one step (remat {}): {} instructions evaluated, {} forward values reused, at most {} bytes kept for the "
-          "reverse sweep",
+          "one step (remat {}): {} instructions evaluated, {} forward values reused, {} callee forwards evaluated "
+          "again, at most {} bytes kept for the reverse sweep",
           interp::remat_name(options_.remat), outcome_.per_step.evaluated, outcome_.per_step.reused,
-          outcome_.per_step.stored_bytes_peak));
+          outcome_.per_step.forwards_repeated, outcome_.per_step.stored_bytes_peak));
   }
 }
 

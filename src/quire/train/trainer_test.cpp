@@ -195,6 +195,10 @@ TEST(Trainer, StoringAndRecomputingTheForwardGiveTheSameBits) {
     EXPECT_LT(store.outcome.per_step.evaluated, recompute.outcome.per_step.evaluated);
     EXPECT_GT(store.outcome.per_step.reused, 0);
     EXPECT_EQ(recompute.outcome.per_step.reused, 0);
+    // Store evaluates each callee's forward once: the fold's vjp and every
+    // nested vjp (the blocks', their norms' and linear layers') find it kept.
+    EXPECT_EQ(store.outcome.per_step.forwards_repeated, 0) << precision;
+    EXPECT_GT(recompute.outcome.per_step.forwards_repeated, 0);
     EXPECT_GT(store.outcome.per_step.stored_bytes_peak, 0);
     EXPECT_EQ(recompute.outcome.per_step.stored_bytes_peak, 0);
   }

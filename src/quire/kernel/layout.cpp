@@ -15,8 +15,11 @@ namespace quire::kernel {
 
 namespace {
 
-// Whether the expression calls the C library's math: one scalar call per
-// evaluation, which the vectorizer does not widen without fast-math.
+// Whether the expression evaluates a costly function, charged as a call of
+// `call_seconds` each: the C library's log, tanh and pow (one scalar call per
+// evaluation, which the vectorizer does not widen without fast-math) and
+// quire's own exp and erf (runtime/elementary.h: inline and vectorized, but
+// every range of them evaluated, tens of operations each).
 bool library_call(const Expr& e) {
   if (e.kind == ExprKind::Binary) return e.binary == runtime::BinaryOp::Pow;
   if (e.kind != ExprKind::Unary) return false;

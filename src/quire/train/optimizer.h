@@ -122,6 +122,11 @@ class Optimizer {
   StepReport step(interp::ParamMap& params, const interp::ParamMap& grads, runtime::FloatType master,
                   int64_t total_steps);
 
+  /// Threads an update's element loops may use (≥ 1; 1 by default): the
+  /// elements of a parameter are divided among the native backend's worker
+  /// pool. Every element's update is its own, so any count gives the same bits.
+  void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
+
   const OptimizerConfig& config() const { return config_; }
   /// Updates made so far (PyTorch's `step` state).
   int64_t steps_taken() const { return steps_; }
@@ -155,6 +160,7 @@ class Optimizer {
   std::set<std::string> frozen_;
   std::vector<ParamState> states_;  ///< trainable parameters in path order
   int64_t steps_ = 0;
+  int threads_ = 1;
 };
 
 }  // namespace quire::train

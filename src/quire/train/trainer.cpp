@@ -235,6 +235,7 @@ void Trainer::set_up() {
     if (const precision::ParamStorage* p = realization_->param(path); p && t.is_real())
       for (double& x : t.reals) x = runtime::round_to(p->stored, x);
   optimizer_ = std::make_unique<Optimizer>(config, params_, frozen);
+  optimizer_->set_threads(options_.threads);
 
   progress_ = std::make_unique<Progress>(
       out_, tty_, options_.log_every > 0 ? options_.log_every : default_log_every(loader_->total_steps()));

@@ -215,22 +215,25 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
 /// torch.optim.SGD's _single_tensor_sgd. `first_update`: the momentum buffer
 /// is created from this update's gradient.
 void sgd_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, bool first_update, double coef,
-              bool clipped, runtime::FloatType master) {
+              bool clipped, runtime::FloatType master, int threads) {
   const double buffer_weight = 1.0 - c.dampening;
   for (const Slot& s : slots) {
     const size_t n = s.param->size();
     double* p = s.param->data();
     const double* grad = s.grad->data();
-    for (size_t i = 0; i < n; ++i) {
-      double g = clipped ? grad[i] * coef : grad[i];
-      if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
-      if (c.momentum != 0) {
-        double& b = (*s.first)[i];
-        b = runtime::round_to(master, first_update ? g : b * c.momentum + buffer_weight * g);
-        g = c.nesterov ? g + c.momentum * b : b;
+    double* buffer = s.first->data();
+    for_parts(n, threads, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        double g = clipped ? grad[i] * coef : grad[i];
+        if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
+        if (c.momentum != 0) {
+          double& b = buffer[i];
+          b = runtime::round_to(master, first_update ? g : b * c.momentum + buffer_weight * g);
+          g = c.nesterov ? g + c.momentum * b : b;
+        }
+        p[i] = runtime::round_to(master, p[i] + (-lr) * g);
       }
-      p[i] = runtime::round_to(master, p[i] + (-lr) * g);
-    }
+    });
   }
 }
 
@@ -372,7 +375,7 @@ StepReport Optimizer::step(interp::ParamMap& params, const interp::ParamMap& gra
   if (config_.kind == OptimizerKind::AdamW)
     adamw_pass(slots, config_, report.lr, t, coef, report.clipped, master, threads_);
   else
-    sgd_pass(slots, config_, report.lr, t == 1, coef, report.clipped, master);
+    sgd_pass(slots, config_, report.lr, t == 1, coef, report.clipped, master, threads_);
   return report;
 }
 

@@ -212,7 +212,7 @@ TEST(OptimizerAdamWTest, FirstUpdateMovesEachWeightByAboutLr) {
   EXPECT_NEAR(params["w"].reals[1], -1.0 + 1e-3, 1e-15);
 }
 
-TEST(OptimizerAdamWTest, AnyThreadCountGivesTheSameBits) {
+TEST(OptimizerThreadsTest, AnyThreadCountGivesTheSameBits) {
   // Large enough to be divided among threads (parts of 16384 elements), with
   // the parameters in their f32 view (as a run's f32 master holds them) and
   // in f64, and a gradient in each view.
@@ -222,8 +222,9 @@ TEST(OptimizerAdamWTest, AnyThreadCountGivesTheSameBits) {
     std::vector<Tensor> grads;
     for (int k = 0; k < 3; ++k) grads.push_back(random_tensor({300, 333}, rng, FloatType::F32));
     (void)grads[1].reals.narrow();  // one gradient held as f32 too
-    auto run = [&](int threads) {
-      OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::AdamW);
+    auto run = [&](OptimizerKind kind, int threads) {
+      OptimizerConfig c = OptimizerConfig::defaults(kind);
+      if (kind == OptimizerKind::Sgd) c.momentum = 0.9;
       ParamMap params{{"w", w0}};
       if (master == FloatType::F32) (void)params["w"].reals.narrow();
       Optimizer opt(c, params);
@@ -231,14 +232,16 @@ TEST(OptimizerAdamWTest, AnyThreadCountGivesTheSameBits) {
       for (int k = 0; k < 3; ++k) opt.step(params, {{"w", grads[static_cast<size_t>(k)]}}, master, 3);
       return std::make_pair(params["w"], opt.state_tensors());
     };
-    const auto [one, one_state] = run(1);
-    for (int threads : {2, 3}) {
-      const auto [many, many_state] = run(threads);
-      ASSERT_EQ(one.reals.size(), many.reals.size());
-      for (size_t i = 0; i < one.reals.size(); ++i)
-        ASSERT_EQ(std::bit_cast<uint64_t>(one.reals[i]), std::bit_cast<uint64_t>(many.reals[i]))
-            << threads << " threads, element " << i;
-      for (size_t s = 0; s < one_state.size(); ++s) EXPECT_EQ(one_state[s].second.reals, many_state[s].second.reals);
+    for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+      const auto [one, one_state] = run(kind, 1);
+      for (int threads : {2, 3}) {
+        const auto [many, many_state] = run(kind, threads);
+        ASSERT_EQ(one.reals.size(), many.reals.size());
+        for (size_t i = 0; i < one.reals.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint64_t>(one.reals[i]), std::bit_cast<uint64_t>(many.reals[i]))
+              << threads << " threads, element " << i;
+        for (size_t s = 0; s < one_state.size(); ++s) EXPECT_EQ(one_state[s].second.reals, many_state[s].second.reals);
+      }
     }
   }
 }

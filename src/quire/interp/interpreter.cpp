@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "quire/core/printer.h"
@@ -537,18 +538,31 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
     case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));
     case Op::MakeParams: {
-      // Every leaf of the model tree at +0.0, then each part added where its path says, in order.
+      // Every leaf of the model tree at +0.0, then each part added where its
+      // path says, in order. A leaf's first part is added to +0.0 as it is
+      // copied (no zero fill first: 0.0 + x is x, but for -0.0), and a part
+      // is read in the view it has (a kernel's gradient in its f32 view).
       ParamMap out;
-      for (const auto& [path, t] : *arg(0).params) out.emplace(path, Tensor::real(t.shape));
+      std::set<std::string> written;
+      for (const auto& [path, t] : *arg(0).params) out.emplace(path, Tensor::real_for_overwrite(t.shape));
       auto add = [&](const std::string& path, const Tensor& t) {
         auto it = out.find(path);
         if (it == out.end() || it->second.shape != t.shape)
           throw std::logic_error(fmt::format("internal: {} adds to the leaf `{}`, which the tree does not have so",
                                              core::site_name(fn, in.id), path));
-        // One pointer each, taken once: the loop vectorizes (a gradient tree is a step's every parameter).
+        const bool first = written.insert(path).second;
         double* sum = it->second.reals.data();
-        const double* part = t.reals.data();
-        for (size_t i = 0, n = t.reals.size(); i < n; ++i) sum[i] = sum[i] + part[i];
+        auto accumulate = [&](const auto* part) {
+          const size_t n = t.reals.size();
+          if (first)
+            for (size_t i = 0; i < n; ++i) sum[i] = 0.0 + part[i];
+          else
+            for (size_t i = 0; i < n; ++i) sum[i] = sum[i] + part[i];
+        };
+        if (t.reals.holds_narrow())
+          accumulate(t.reals.narrow());
+        else
+          accumulate(t.reals.data());
       };
       for (size_t k = 1; k < in.args.size(); ++k) {
         const std::string& path = in.paths.at(k - 1);
@@ -559,6 +573,8 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
           add(path, part.tensor);
         }
       }
+      for (auto& [path, t] : out)
+        if (!written.count(path)) std::fill(t.reals.begin(), t.reals.end(), 0.0);
       return Value::of_params(std::make_shared<const ParamMap>(std::move(out)));
     }
     case Op::FoldVjp: {
@@ -594,13 +610,27 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
         ct = r.elements.at(2);
       }
       // Each leaf's copies stacked along a new leading axis, copy 0 first.
+      // (Every element is some copy's: no zero fill. Copies all held in f32
+      // stack as f32.)
       ParamMap stacked_grads;
       for (const auto& [path, t] : stacked) {
-        Tensor g = Tensor::real(t.shape);
-        size_t per_copy = copies > 0 ? g.reals.size() / static_cast<size_t>(copies) : 0;
-        for (int64_t i = 0; i < copies; ++i) {
-          const Tensor& part = grads[i].at(path);
-          std::copy(part.reals.begin(), part.reals.end(), g.reals.begin() + static_cast<std::ptrdiff_t>(i * per_copy));
+        const size_t n = t.reals.size();
+        const size_t per_copy = copies > 0 ? n / static_cast<size_t>(copies) : 0;
+        bool narrow = copies > 0;
+        for (int64_t i = 0; i < copies; ++i) narrow = narrow && grads[i].at(path).reals.holds_narrow();
+        Tensor g;
+        g.shape = t.shape;
+        if (narrow) {
+          g.reals = runtime::RealStorage::narrow_for_overwrite(n);
+          float* to = g.reals.narrow_for_writing();
+          for (int64_t i = 0; i < copies; ++i)
+            std::copy_n(grads[i].at(path).reals.narrow(), per_copy, to + static_cast<size_t>(i) * per_copy);
+        } else {
+          g.reals = runtime::RealStorage::for_overwrite(n);
+          double* to = g.reals.data();
+          for (int64_t i = 0; i < copies; ++i)
+            std::copy_n(std::as_const(grads[i].at(path).reals).data(), per_copy,
+                        to + static_cast<size_t>(i) * per_copy);
         }
         stacked_grads.emplace(path, std::move(g));
       }

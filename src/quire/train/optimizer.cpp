@@ -151,8 +151,6 @@ double lerp(double self, double end, double weight) {
   return std::abs(weight) < 0.5 ? self + weight * (end - self) : end - (end - self) * (1.0 - weight);
 }
 
-/// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
-/// update number t (from 1). `coef` scales every gradient (1: unclipped).
 /// Runs part(lo, hi) over [0, n) in parts of at least kElementsPerPart
 /// elements on up to `threads` threads (the caller's among them): the
 /// element-wise updates, whose elements do not depend on one another.
@@ -168,6 +166,8 @@ void for_parts(size_t n, int threads, const std::function<void(size_t lo, size_t
   });
 }
 
+/// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
+/// update number t (from 1). `coef` scales every gradient (1: unclipped).
 void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, int64_t t, double coef,
                 bool clipped, runtime::FloatType master, int threads) {
   const double decay = 1.0 - lr * c.weight_decay;

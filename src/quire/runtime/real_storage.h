@@ -50,7 +50,7 @@ class RealStorage {
   RealStorage() = default;
   /// n elements, each `fill`.
   explicit RealStorage(size_t n, double fill = 0.0) : RealStorage(for_overwrite(n)) {
-    std::fill_n(block_->wide.get(), n, fill);
+    if (n > 0) std::fill_n(block_->wide.get(), n, fill);
   }
   RealStorage(std::initializer_list<double> values) : RealStorage(values.begin(), values.size()) {}
   // Implicit: a vector of values is this storage's natural literal (tests,

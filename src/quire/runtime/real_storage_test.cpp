@@ -91,6 +91,11 @@ TEST(RealStorage, AnF64BlockOfF32NumbersIsNarrowedAndAnyOtherIsRefused) {
     EXPECT_THROW((void)b.narrow(), std::logic_error) << bad;
   }
   EXPECT_EQ(RealStorage().narrow(), nullptr);
+  // Empty storages of every making hold no block.
+  EXPECT_TRUE(RealStorage(0, 1.0).empty());
+  EXPECT_EQ(RealStorage(0, 1.0).data(), nullptr);
+  EXPECT_EQ(RealStorage::narrow_for_overwrite(0).narrow(), nullptr);
+  EXPECT_EQ(Tensor::real({0, 3}).reals.size(), 0u);
 }
 
 TEST(RealStorage, AWriteDropsTheOtherViewAndReachesNoCopy) {

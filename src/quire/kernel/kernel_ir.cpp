@@ -299,16 +299,21 @@ Operand operand(const PackedProduct& p, const runtime::Tensor& t, ElemType held,
   o.gathered.resize(static_cast<size_t>(batches * rows * cols));
   o.rs = cols;
   o.cs = 1;
-  const double* v = t.reals.data();
   float* out = o.gathered.data();
-  for (int64_t b = 0; b < batches; ++b) {
-    const double* base = v + batch_offset(p.batch, batch_strides, b);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const double x = base[r * rs + c * cs];
-        *out++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
-      }
-  }
+  auto gather = [&](const auto* v) {  // from the view the operand has
+    for (int64_t b = 0; b < batches; ++b) {
+      const auto* base = v + batch_offset(p.batch, batch_strides, b);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const double x = base[r * rs + c * cs];
+          *out++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
+        }
+    }
+  };
+  if (t.reals.holds_narrow())
+    gather(t.reals.narrow());
+  else
+    gather(t.reals.data());
   return o;
 }
 

@@ -29,7 +29,8 @@ using kernel::StmtKind;
 /// for finite values (no decimal round trip to trust), the bit pattern for
 /// infinities and NaNs (keeping a NaN's sign and payload).
 std::string c_double(double v) {
-  if (!std::isfinite(v)) return fmt::format("quire_from_bits(0x{:016x}u)", std::bit_cast<uint64_t>(v));
+  // quire_elem_from_bits is elementary.inc's, which every kernel's C includes.
+  if (!std::isfinite(v)) return fmt::format("quire_elem_from_bits(0x{:016x}u)", std::bit_cast<uint64_t>(v));
   char text[64];
   std::snprintf(text, sizeof text, "%a", v);
   return text;
@@ -45,12 +46,6 @@ std::string round_function(runtime::FloatType t) { return std::string("quire_rou
 // its comment: same formula, same association, same constants. Changing one
 // side without the other breaks CEmit's bit-for-bit tests.
 constexpr const char* kHelpers = R"(
-static double quire_from_bits(uint64_t bits) {
-  double d;
-  memcpy(&d, &bits, sizeof d);
-  return d;
-}
-
 /* runtime::round_to for a format of `precision` significant bits whose
    normal numbers start at 2^min_exp, with `spacing` = 2^(min_exp - precision
    + 1) its subnormals' step: ties to even in ONE step from the double (never

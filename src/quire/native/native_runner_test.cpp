@@ -2,7 +2,6 @@
 // expression kind and operation on hard inputs, the tutorial's loss under
 // every policy through the kernel engine, the object cache, and the errors.
 #include "quire/native/native_runner.h"
-#include "quire/native/c_emit.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -26,8 +25,11 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/layout.h"
+#include "quire/native/c_emit.h"
 #include "quire/native/native_testing.h"
 #include "quire/precision/realization.h"
+#include "quire/runtime/elementary.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::native {
@@ -294,6 +296,70 @@ TEST_F(NativeRunnerTest, RoundingsSideBySideAreEachRounded) {
   const Tensor got = runner.run(0, k, {&tx});
   for (size_t e = 0; e < 4; ++e)
     EXPECT_EQ(got.reals[e], static_cast<double>(static_cast<float>(std::tanh(tx.reals[e])))) << e;
+}
+
+TEST_F(NativeRunnerTest, ExpAndErfInVectorizedLoopsHaveTheReferencesBits) {
+  // The kernel's C includes elementary.inc as the reference compiles it:
+  // over every range of both (and with lanes, so that the vectorized code is
+  // what runs), the compiled functions give runtime::elementary_exp's and
+  // elementary_erf's bits.
+  std::vector<double> xs;
+  for (int i = 0; i < 40000; ++i) xs.push_back(-760.0 + 1480.0 * i / 40000.0);  // exp's whole range
+  for (int i = 0; i < 40000; ++i) xs.push_back(-7.0 + 14.0 * i / 40000.0);      // erf's four ranges
+  for (int e = -1074; e < 4; e += 3) xs.push_back(std::ldexp(1.3, e));
+  for (double x : hard_values()) xs.push_back(x);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Erf}) {
+    Nest nest(runtime::op_name(op));
+    const int x = nest.b.buffer(ElemType::F64, {n});
+    const int out = nest.b.buffer(ElemType::F64, {n});
+    const int i = nest.b.new_loop_var();
+    Stmt loop = Nest::loop(
+        i, n, {Nest::store(out, Affine{0, {{i, 1}}}, nest.b.unary(op, nest.b.load(x, Affine{0, {{i, 1}}})))});
+    loop.independent = true;
+    nest.b.kernel().body.push_back(loop);
+    Kernel k = nest.b.take();
+    kernel::apply_layout(k, kernel::Layout{8, 1});
+    Tensor tx = Tensor::real({n});
+    tx.reals = xs;
+    NativeRunner runner;
+    runner.add(0, k);
+    const Tensor got = runner.run(0, k, {&tx});
+    int failures = 0;
+    for (size_t j = 0; j < xs.size() && failures < 10; ++j) {
+      const double want = op == UnaryOp::Exp ? runtime::elementary_exp(xs[j]) : runtime::elementary_erf(xs[j]);
+      if (std::isnan(want) ? std::isnan(got.reals[j])
+                           : std::bit_cast<uint64_t>(got.reals[j]) == std::bit_cast<uint64_t>(want))
+        continue;
+      ++failures;
+      ADD_FAILURE() << runtime::op_name(op)
+                    << fmt::format("({:a}): native {:a}, reference {:a}", xs[j], got.reals[j], want);
+    }
+  }
+}
+
+TEST_F(NativeRunnerTest, AnF32KernelReadsAndWritesTheF32View) {
+  // x · 0.5 rounded to f32, on f32 buffers: the input's f32 view is made for
+  // the kernel (and kept), and the output is held as f32 alone.
+  Nest nest("half");
+  const int x = nest.b.buffer(ElemType::F32, {5});
+  const int out = nest.b.buffer(ElemType::F32, {5});
+  const int i = nest.b.new_loop_var();
+  const int v = nest.b.round(runtime::FloatType::F32,
+                             nest.b.binary(BinaryOp::Mul, nest.b.load(x, Affine{0, {{i, 1}}}), nest.b.constant(0.5)));
+  nest.b.kernel().body.push_back(Nest::loop(i, 5, {Nest::store(out, Affine{0, {{i, 1}}}, v)}));
+  const Kernel k = nest.b.take();
+  Tensor tx = Tensor::real({5});
+  const double small = static_cast<float>(3.0e-30);  // inputs are f32 numbers, as an f32 buffer's are
+  tx.reals = {1.5, -0.0, 0x1p-149, small, 0x1.fffffep127};
+  ASSERT_FALSE(tx.reals.holds_narrow());
+  NativeRunner runner;
+  expect_native_matches(runner, 0, k, {&tx});
+  EXPECT_TRUE(tx.reals.holds_narrow()) << "the kernel read the input's f32 view";
+  const Tensor got = runner.run(0, k, {&tx});
+  EXPECT_TRUE(got.reals.holds_narrow());
+  EXPECT_FALSE(got.reals.holds_wide()) << "an f32 output is held as f32 alone";
+  EXPECT_EQ(got.reals, (std::vector<double>{0.75, -0.0, 0.0, small / 2, 0x1.fffffep126}));
 }
 
 TEST_F(NativeRunnerTest, StoresIntoEveryBufferTypeAndAccumulateInTheOutput) {

@@ -53,33 +53,25 @@ const float* RealStorage::narrow_view() const {
   return b.narrow.get();
 }
 
-double* RealStorage::own_wide() {
-  if (size_ == 0) return nullptr;
+template <class Mine, class Other>
+Mine* RealStorage::own_view(std::unique_ptr<Mine[]> Block::*mine, std::unique_ptr<Other[]> Block::*other,
+                            const Mine* current) {
   if (shared()) {
     // Copy only the view the writer needs.
     auto own = std::make_shared<Block>();
-    own->wide = std::make_unique_for_overwrite<double[]>(size_);
-    std::copy_n(wide_view(), size_, own->wide.get());
+    own.get()->*mine = std::make_unique_for_overwrite<Mine[]>(size_);
+    std::copy_n(current, size_, (own.get()->*mine).get());
     block_ = std::move(own);
   } else {
-    wide_view();
-    block_->narrow.reset();  // the writer may change the numbers
+    (block_.get()->*other).reset();  // the writer may change the numbers
   }
-  return block_->wide.get();
+  return (block_.get()->*mine).get();
 }
 
+double* RealStorage::own_wide() { return size_ == 0 ? nullptr : own_view(&Block::wide, &Block::narrow, wide_view()); }
+
 float* RealStorage::narrow_for_writing() {
-  if (size_ == 0) return nullptr;
-  if (shared()) {
-    auto own = std::make_shared<Block>();
-    own->narrow = std::make_unique_for_overwrite<float[]>(size_);
-    std::copy_n(narrow_view(), size_, own->narrow.get());
-    block_ = std::move(own);
-  } else {
-    narrow_view();
-    block_->wide.reset();
-  }
-  return block_->narrow.get();
+  return size_ == 0 ? nullptr : own_view(&Block::narrow, &Block::wide, narrow_view());
 }
 
 }  // namespace quire::runtime

@@ -128,6 +128,11 @@ class RealStorage {
   };
 
   double* own_wide();
+  /// Makes the block this storage's alone (copying `current`, the view
+  /// `mine` as it is, when another storage shares it) and drops the view
+  /// `other`: what a writer of `mine` needs.
+  template <class Mine, class Other>
+  Mine* own_view(std::unique_ptr<Mine[]> Block::*mine, std::unique_ptr<Other[]> Block::*other, const Mine* current);
   const double* wide_view() const;
   const float* narrow_view() const;
 

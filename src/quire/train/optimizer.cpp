@@ -166,6 +166,25 @@ void for_parts(size_t n, int threads, const std::function<void(size_t lo, size_t
   });
 }
 
+/// Calls update(p, grad) with the parameter's elements in the view an update
+/// writes them in, and the gradient's in the view it has: an f32 master is
+/// updated in its f32 view (exactly: every new value is rounded to f32), which
+/// the native kernels of the next step read without a conversion; a kernel's
+/// f32 gradient is not widened for the update.
+template <class F>
+void with_views(const Slot& s, runtime::FloatType master, F&& update) {
+  auto with_param = [&](const auto* grad) {
+    if (master == runtime::FloatType::F32)
+      update(s.param->narrow_for_writing(), grad);
+    else
+      update(s.param->data(), grad);
+  };
+  if (s.grad->holds_narrow())
+    with_param(s.grad->narrow());
+  else
+    with_param(s.grad->data());
+}
+
 /// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
 /// update number t (from 1). `coef` scales every gradient (1: unclipped).
 void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, int64_t t, double coef,
@@ -178,37 +197,24 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
   const double bias_correction2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  auto update = [&](auto* p, const auto* grad, double* m, double* v, size_t n) {
-    using Held = std::remove_pointer_t<decltype(p)>;  // double, or float for the f32 view
-    for_parts(n, threads, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) {
-        const double g = clipped ? grad[i] * coef : grad[i];
-        double x = p[i];
-        if (c.weight_decay != 0) x = x * decay;
-        m[i] = runtime::round_to(master, lerp(m[i], g, m_weight));
-        v[i] = runtime::round_to(master, v[i] * c.beta2 + v_weight * g * g);
-        const double denom = std::sqrt(v[i]) / bias_correction2_sqrt + c.eps;
-        p[i] = static_cast<Held>(runtime::round_to(master, x + (-step_size) * m[i] / denom));
-      }
-    });
-  };
   for (const Slot& s : slots) {
     const size_t n = s.param->size();
     double* m = s.first->data();
     double* v = s.second->data();
-    // Parameters held in f32 are updated in their f32 view (exactly: every
-    // new value is rounded to f32), which the native kernels of the next
-    // step read without a conversion; a gradient is read in the view it has.
-    if (master == runtime::FloatType::F32) {
-      float* p = s.param->narrow_for_writing();
-      if (s.grad->holds_narrow())
-        update(p, s.grad->narrow(), m, v, n);
-      else
-        update(p, s.grad->data(), m, v, n);
-    } else {
-      double* p = s.param->data();
-      update(p, s.grad->data(), m, v, n);
-    }
+    with_views(s, master, [&](auto* p, const auto* grad) {
+      using Held = std::remove_pointer_t<decltype(p)>;  // double, or float for the f32 view
+      for_parts(n, threads, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) {
+          const double g = clipped ? grad[i] * coef : grad[i];
+          double x = p[i];
+          if (c.weight_decay != 0) x = x * decay;
+          m[i] = runtime::round_to(master, lerp(m[i], g, m_weight));
+          v[i] = runtime::round_to(master, v[i] * c.beta2 + v_weight * g * g);
+          const double denom = std::sqrt(v[i]) / bias_correction2_sqrt + c.eps;
+          p[i] = static_cast<Held>(runtime::round_to(master, x + (-step_size) * m[i] / denom));
+        }
+      });
+    });
   }
 }
 
@@ -219,20 +225,21 @@ void sgd_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double l
   const double buffer_weight = 1.0 - c.dampening;
   for (const Slot& s : slots) {
     const size_t n = s.param->size();
-    double* p = s.param->data();
-    const double* grad = s.grad->data();
     double* buffer = s.first->data();
-    for_parts(n, threads, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) {
-        double g = clipped ? grad[i] * coef : grad[i];
-        if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
-        if (c.momentum != 0) {
-          double& b = buffer[i];
-          b = runtime::round_to(master, first_update ? g : b * c.momentum + buffer_weight * g);
-          g = c.nesterov ? g + c.momentum * b : b;
+    with_views(s, master, [&](auto* p, const auto* grad) {
+      using Held = std::remove_pointer_t<decltype(p)>;
+      for_parts(n, threads, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) {
+          double g = clipped ? grad[i] * coef : grad[i];
+          if (c.weight_decay != 0) g = g + c.weight_decay * p[i];
+          if (c.momentum != 0) {
+            double& b = buffer[i];
+            b = runtime::round_to(master, first_update ? g : b * c.momentum + buffer_weight * g);
+            g = c.nesterov ? g + c.momentum * b : b;
+          }
+          p[i] = static_cast<Held>(runtime::round_to(master, p[i] + (-lr) * g));
         }
-        p[i] = runtime::round_to(master, p[i] + (-lr) * g);
-      }
+      });
     });
   }
 }

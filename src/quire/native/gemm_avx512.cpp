@@ -194,37 +194,72 @@ void bf16gemm_fma_block_avx512(const PackedBlock<float>& block) {
 
 namespace {
 
-// A micro-panel of A is a transposition (h rows, read along k, written
-// k-major); with A's rows at stride a_rs, one gather per k collects a column
-// of the panel. The gather's 32-bit offsets must hold (h − 1)·a_rs.
-inline bool gather_reaches(int64_t rows, int64_t stride) {
-  return (rows - 1) * (stride < 0 ? -stride : stride) <= INT32_MAX;
-}
-
-QUIRE_AVX512 inline __m512i row_offsets(int64_t stride) {
-  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                            _mm512_set1_epi32(static_cast<int32_t>(stride)));
+// Transposes the 16 × 16 block whose row i is r[i], in place: r[j] becomes
+// column j. Four rounds of shuffles (pairs, quads, then 128-bit lanes twice).
+QUIRE_AVX512 inline void transpose_16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + k], lane L: column 4L + k of rows 4g .. 4g + 3.
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g)
+    for (int half = 0; half < 2; ++half) {
+      const __m512d x = _mm512_castps_pd(t[4 * g + half]), y = _mm512_castps_pd(t[4 * g + 2 + half]);
+      u[4 * g + 2 * half] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, x, y));
+      u[4 * g + 2 * half + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, x, y));
+    }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 even_lo = _mm512_maskz_shuffle_f32x4(0xFFFF, u[k], u[4 + k], 0x88),
+                 odd_lo = _mm512_maskz_shuffle_f32x4(0xFFFF, u[k], u[4 + k], 0xDD);
+    const __m512 even_hi = _mm512_maskz_shuffle_f32x4(0xFFFF, u[8 + k], u[12 + k], 0x88),
+                 odd_hi = _mm512_maskz_shuffle_f32x4(0xFFFF, u[8 + k], u[12 + k], 0xDD);
+    r[k] = _mm512_maskz_shuffle_f32x4(0xFFFF, even_lo, even_hi, 0x88);
+    r[8 + k] = _mm512_maskz_shuffle_f32x4(0xFFFF, even_lo, even_hi, 0xDD);
+    r[4 + k] = _mm512_maskz_shuffle_f32x4(0xFFFF, odd_lo, odd_hi, 0x88);
+    r[12 + k] = _mm512_maskz_shuffle_f32x4(0xFFFF, odd_lo, odd_hi, 0xDD);
+  }
 }
 
 }  // namespace
 
+// A micro-panel stores, for each k, the panel's h rows contiguously (every
+// panel but the last has kTileRows rows). Gathers are avoided: on AMD's cores
+// they are microcoded and made packing a 256 × 256 operand cost a third of
+// its product. Rows of A read down a column (a_rs = 1) are copied as they lie,
+// one k at a time across every panel, so each cache line is read once;
+// contiguous rows (a_cs = 1) are read 16 k at a time from each row and
+// transposed in registers.
 QUIRE_AVX512 void pack_a_f32_avx512(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc,
                                     float* dst) {
-  static_assert(kTileRows <= 16, "one gather collects a micro-panel's column");
-  for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
-    const int64_t h = std::min<int64_t>(kTileRows, rows - i0);
+  static_assert(kTileRows <= 16, "a micro-panel's column fits one zmm");
+  const auto height = [&](int64_t i0) { return std::min<int64_t>(kTileRows, rows - i0); };
+  const auto mask = [](int64_t lanes) { return static_cast<__mmask16>((1u << lanes) - 1); };
+  if (a_rs == 1) {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
+        const int64_t h = height(i0);
+        _mm512_mask_storeu_ps(dst + i0 * kc + p * h, mask(h), _mm512_maskz_loadu_ps(mask(h), a + i0 + p * a_cs));
+      }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += kTileRows, dst += kTileRows * kc) {
+    const int64_t h = height(i0);
     const float* src = a + i0 * a_rs;
-    if (gather_reaches(h, a_rs)) {
-      const __m512i offsets = row_offsets(a_rs);
-      const __mmask16 lanes = static_cast<__mmask16>((1u << h) - 1);
-      for (int64_t p = 0; p < kc; ++p)
-        _mm512_mask_storeu_ps(dst + p * h, lanes,
-                              _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets, src + p * a_cs, 4));
+    if (a_cs == 1) {
+      for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+        const int64_t w = std::min<int64_t>(16, kc - p0);
+        __m512 r[16];
+        for (int64_t i = 0; i < 16; ++i)
+          r[i] = i < h ? _mm512_maskz_loadu_ps(mask(w), src + i * a_rs + p0) : _mm512_setzero_ps();
+        transpose_16x16(r);
+        for (int64_t j = 0; j < w; ++j) _mm512_mask_storeu_ps(dst + (p0 + j) * h, mask(h), r[j]);
+      }
     } else {
       for (int64_t p = 0; p < kc; ++p)
         for (int64_t r = 0; r < h; ++r) dst[p * h + r] = src[r * a_rs + p * a_cs];
     }
-    dst += h * kc;
   }
 }
 
@@ -256,9 +291,10 @@ QUIRE_AVX512 inline void store_pair_column(void* panel, int64_t q, int64_t h, __
 }
 
 // Packs A's rows into micro-panels of pairs (or widened, see above). With
-// contiguous rows (a_cs = 1) a pair is one 32-bit word, so one gather (scale
-// 2: offsets in elements) reads a column of pairs; a last, half-padded pair is
-// read element by element, since its word would reach past the row.
+// contiguous rows (a_cs = 1) a pair is one 32-bit word, so 16 pairs of each
+// row are loaded at once and transposed as words (no gathers, as for f32); a
+// last, half-padded pair is read element by element, since its word would
+// reach past the row.
 template <bool kWiden>
 QUIRE_AVX512 void pack_a_pairs(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, void* dst) {
   const int64_t pairs = (kc + 1) / 2;
@@ -266,13 +302,19 @@ QUIRE_AVX512 void pack_a_pairs(const uint16_t* a, int64_t a_rs, int64_t a_cs, in
   for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
     const int64_t h = std::min<int64_t>(kTileRows, rows - i0);
     const uint16_t* src = a + i0 * a_rs;
-    const __mmask16 lanes = static_cast<__mmask16>((1u << h) - 1);
     int64_t q = 0;
-    if (a_cs == 1 && gather_reaches(h, a_rs)) {
-      const __m512i offsets = row_offsets(a_rs);
-      for (; q < kc / 2; ++q)
-        store_pair_column<kWiden>(dst, q, h,
-                                  _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, offsets, src + 2 * q, 2));
+    if (a_cs == 1) {
+      for (; q < kc / 2; q += 16) {
+        const int64_t w = std::min<int64_t>(16, kc / 2 - q);
+        const __mmask16 words = static_cast<__mmask16>((1u << w) - 1);
+        __m512 r[16];
+        for (int64_t i = 0; i < 16; ++i)
+          r[i] = i < h ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(words, src + i * a_rs + 2 * q))
+                       : _mm512_setzero_ps();
+        transpose_16x16(r);
+        for (int64_t j = 0; j < w; ++j) store_pair_column<kWiden>(dst, q + j, h, _mm512_castps_si512(r[j]));
+      }
+      q = kc / 2;
     }
     for (; q < pairs; ++q) {
       alignas(64) uint32_t column[16] = {};

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "quire/native/workers.h"
+#include "quire/train/adamw_update.h"
 
 // The reference bits forbid fused multiply-add: PyTorch's formulas round
 // after every multiplication. GCC contracts by default in C++ wherever the
@@ -145,12 +146,6 @@ double add_squares(double acc, const runtime::RealStorage& grad) {
   return grad.holds_narrow() ? sum(acc, grad.narrow(), grad.size()) : sum(acc, grad.data(), grad.size());
 }
 
-/// torch.lerp(self, end, weight) as ATen computes it: the form that is
-/// exact at the nearer end.
-double lerp(double self, double end, double weight) {
-  return std::abs(weight) < 0.5 ? self + weight * (end - self) : end - (end - self) * (1.0 - weight);
-}
-
 /// Runs part(lo, hi) over [0, n) in parts of at least kElementsPerPart
 /// elements on up to `threads` threads (the caller's among them): the
 /// element-wise updates, whose elements do not depend on one another.
@@ -187,31 +182,38 @@ void with_views(const Slot& s, runtime::FloatType master, F&& update) {
 
 /// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
 /// update number t (from 1). `coef` scales every gradient (1: unclipped).
+/// Whole vectors go through the AVX-512 loop where the CPU has it (the same
+/// bits, adamw_update.h), the rest element by element.
 void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, int64_t t, double coef,
                 bool clipped, runtime::FloatType master, int threads) {
-  const double decay = 1.0 - lr * c.weight_decay;
-  const double m_weight = 1.0 - c.beta1;
-  const double v_weight = 1.0 - c.beta2;
+  AdamWConstants k;
+  k.clipped = clipped;
+  k.coef = coef;
+  k.decays = c.weight_decay != 0;
+  k.decay = 1.0 - lr * c.weight_decay;
+  k.m_weight = 1.0 - c.beta1;
+  k.beta2 = c.beta2;
+  k.v_weight = 1.0 - c.beta2;
   // Python: beta ** step with step the f32 tensor's value (exact below 2^24).
   const double bias_correction1 = 1.0 - std::pow(c.beta1, static_cast<double>(t));
   const double bias_correction2 = 1.0 - std::pow(c.beta2, static_cast<double>(t));
-  const double step_size = lr / bias_correction1;
-  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  k.neg_step_size = -(lr / bias_correction1);
+  k.bias_correction2_sqrt = std::sqrt(bias_correction2);
+  k.eps = c.eps;
+  k.master = master;
+  const bool vectors = adamw_avx512_available(master);
   for (const Slot& s : slots) {
     const size_t n = s.param->size();
     double* m = s.first->data();
     double* v = s.second->data();
     with_views(s, master, [&](auto* p, const auto* grad) {
-      using Held = std::remove_pointer_t<decltype(p)>;  // double, or float for the f32 view
+      constexpr bool p_is_f32 = std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(p)>>, float>;
+      constexpr bool grad_is_f32 = std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(grad)>>, float>;
       for_parts(n, threads, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) {
-          const double g = clipped ? grad[i] * coef : grad[i];
-          double x = p[i];
-          if (c.weight_decay != 0) x = x * decay;
-          m[i] = runtime::round_to(master, lerp(m[i], g, m_weight));
-          v[i] = runtime::round_to(master, v[i] * c.beta2 + v_weight * g * g);
-          const double denom = std::sqrt(v[i]) / bias_correction2_sqrt + c.eps;
-          p[i] = static_cast<Held>(runtime::round_to(master, x + (-step_size) * m[i] / denom));
+        for (size_t i = lo; i < hi;) {
+          if (vectors) i = adamw_vectors_avx512(k, i, hi, m, v, p, p_is_f32, grad, grad_is_f32);
+          // The tail, or a vector with a NaN result.
+          for (const size_t stop = std::min(hi, i + 8); i < stop; ++i) adamw_element(k, i, m, v, p, grad);
         }
       });
     });

@@ -1,0 +1,64 @@
+// One AdamW update of an element (optimizer.cpp's adamw_pass), written once
+// for the scalar loop and stated again, operation for operation, by the
+// AVX-512 loop (adamw_avx512.cpp).
+// Requires: the constants of one update (AdamWConstants); m and v as f64
+// arrays; the parameter and the gradient each as f64 or as an f32 view.
+// Keeps: torch.optim.AdamW's order of operations in f64, every result rounded
+// once to the master type. The vector loop gives the scalar loop's bits: each
+// of its operations is the same IEEE operation (no contraction; the f32
+// rounding is the processor's conversion), and a vector with a NaN result is
+// left to the scalar loop, which makes a NaN the quiet NaN of its sign.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "quire/runtime/float_types.h"
+
+namespace quire::train {
+
+/// The numbers one AdamW update applies to every element.
+struct AdamWConstants {
+  bool clipped = false;      ///< the gradients are scaled by coef
+  double coef = 1.0;         ///< the clipping coefficient
+  bool decays = false;       ///< weight decay is on
+  double decay = 1.0;        ///< 1 − lr·weight_decay
+  double m_weight = 0.1;     ///< 1 − β₁, lerp's weight
+  double beta2 = 0.999;      ///< β₂
+  double v_weight = 0.001;   ///< 1 − β₂
+  double bias_correction2_sqrt = 1.0;
+  double eps = 1e-8;
+  double neg_step_size = 0;  ///< −lr / (1 − β₁ᵗ)
+  runtime::FloatType master = runtime::FloatType::F64;
+};
+
+/// torch.lerp(self, end, weight) as ATen computes it: the form that is
+/// exact at the nearer end.
+inline double adamw_lerp(double self, double end, double weight) {
+  return std::abs(weight) < 0.5 ? self + weight * (end - self) : end - (end - self) * (1.0 - weight);
+}
+
+/// Element i's update. P and G are double or float (an f32 view).
+template <typename P, typename G>
+inline void adamw_element(const AdamWConstants& c, size_t i, double* m, double* v, P* p, const G* grad) {
+  const double g = c.clipped ? grad[i] * c.coef : grad[i];
+  double x = p[i];
+  if (c.decays) x = x * c.decay;
+  m[i] = runtime::round_to(c.master, adamw_lerp(m[i], g, c.m_weight));
+  v[i] = runtime::round_to(c.master, v[i] * c.beta2 + c.v_weight * g * g);
+  const double denom = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
+  p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m[i] / denom));
+}
+
+/// Whether this CPU runs adamw_vectors_avx512 (AVX-512F), for masters f64
+/// and f32.
+bool adamw_avx512_available(runtime::FloatType master);
+
+/// Updates whole vectors of 8 elements from `lo` while 8 remain before `hi`
+/// and no result of the vector is a NaN; returns the first element it did not
+/// update (the caller updates that one, or the tail, with adamw_element).
+/// The parameter and gradient are f32 views where the flags say so.
+size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, double* m, double* v, void* p,
+                            bool p_is_f32, const void* grad, bool grad_is_f32);
+
+}  // namespace quire::train

@@ -1,0 +1,123 @@
+#include "quire/train/adamw_update.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace quire::train {
+namespace {
+
+// Values of every kind an update meets: ordinary, tiny, subnormal, huge,
+// signed zeros, infinities and NaNs (in the gradient, the state and the
+// parameter).
+double draw(std::mt19937_64& rng, bool f32) {
+  std::uniform_int_distribution<int> kind(0, 199);  // rare specials: most vectors are clean
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  double x = 0;
+  switch (kind(rng)) {
+    case 0: x = std::numeric_limits<double>::quiet_NaN(); break;
+    case 1: x = -inf; break;
+    case 2: x = inf; break;
+    case 3: x = -0.0; break;
+    case 4: x = unit(rng) * 1e-40; break;   // f32 subnormal
+    case 5: x = unit(rng) * 1e-310; break;  // f64 subnormal
+    case 6: x = unit(rng) * 1e30; break;
+    default: x = unit(rng); break;
+  }
+  return f32 ? static_cast<double>(static_cast<float>(x)) : x;
+}
+
+struct Case {
+  runtime::FloatType master;
+  bool p_f32, grad_f32, clipped, decays, lerp_from_self;
+};
+
+template <typename T>
+std::vector<T> column(std::mt19937_64& rng, size_t n, bool f32) {
+  std::vector<T> out(n);
+  for (T& x : out) x = static_cast<T>(draw(rng, f32));
+  return out;
+}
+
+template <typename P, typename G>
+void expect_same_bits(const Case& k, std::mt19937_64& rng) {
+  constexpr size_t kN = 1003;  // whole vectors and a tail
+  const bool f32 = k.master == runtime::FloatType::F32;
+  AdamWConstants c;
+  c.master = k.master;
+  c.clipped = k.clipped;
+  c.coef = 0.37;
+  c.decays = k.decays;
+  c.decay = 1.0 - 1e-3 * 0.01;
+  c.m_weight = k.lerp_from_self ? 0.1 : 0.75;
+  c.beta2 = 0.999;
+  c.v_weight = 1.0 - 0.999;
+  c.bias_correction2_sqrt = 0.0316;
+  c.eps = 1e-8;
+  c.neg_step_size = -0.01;
+  const std::vector<double> m0 = column<double>(rng, kN, f32);
+  std::vector<double> v0 = column<double>(rng, kN, f32);
+  for (double& x : v0) x = std::abs(x);  // a second moment; −0 and −inf stay among the parameters' values
+  const std::vector<P> p0 = column<P>(rng, kN, f32 || k.p_f32);
+  const std::vector<G> grad = column<G>(rng, kN, k.grad_f32);
+
+  std::vector<double> m_want = m0, v_want = v0;
+  std::vector<P> p_want = p0;
+  for (size_t i = 0; i < kN; ++i) adamw_element(c, i, m_want.data(), v_want.data(), p_want.data(), grad.data());
+
+  std::vector<double> m = m0, v = v0;
+  std::vector<P> p = p0;
+  size_t vector_elements = 0;
+  for (size_t i = 0; i < kN;) {
+    const size_t from = i;
+    i = adamw_vectors_avx512(c, i, kN, m.data(), v.data(), p.data(), k.p_f32, grad.data(), k.grad_f32);
+    vector_elements += i - from;
+    for (const size_t stop = std::min(kN, i + 8); i < stop; ++i) adamw_element(c, i, m.data(), v.data(), p.data(), grad.data());
+  }
+  EXPECT_GT(vector_elements, kN / 4) << "most vectors have no NaN, so the vector loop must have run";
+  for (size_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(std::bit_cast<uint64_t>(m[i]), std::bit_cast<uint64_t>(m_want[i])) << "m, element " << i;
+    ASSERT_EQ(std::bit_cast<uint64_t>(v[i]), std::bit_cast<uint64_t>(v_want[i])) << "v, element " << i;
+    ASSERT_EQ(std::bit_cast<uint64_t>(static_cast<double>(p[i])), std::bit_cast<uint64_t>(static_cast<double>(p_want[i])))
+        << "p, element " << i;
+  }
+}
+
+TEST(AdamWUpdate, VectorLoopGivesTheScalarLoopsBits) {
+  if (!adamw_avx512_available(runtime::FloatType::F64)) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937_64 rng(11);
+  for (runtime::FloatType master : {runtime::FloatType::F64, runtime::FloatType::F32})
+    for (bool grad_f32 : {false, true})
+      for (bool clipped : {false, true})
+        for (bool decays : {false, true})
+          for (bool lerp_from_self : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "master " << (master == runtime::FloatType::F32 ? "f32" : "f64")
+                                              << " grad_f32 " << grad_f32 << " clipped " << clipped << " decays "
+                                              << decays << " lerp_from_self " << lerp_from_self);
+            Case k{master, false, grad_f32, clipped, decays, lerp_from_self};
+            if (grad_f32)
+              expect_same_bits<double, float>(k, rng);
+            else
+              expect_same_bits<double, double>(k, rng);
+            if (master == runtime::FloatType::F32) {  // an f32 master's f32 view
+              k.p_f32 = true;
+              if (grad_f32)
+                expect_same_bits<float, float>(k, rng);
+              else
+                expect_same_bits<float, double>(k, rng);
+            }
+          }
+}
+
+TEST(AdamWUpdate, OnlyF64AndF32MastersAreVectorized) {
+  EXPECT_FALSE(adamw_avx512_available(runtime::FloatType::BF16));
+  EXPECT_FALSE(adamw_avx512_available(runtime::FloatType::F16));
+}
+
+}  // namespace
+}  // namespace quire::train

@@ -374,11 +374,19 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
     // it the micro-panel of row i at i·(the block's units).
     Packed* packed_a = tls_packed_a.get<Packed>(units * rows);
     const int64_t row_groups = ceil_div(rows, blocking.mc);
-    pool.parallel_for(k_blocks * row_groups, threads, [&](int64_t task, int) {
-      const int64_t pc = task / row_groups * blocking.kc, i0 = task % row_groups * blocking.mc;
+    // Each row group's micro-panels are shared out among the threads too: a
+    // 256-row operand is one group, which one thread alone packed.
+    const int64_t chunks = std::min<int64_t>(threads, ceil_div(blocking.mc, kTileRows));
+    pool.parallel_for(k_blocks * row_groups * chunks, threads, [&](int64_t task, int) {
+      const int64_t chunk = task % chunks, group = task / chunks % row_groups;
+      const int64_t pc = task / chunks / row_groups * blocking.kc, i0 = group * blocking.mc;
       const int64_t kc = std::min(blocking.kc, k - pc);
-      Kind::pack_a(a + (i_super + i0) * a_rs + pc * a_cs, a_rs, a_cs, std::min(blocking.mc, rows - i0), kc,
-                   packed_a + Kind::packed_units(pc) * rows + i0 * Kind::packed_units(kc));
+      const int64_t panels = ceil_div(std::min(blocking.mc, rows - i0), kTileRows);
+      const int64_t r0 = i0 + chunk * panels / chunks * kTileRows;
+      const int64_t r1 = std::min(i0 + (chunk + 1) * panels / chunks * kTileRows, std::min(i0 + blocking.mc, rows));
+      if (r0 >= r1) return;
+      Kind::pack_a(a + (i_super + r0) * a_rs + pc * a_cs, a_rs, a_cs, r1 - r0, kc,
+                   packed_a + Kind::packed_units(pc) * rows + r0 * Kind::packed_units(kc));
     });
 
     // Phase 2: C tiles in parallel, each through every k block in order.

@@ -3,12 +3,13 @@
 // arithmetic on reals. Requires well-formed operands and in-range axes
 // (KernelMisuse); data-dependent failures (ids, sizes, unrepresentable values)
 // are RuntimeErrors.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "quire/runtime/kernels.h"
 
@@ -25,6 +26,29 @@ Tensor like(ElemKind kind, Shape shape) {
                                 : Tensor::integer(kind, std::move(shape));
 }
 
+// Copies the view row by row: the walk steps over every axis but the last,
+// and each row is one loop, a memcpy where its elements are adjacent (the
+// slices of stacked parameters a fold reads are whole rows).
+template <typename T>
+void copy_rows(const T* from, T* to, const Shape& shape, const std::vector<int64_t>& strides, int64_t start) {
+  if (shape.empty()) {
+    to[0] = from[start];
+    return;
+  }
+  const int64_t n = shape.back(), step = strides.back();
+  const Shape outer(shape.begin(), shape.end() - 1);
+  const int64_t rows = element_count(outer);
+  if (n == 0 || rows == 0) return;
+  StridedWalk<1> walk(outer, {std::vector<int64_t>(strides.begin(), strides.end() - 1)}, {start});
+  for (int64_t r = 0; r < rows; ++r, walk.next(), to += n) {
+    const T* row = from + walk.offset(0);
+    if (step == 1)
+      std::memcpy(to, row, static_cast<size_t>(n) * sizeof(T));
+    else
+      for (int64_t j = 0; j < n; ++j) to[j] = row[j * step];
+  }
+}
+
 // The view of x with the given shape, element strides and starting offset,
 // copied out densely: transpose, slice and broadcast_to are all such views.
 Tensor copy_view(const Tensor& x, Shape shape, std::vector<int64_t> strides, int64_t start) {
@@ -33,22 +57,15 @@ Tensor copy_view(const Tensor& x, Shape shape, std::vector<int64_t> strides, int
     // bytes, and no conversion for the compiled kernel that reads the copy.
     Tensor out;
     out.shape = std::move(shape);
-    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(out.size()));
-    StridedWalk<1> walk(out.shape, {std::move(strides)}, {start});
-    const float* from = x.reals.narrow();
-    float* to = out.reals.narrow_for_writing();
-    for (size_t i = 0; i < out.reals.size(); ++i, walk.next()) to[i] = from[walk.offset(0)];
+    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(out.shape)));
+    copy_rows(x.reals.narrow(), out.reals.narrow_for_writing(), out.shape, strides, start);
     return out;
   }
   Tensor out = like(x.kind, std::move(shape));
-  StridedWalk<1> walk(out.shape, {std::move(strides)}, {start});
-  if (x.is_real()) {
-    const double* from = x.reals.data();
-    double* to = out.reals.data();
-    for (size_t i = 0; i < out.reals.size(); ++i, walk.next()) to[i] = from[walk.offset(0)];
-  } else {
-    for (size_t i = 0; i < out.ints.size(); ++i, walk.next()) out.ints[i] = x.ints[walk.offset(0)];
-  }
+  if (x.is_real())
+    copy_rows(x.reals.data(), out.reals.data(), out.shape, strides, start);
+  else
+    copy_rows(x.ints.data(), out.ints.data(), out.shape, strides, start);
   return out;
 }
 

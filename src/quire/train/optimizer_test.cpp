@@ -288,6 +288,22 @@ TEST(OptimizerSgdTest, PlainSgdByHand) {
 
 // ---------------------------------------------------------------- clipping
 
+TEST(OptimizerClipTest, TheNormSumsSixteenInterleavedPartialsPairwise) {
+  // 1 then sixteen squares of 2^-54. One chain in element order gives 1 (each
+  // 1 + 2^-54 ties back to 1). The documented order: partial 0 holds 1 + 2^-54
+  // = 1 and partials 1..15 hold 2^-54; up the tree 1 + 2^-54 = 1, then
+  // 1 + 2^-53 ties to 1, then 1 + 2^-52, and with 2^-51 the sum 1 + 3·2^-52.
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  c.lr = 0.5;
+  std::vector<double> g(17, 0x1p-27);
+  g[0] = 1.0;
+  ParamMap params{{"w", reals({17}, std::vector<double>(17, 0.0))}};
+  Optimizer opt(c, params);
+  const StepReport r = opt.step(params, {{"w", reals({17}, g)}}, FloatType::F64, 1);
+  EXPECT_EQ(r.grad_norm, std::sqrt(1.0 + 3 * 0x1p-52));
+  EXPECT_NE(r.grad_norm, 1.0);
+}
+
 TEST(OptimizerClipTest, NormBelowTheBoundLeavesGradientsAlone) {
   OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
   c.lr = 1;

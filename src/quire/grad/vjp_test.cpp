@@ -194,6 +194,36 @@ fn loss(θ : params Tower, x : ℝ[b: 2, 3]) -> ℝ[] = mean(Tower.apply(θ, x)^
   }
 }
 
+// A gradient tree's leaf is +0.0 plus its parts: a leaf with one part shares
+// the part's elements where that changes no bit, and turns -0.0 into +0.0
+// where it would; a leaf with no part is +0.0.
+TEST(Vjp, GradientLeavesAreZeroPlusTheirParts) {
+  Program p(R"(module M {
+  param a : ℝ[n: 2]  init = zeros
+  param b : ℝ[n: 2]  init = zeros
+  param c : ℝ[n: 2]  init = zeros
+  fn apply(x : ℝ[n: 2], y : ℝ[n: 2]) -> ℝ[] = sum(a * x) + sum(b * y)
+}
+fn loss(θ : params M, x : ℝ[n: 2], y : ℝ[n: 2]) -> ℝ[] = M.apply(θ, x, y)
+)");
+  ASSERT_TRUE(p.e->ok()) << p.e->rendered();
+  elab::Program& prog = *p.e->prog;
+  const int v = vjp(prog, p.index("loss"), {0});
+  interp::Interpreter interp(prog, {});
+  const runtime::Tensor x = interp::testing::reals({2}, {-0.0, 3.0}), y = interp::testing::reals({2}, {0.5, -2.0});
+  Value r = interp.call(
+      v, {interp::testing::tree(p.params("M")), Value::of(x), Value::of(y), Value::of(runtime::Tensor::scalar(1.0))});
+  const interp::ParamMap& g = *r.elements[1].params;
+  // ∂/∂a = x, whose -0.0 becomes +0.0.
+  EXPECT_FALSE(std::signbit(g.at("a").reals[0]));
+  EXPECT_EQ(g.at("a").reals[1], 3.0);
+  // ∂/∂b = y, bit for bit; c has no part.
+  EXPECT_EQ(g.at("b").reals[0], 0.5);
+  EXPECT_EQ(g.at("b").reals[1], -2.0);
+  EXPECT_EQ(g.at("c").reals[0], 0.0);
+  EXPECT_FALSE(std::signbit(g.at("c").reals[1]));
+}
+
 // The language's forms call the same vjp: grad(f) is its cotangent of the
 // chosen argument at ct = 1, value_and_grad(f) adds f's value.
 TEST(Vjp, GradAndValueAndGradInTheLanguage) {

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
@@ -18,6 +20,31 @@ using core::Op;
 using runtime::Tensor;
 
 namespace {
+
+// Whether 0.0 + x is x, bit for bit, for every element: so unless an element
+// is -0.0 (the sum is +0.0) or a NaN (the sum is its quiet form). Read in the
+// view the storage has, on the bits, 16 elements at a time and no early exit:
+// GCC vectorizes that form at -O2 (a fifth of the plain loop's time).
+template <typename Bits, typename T>
+bool bits_add_to_zero_unchanged(const T* v, size_t n) {
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
+  constexpr Bits kInf = std::bit_cast<Bits>(std::numeric_limits<T>::infinity());
+  Bits bad = 0;
+  auto visit = [&](size_t i) {
+    const Bits u = std::bit_cast<Bits>(v[i]);
+    bad |= static_cast<Bits>(u == kSign) | static_cast<Bits>((u & ~kSign) > kInf);
+  };
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; ++j) visit(i + j);
+  for (; i < n; ++i) visit(i);
+  return bad == 0;
+}
+
+bool adds_to_zero_unchanged(const runtime::RealStorage& x) {
+  return x.holds_narrow() ? bits_add_to_zero_unchanged<uint32_t>(x.narrow(), x.size())
+                          : bits_add_to_zero_unchanged<uint64_t>(x.data(), x.size());
+}
 
 constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
 
@@ -494,8 +521,27 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       Tensor r = runtime::broadcast_to(ct, reduced_map(static_cast<int>(x.rank()), rest_of(1), in.all_axes, in.axes),
                                        x.shape);
       if (in.integer == 1 && ct.size() > 0) {
+        // The mean's share, v / count, read in the view the broadcast has.
+        // Over a power of two it is v · (1 / count): the same real quotient,
+        // so the same rounding, at a multiplication's cost.
         const double count = static_cast<double>(x.size() / ct.size());
-        for (double& v : r.reals) v = v / count;
+        int exponent = 0;
+        const bool power_of_two = std::frexp(count, &exponent) == 0.5;
+        const double reciprocal = 1.0 / count;
+        Tensor q = Tensor::real_for_overwrite(r.shape);
+        double* to = q.reals.data();
+        auto share = [&](const auto* from) {
+          const size_t n = q.reals.size();
+          if (power_of_two)
+            for (size_t i = 0; i < n; ++i) to[i] = from[i] * reciprocal;
+          else
+            for (size_t i = 0; i < n; ++i) to[i] = from[i] / count;
+        };
+        if (r.reals.holds_narrow())
+          share(r.reals.narrow());
+        else
+          share(r.reals.data());
+        return Value::of(std::move(q));
       }
       return Value::of(std::move(r));
     }
@@ -541,40 +587,67 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       // Every leaf of the model tree at +0.0, then each part added where its
       // path says, in order. A leaf's first part is added to +0.0 as it is
       // copied (no zero fill first: 0.0 + x is x, but for -0.0), and a part
-      // is read in the view it has (a kernel's gradient in its f32 view).
+      // is read in the view it has (a kernel's gradient in its f32 view). A
+      // leaf's one part is shared where adding it to +0.0 changes no bit, and
+      // otherwise stays in f32 if it is held so: 0.0 + x of an f32 number is
+      // one, so the copy is exact, at half the bytes, and the optimizer reads
+      // it as it is.
+      std::vector<std::pair<std::string, const Tensor*>> parts;
+      for (size_t k = 1; k < in.args.size(); ++k) {
+        const std::string& path = in.paths.at(k - 1);
+        const Value& part = arg(k);
+        if (part.kind == Value::Kind::Params) {
+          for (const auto& [p, t] : *part.params) parts.emplace_back(path + p, &t);
+        } else {
+          parts.emplace_back(path, &part.tensor);
+        }
+      }
+      std::map<std::string, int> parts_of;
+      for (const auto& [path, t] : parts) ++parts_of[path];
       ParamMap out;
+      for (const auto& [path, t] : *arg(0).params) {
+        auto it = parts_of.find(path);
+        Tensor leaf;
+        leaf.shape = t.shape;
+        leaf.reals = it == parts_of.end() ? runtime::RealStorage(static_cast<size_t>(t.size()), 0.0)
+                                          : runtime::RealStorage::for_overwrite(static_cast<size_t>(t.size()));
+        out.emplace(path, std::move(leaf));
+      }
       std::set<std::string> written;
-      for (const auto& [path, t] : *arg(0).params) out.emplace(path, Tensor::real_for_overwrite(t.shape));
-      auto add = [&](const std::string& path, const Tensor& t) {
+      for (const auto& [path, t] : parts) {
         auto it = out.find(path);
-        if (it == out.end() || it->second.shape != t.shape)
+        if (it == out.end() || it->second.shape != t->shape)
           throw std::logic_error(fmt::format("internal: {} adds to the leaf `{}`, which the tree does not have so",
                                              core::site_name(fn, in.id), path));
         const bool first = written.insert(path).second;
+        const size_t n = t->reals.size();
+        if (first && parts_of.at(path) == 1) {
+          // A leaf's one part: 0.0 + x is x itself unless x is -0.0 or a
+          // NaN, so a part without those is shared, not copied.
+          if (adds_to_zero_unchanged(t->reals)) {
+            it->second.reals = t->reals;
+            continue;
+          }
+          if (t->reals.holds_narrow()) {
+            const float* part = t->reals.narrow();
+            it->second.reals = runtime::RealStorage::narrow_for_overwrite(n);
+            float* sum = it->second.reals.narrow_for_writing();
+            for (size_t i = 0; i < n; ++i) sum[i] = static_cast<float>(0.0 + static_cast<double>(part[i]));
+            continue;
+          }
+        }
         double* sum = it->second.reals.data();
         auto accumulate = [&](const auto* part) {
-          const size_t n = t.reals.size();
           if (first)
             for (size_t i = 0; i < n; ++i) sum[i] = 0.0 + part[i];
           else
             for (size_t i = 0; i < n; ++i) sum[i] = sum[i] + part[i];
         };
-        if (t.reals.holds_narrow())
-          accumulate(t.reals.narrow());
+        if (t->reals.holds_narrow())
+          accumulate(t->reals.narrow());
         else
-          accumulate(t.reals.data());
-      };
-      for (size_t k = 1; k < in.args.size(); ++k) {
-        const std::string& path = in.paths.at(k - 1);
-        const Value& part = arg(k);
-        if (part.kind == Value::Kind::Params) {
-          for (const auto& [p, t] : *part.params) add(path + p, t);
-        } else {
-          add(path, part.tensor);
-        }
+          accumulate(t->reals.data());
       }
-      for (auto& [path, t] : out)
-        if (!written.count(path)) std::fill(t.reals.begin(), t.reals.end(), 0.0);
       return Value::of_params(std::make_shared<const ParamMap>(std::move(out)));
     }
     case Op::FoldVjp: {

@@ -10,6 +10,19 @@ namespace {
 // from such a thread runs serially, since waiting for the pool from inside one
 // of its own tasks would deadlock.
 thread_local bool tls_inside_task = false;
+
+// Spins until done() or kSpin has passed; the clock is read every 64 polls.
+template <typename Done>
+void spin_until(Done done, std::chrono::microseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (int polls = 0;; ++polls) {
+    if (done()) return;
+    if (polls % 64 == 63 && std::chrono::steady_clock::now() >= until) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 }  // namespace
 
 /// One parallel_for call's shared state; lives on the caller's stack.
@@ -71,6 +84,7 @@ void WorkerPool::work_loop() {
   for (;;) {
     Batch* batch = nullptr;
     int slot = 0;
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen_generation; }, kSpin);
     {
       std::unique_lock<std::mutex> lock(state_mutex_);
       wake_workers_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
@@ -121,8 +135,13 @@ void WorkerPool::parallel_for(int64_t tasks, int threads, const TaskFn& fn) {
   {
     // Close the batch (every task is claimed), then wait for the workers that
     // joined it; on a busy machine the others may not even have woken yet.
+    {
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      batch_ = nullptr;
+    }
+    // No worker joins a closed batch, so the count only falls.
+    spin_until([&] { return workers_running_.load(std::memory_order_acquire) == 0; }, kSpin);
     std::unique_lock<std::mutex> lock(state_mutex_);
-    batch_ = nullptr;
     batch_done_.wait(lock, [&] { return workers_running_ == 0; });
   }
   if (batch.first_error) std::rethrow_exception(batch.first_error);

@@ -7,9 +7,15 @@
 // identical bits whatever the thread count (the products of gemm.h) gives each
 // task disjoint outputs and a result that does not depend on who computed it.
 //
-// The workers sleep on a condition variable between calls; waking them costs a
-// few microseconds, so a task should be worth at least tens of microseconds.
+// Between calls a worker first spins for a while (kSpin), watching for the
+// next batch, and then sleeps on a condition variable; the caller likewise
+// spins before it sleeps waiting for the workers. A training step makes a
+// hundred calls a few tens of microseconds apart, and waking a sleeping thread
+// (a futex, slower still in a virtual machine) cost more than many of their
+// tasks. A task should still be worth at least tens of microseconds.
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -53,6 +59,9 @@ class WorkerPool {
   /// A bound on `threads`: far above any machine quire runs on, it only
   /// guards against a nonsense request creating thousands of threads.
   static constexpr int kMaxThreads = 256;
+  /// How long a worker watches for the next batch, and a caller for its
+  /// workers, before sleeping.
+  static constexpr std::chrono::microseconds kSpin{200};
 
  private:
   struct Batch;
@@ -66,8 +75,9 @@ class WorkerPool {
   std::condition_variable batch_done_;
   std::vector<std::thread> workers_;
   Batch* batch_ = nullptr;       // the running batch, under state_mutex_
-  uint64_t generation_ = 0;      // bumped for each batch
-  int workers_running_ = 0;      // workers that joined the current batch and have not left it
+  // Both changed under state_mutex_; read without it while spinning.
+  std::atomic<uint64_t> generation_{0};  // bumped for each batch
+  std::atomic<int> workers_running_{0};  // workers that joined the current batch and have not left it
   bool stopping_ = false;
 };
 

@@ -281,11 +281,11 @@ double packed_product_rate(int64_t n) {
 namespace {
 
 /// What a split launch pays over its work: each of `cores` parts spins for
-/// a fixed time, so a call takes that time plus waking the workers and
-/// waiting for the last; the median of `calls` calls, after a warm-up.
-/// Calls are spaced so that the workers park between them, as they do
-/// between launches; empty parts would measure nothing, since the caller
-/// claims them all before a worker wakes.
+/// a fixed time, so a call takes that time plus handing parts to the workers
+/// and waiting for the last; the median of `calls` calls, after a warm-up.
+/// Calls are spaced 50 µs apart, as a step's launches are: within the pool's
+/// spin (WorkerPool::kSpin), so the workers are watching, not asleep. Empty
+/// parts would measure nothing, since the caller claims them all first.
 double measure_spawn(int cores, int calls) {
   if (cores < 2) return 0;
   native::WorkerPool& pool = native::WorkerPool::shared();
@@ -298,7 +298,10 @@ double measure_spawn(int cores, int calls) {
   for (int i = 0; i < 20; ++i) pool.parallel_for(cores, cores, spin);
   std::vector<double> times(static_cast<size_t>(calls));
   for (double& t : times) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    static_assert(native::WorkerPool::kSpin > std::chrono::microseconds(50));
+    const auto idle = Clock::now();
+    while (since(idle) < 50e-6) {
+    }
     const auto start = Clock::now();
     pool.parallel_for(cores, cores, spin);
     t = since(start);

@@ -351,10 +351,28 @@ QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, 
     }
     return;
   }
+  const auto mask = [](int64_t lanes) { return static_cast<__mmask16>((1u << lanes) - 1); };
   for (int64_t t = 0; t < panels; ++t) {
     const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
     float* out = dst + t * b_panel_stride(kc);
     if (w < kTileCols) std::memset(out, 0, sizeof(float) * kc * kTileCols);
+    if (b_rs == 1) {
+      // Columns of B are contiguous (B read transposed): 16 k of 16 columns
+      // at a time, transposed in registers as A's rows are.
+      for (int64_t j0 = 0; j0 < w; j0 += 16) {
+        const int64_t hw = std::min<int64_t>(16, w - j0);
+        for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+          const int64_t pw = std::min<int64_t>(16, kc - p0);
+          __m512 r[16];
+          for (int64_t i = 0; i < 16; ++i)
+            r[i] = i < hw ? _mm512_maskz_loadu_ps(mask(pw), b + (t * kTileCols + j0 + i) * b_cs + p0)
+                          : _mm512_setzero_ps();
+          transpose_16x16(r);
+          for (int64_t q = 0; q < pw; ++q) _mm512_storeu_ps(out + (p0 + q) * kTileCols + j0, r[q]);
+        }
+      }
+      continue;
+    }
     for (int64_t j = 0; j < w; ++j) {
       const float* col = b + (t * kTileCols + j) * b_cs;
       for (int64_t p = 0; p < kc; ++p) out[p * kTileCols + j] = col[p * b_rs];

@@ -363,8 +363,8 @@ void Trainer::step() {
     batch_value = Value::of(std::move(batch->front()));
   }
   const double seed = scaler_ ? scaler_->scale() : 1.0;
-  const std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
-                                Value::of(runtime::Tensor::scalar(seed))};
+  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
+                          Value::of(runtime::Tensor::scalar(seed))};
   interp_->reset_stats();
   const Value result = interp_->call(vjp_, args);
   outcome_.per_step = interp_->stats();
@@ -411,6 +411,10 @@ void Trainer::step() {
     }
   }
   if (take) {
+    // The arguments' copy of the parameters shares their elements: dropped
+    // first, so that the update writes them in place instead of copying
+    // every parameter (copy on write).
+    args.clear();
     const StepReport report = optimizer_->step(params_, grads, master_, loader_->total_steps());
     record.lr = report.lr;
     record.grad_norm = report.grad_norm;

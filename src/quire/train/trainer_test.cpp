@@ -279,6 +279,15 @@ TEST(Trainer, ANonFiniteLossStopsTheRunAndNamesItsFirstSite) {
   EXPECT_EQ(read_metrics(reg.dir.file("run/metrics.jsonl")).size(), 1u);
 }
 
+TEST(Trainer, ANonFiniteGradientWithAFiniteLossStopsTheRun) {
+  // sqrt(z − z) is 0, but its derivative at 0 is infinite: the loss is
+  // finite and the gradient is not (the check reads each gradient's bits).
+  Regression reg("mean(Lin.apply(θ, x) - y) * 0.0 + mean(sqrt(Lin.apply(θ, x) - Lin.apply(θ, x)))");
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, reg.options("run")); });
+  EXPECT_NE(message.find("step 1 (epoch 0): the gradient is not finite"), std::string::npos) << message;
+  EXPECT_NE(message.find("training stopped before updating the parameters"), std::string::npos) << message;
+}
+
 TEST(Trainer, AResumeMustRepeatThePolicy) {
   Regression reg;
   TrainOptions o = reg.options("run");

@@ -606,11 +606,11 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       for (const auto& [path, t] : parts) ++parts_of[path];
       ParamMap out;
       for (const auto& [path, t] : *arg(0).params) {
-        auto it = parts_of.find(path);
+        // A leaf without parts is +0.0; the others take their elements from
+        // their first part, below.
         Tensor leaf;
         leaf.shape = t.shape;
-        leaf.reals = it == parts_of.end() ? runtime::RealStorage(static_cast<size_t>(t.size()), 0.0)
-                                          : runtime::RealStorage::for_overwrite(static_cast<size_t>(t.size()));
+        if (!parts_of.count(path)) leaf.reals = runtime::RealStorage(static_cast<size_t>(t.size()), 0.0);
         out.emplace(path, std::move(leaf));
       }
       std::set<std::string> written;
@@ -636,6 +636,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
             continue;
           }
         }
+        if (first) it->second.reals = runtime::RealStorage::for_overwrite(n);
         double* sum = it->second.reals.data();
         auto accumulate = [&](const auto* part) {
           if (first)

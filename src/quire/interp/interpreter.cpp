@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <bit>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
@@ -12,6 +10,7 @@
 #include "quire/core/printer.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
+#include "quire/runtime/element_scan.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::interp {
@@ -20,31 +19,6 @@ using core::Op;
 using runtime::Tensor;
 
 namespace {
-
-// Whether 0.0 + x is x, bit for bit, for every element: so unless an element
-// is -0.0 (the sum is +0.0) or a NaN (the sum is its quiet form). Read in the
-// view the storage has, on the bits, 16 elements at a time and no early exit:
-// GCC vectorizes that form at -O2 (a fifth of the plain loop's time).
-template <typename Bits, typename T>
-bool bits_add_to_zero_unchanged(const T* v, size_t n) {
-  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
-  constexpr Bits kInf = std::bit_cast<Bits>(std::numeric_limits<T>::infinity());
-  Bits bad = 0;
-  auto visit = [&](size_t i) {
-    const Bits u = std::bit_cast<Bits>(v[i]);
-    bad |= static_cast<Bits>(u == kSign) | static_cast<Bits>((u & ~kSign) > kInf);
-  };
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (size_t j = 0; j < 16; ++j) visit(i + j);
-  for (; i < n; ++i) visit(i);
-  return bad == 0;
-}
-
-bool adds_to_zero_unchanged(const runtime::RealStorage& x) {
-  return x.holds_narrow() ? bits_add_to_zero_unchanged<uint32_t>(x.narrow(), x.size())
-                          : bits_add_to_zero_unchanged<uint64_t>(x.data(), x.size());
-}
 
 constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
 
@@ -588,10 +562,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       // path says, in order. A leaf's first part is added to +0.0 as it is
       // copied (no zero fill first: 0.0 + x is x, but for -0.0), and a part
       // is read in the view it has (a kernel's gradient in its f32 view). A
-      // leaf's one part is shared where adding it to +0.0 changes no bit, and
-      // otherwise stays in f32 if it is held so: 0.0 + x of an f32 number is
-      // one, so the copy is exact, at half the bytes, and the optimizer reads
-      // it as it is.
+      // leaf's one part is shared where adding it to +0.0 changes no bit.
       std::vector<std::pair<std::string, const Tensor*>> parts;
       for (size_t k = 1; k < in.args.size(); ++k) {
         const std::string& path = in.paths.at(k - 1);
@@ -621,20 +592,11 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
                                              core::site_name(fn, in.id), path));
         const bool first = written.insert(path).second;
         const size_t n = t->reals.size();
-        if (first && parts_of.at(path) == 1) {
-          // A leaf's one part: 0.0 + x is x itself unless x is -0.0 or a
-          // NaN, so a part without those is shared, not copied.
-          if (adds_to_zero_unchanged(t->reals)) {
-            it->second.reals = t->reals;
-            continue;
-          }
-          if (t->reals.holds_narrow()) {
-            const float* part = t->reals.narrow();
-            it->second.reals = runtime::RealStorage::narrow_for_overwrite(n);
-            float* sum = it->second.reals.narrow_for_writing();
-            for (size_t i = 0; i < n; ++i) sum[i] = static_cast<float>(0.0 + static_cast<double>(part[i]));
-            continue;
-          }
+        // A leaf's one part: 0.0 + x is x itself unless x is -0.0 or a NaN,
+        // so a part without those is shared, not copied.
+        if (first && parts_of.at(path) == 1 && runtime::adds_to_zero_unchanged(t->reals)) {
+          it->second.reals = t->reals;
+          continue;
         }
         if (first) it->second.reals = runtime::RealStorage::for_overwrite(n);
         double* sum = it->second.reals.data();

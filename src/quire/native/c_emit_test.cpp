@@ -83,6 +83,17 @@ TEST(CEmit, TextCarriesPragmaIrAndSignature) {
   EXPECT_NE(emit_c(split, "quire_copy").find("for (int64_t i0 = lo; i0 < hi; ++i0) {"), std::string::npos);
 }
 
+// The layout's lanes are f64 lanes; over f32-held buffers the loop runs
+// twice as many iterations at once, so that GCC's vectors hold whole zmm of
+// floats (c_emit.cpp, simdlen).
+TEST(CEmit, LanesOverF32BuffersRunTwiceTheIterations) {
+  kernel::Kernel k = copy_kernel(64);
+  k.body[0].lanes = 8;
+  EXPECT_NE(emit_c(k).find("#pragma omp simd simdlen(16)"), std::string::npos) << emit_c(k);
+  for (kernel::Buffer& b : k.buffers) b.type = ElemType::F64;
+  EXPECT_NE(emit_c(k).find("#pragma omp simd simdlen(8)"), std::string::npos) << emit_c(k);
+}
+
 TEST(CEmit, EveryOperationHasItsHelper) {
   const std::string prelude = c_prelude();
   for (int op = 0; op <= static_cast<int>(runtime::UnaryOp::Not); ++op) {

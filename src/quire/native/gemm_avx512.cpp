@@ -222,6 +222,18 @@ QUIRE_AVX512 inline void transpose_16x16(__m512 r[16]) {
   }
 }
 
+// The 32-bit elements 0 .. len − 1 of `rows` rows (row i starts `i·stride`
+// elements of T after row0; rows past `rows` are zeros) as columns: r[j]
+// holds element j of every row. What each packer reads without gathers; T
+// is the operand's element (a bf16 row's pairs may start at any element).
+template <typename T>
+QUIRE_AVX512 inline void load_transposed(const T* row0, int64_t stride, int64_t rows, int64_t len, __m512 r[16]) {
+  const __mmask16 elements = static_cast<__mmask16>((1u << len) - 1);
+  for (int64_t i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(elements, row0 + i * stride) : _mm512_setzero_ps();
+  transpose_16x16(r);
+}
+
 }  // namespace
 
 // A micro-panel stores, for each k, the panel's h rows contiguously (every
@@ -251,9 +263,7 @@ QUIRE_AVX512 void pack_a_f32_avx512(const float* a, int64_t a_rs, int64_t a_cs, 
       for (int64_t p0 = 0; p0 < kc; p0 += 16) {
         const int64_t w = std::min<int64_t>(16, kc - p0);
         __m512 r[16];
-        for (int64_t i = 0; i < 16; ++i)
-          r[i] = i < h ? _mm512_maskz_loadu_ps(mask(w), src + i * a_rs + p0) : _mm512_setzero_ps();
-        transpose_16x16(r);
+        load_transposed(src + p0, a_rs, h, w, r);
         for (int64_t j = 0; j < w; ++j) _mm512_mask_storeu_ps(dst + (p0 + j) * h, mask(h), r[j]);
       }
     } else {
@@ -306,12 +316,8 @@ QUIRE_AVX512 void pack_a_pairs(const uint16_t* a, int64_t a_rs, int64_t a_cs, in
     if (a_cs == 1) {
       for (; q < kc / 2; q += 16) {
         const int64_t w = std::min<int64_t>(16, kc / 2 - q);
-        const __mmask16 words = static_cast<__mmask16>((1u << w) - 1);
         __m512 r[16];
-        for (int64_t i = 0; i < 16; ++i)
-          r[i] = i < h ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(words, src + i * a_rs + 2 * q))
-                       : _mm512_setzero_ps();
-        transpose_16x16(r);
+        load_transposed(src + 2 * q, a_rs, h, w, r);
         for (int64_t j = 0; j < w; ++j) store_pair_column<kWiden>(dst, q + j, h, _mm512_castps_si512(r[j]));
       }
       q = kc / 2;
@@ -351,7 +357,6 @@ QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, 
     }
     return;
   }
-  const auto mask = [](int64_t lanes) { return static_cast<__mmask16>((1u << lanes) - 1); };
   for (int64_t t = 0; t < panels; ++t) {
     const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
     float* out = dst + t * b_panel_stride(kc);
@@ -364,10 +369,7 @@ QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, 
         for (int64_t p0 = 0; p0 < kc; p0 += 16) {
           const int64_t pw = std::min<int64_t>(16, kc - p0);
           __m512 r[16];
-          for (int64_t i = 0; i < 16; ++i)
-            r[i] = i < hw ? _mm512_maskz_loadu_ps(mask(pw), b + (t * kTileCols + j0 + i) * b_cs + p0)
-                          : _mm512_setzero_ps();
-          transpose_16x16(r);
+          load_transposed(b + (t * kTileCols + j0) * b_cs + p0, b_cs, hw, pw, r);
           for (int64_t q = 0; q < pw; ++q) _mm512_storeu_ps(out + (p0 + q) * kTileCols + j0, r[q]);
         }
       }

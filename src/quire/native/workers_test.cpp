@@ -50,6 +50,27 @@ TEST(Workers, UsesMoreThanOneThreadWhenAsked) {
   EXPECT_EQ(slot_seen[0].load() + slot_seen[1].load(), 2);
 }
 
+// A worker joins a batch both while it is still spinning after the last one
+// (calls back to back) and after it has gone to sleep (a pause of several
+// WorkerPool::kSpin): each call waits until a second slot has run a task.
+TEST(Workers, AWorkerJoinsWhetherSpinningOrAsleep) {
+  WorkerPool pool;
+  auto two_slots_ran = [&] {
+    std::atomic<int> slot_seen[2] = {0, 0};
+    pool.parallel_for(2, 2, [&](int64_t, int slot) {
+      slot_seen[slot].store(1);
+      for (int spin = 0; spin < 2'000'000 && slot_seen[0].load() + slot_seen[1].load() < 2; ++spin)
+        std::this_thread::yield();
+    });
+    return slot_seen[0].load() + slot_seen[1].load() == 2;
+  };
+  for (int call = 0; call < 20; ++call) EXPECT_TRUE(two_slots_ran()) << "back to back, call " << call;
+  for (int call = 0; call < 3; ++call) {
+    std::this_thread::sleep_for(5 * WorkerPool::kSpin);
+    EXPECT_TRUE(two_slots_ran()) << "after a pause, call " << call;
+  }
+}
+
 TEST(Workers, NestedCallRunsOnTheCallingThread) {
   WorkerPool pool;
   std::atomic<int> inner_runs{0};

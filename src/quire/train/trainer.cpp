@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +16,7 @@
 #include "quire/interp/params.h"
 #include "quire/native/native_runner.h"
 #include "quire/precision/realization.h"
+#include "quire/runtime/element_scan.h"
 #include "quire/support/diagnostics.h"
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
@@ -47,29 +47,11 @@ std::string source_note(const elab::Program& prog, const SourceRange& loc, const
 /// A number for messages: "nan" whatever its sign bit, "inf", "-inf", or the shortest exact form.
 std::string number(double x) { return std::isnan(x) ? "nan" : fmt::format("{}", x); }
 
-// Whether no element is ±inf or NaN: on the bits (the magnitude below
-// infinity's), 16 elements at a time with no early exit, a form GCC
-// vectorizes at -O2.
-template <typename Bits, typename T>
-bool finite_elements(const T* x, size_t n) {
-  constexpr Bits kMagnitude = ~(Bits{1} << (8 * sizeof(Bits) - 1));
-  constexpr Bits kInf = std::bit_cast<Bits>(std::numeric_limits<T>::infinity());
-  Bits bad = 0;
-  auto visit = [&](size_t i) { bad |= static_cast<Bits>((std::bit_cast<Bits>(x[i]) & kMagnitude) >= kInf); };
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (size_t j = 0; j < 16; ++j) visit(i + j);
-  for (; i < n; ++i) visit(i);
-  return bad == 0;
-}
-
 // In the view each gradient has: widening a kernel's f32 gradient only to
 // look at it cost more than the check.
 bool all_finite(const ParamMap& m) {
   for (const auto& [path, t] : m)
-    if (!(t.reals.holds_narrow() ? finite_elements<uint32_t>(t.reals.narrow(), t.reals.size())
-                                 : finite_elements<uint64_t>(t.reals.data(), t.reals.size())))
-      return false;
+    if (!runtime::all_finite(t.reals)) return false;
   return true;
 }
 

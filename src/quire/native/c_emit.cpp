@@ -208,6 +208,10 @@ class FunctionWriter {
             lane_tiles(s, depth);
             break;
           }
+          if (s.lanes > 1 && !tile_ && !fast_ && holds_fast_site(s.body)) {
+            fast_lanes(s, depth);
+            break;
+          }
           if (s.lanes > 1) {
             // Each lane is one iteration: the same operations in the same
             // order per element. The scalars an iteration sets are its own.
@@ -311,6 +315,88 @@ class FunctionWriter {
     line(depth, "}");
   }
 
+  /// A rounding to f32 of erf or gelu: elementary_fast.inc has a shortcut
+  /// to its bits.
+  bool is_fast_site(const Expr& e) const {
+    if (e.kind != ExprKind::Round || e.type != runtime::FloatType::F32) return false;
+    if (e.a < 0 || e.a >= static_cast<int>(k_.exprs.size())) return false;
+    const Expr& op = k_.exprs[static_cast<size_t>(e.a)];
+    return op.kind == ExprKind::Unary && (op.unary == runtime::UnaryOp::Erf || op.unary == runtime::UnaryOp::Gelu);
+  }
+
+  /// Whether a statement of `body` computes a fast site.
+  bool holds_fast_site(const std::vector<Stmt>& body) const {
+    std::vector<bool> seen(k_.exprs.size(), false);
+    std::vector<int> pending;
+    for (const Stmt& s : body)
+      if (s.kind == StmtKind::Set || s.kind == StmtKind::Store) pending.push_back(s.expr);
+    while (!pending.empty()) {
+      const int i = pending.back();
+      pending.pop_back();
+      if (i < 0 || i >= static_cast<int>(seen.size()) || seen[static_cast<size_t>(i)]) continue;
+      seen[static_cast<size_t>(i)] = true;
+      const Expr& e = k_.exprs[static_cast<size_t>(i)];
+      if (is_fast_site(e)) return true;
+      pending.insert(pending.end(), {e.a, e.b, e.c});
+    }
+    return false;
+  }
+
+  /// A loop with lanes whose iterations round erf or gelu to f32: cut into
+  /// blocks of kFastBlock iterations, each run first with the fast functions
+  /// of elementary_fast.inc, which OR into `quire_doubt` whether any result
+  /// might round differently from the reference's, and then, only in a block
+  /// in doubt, again with the reference's functions. Each iteration writes
+  /// only its own elements from its own scalars, so running a block twice
+  /// leaves the second run's values, and every value kept is the
+  /// reference's. QUIRE_FAST_F32 (the prelude's) is 0 where the compiler has
+  /// no fused multiply-add instruction: every block then runs the reference.
+  void fast_lanes(const Stmt& s, int depth) {
+    const std::string begin = &s == split_ ? "lo" : "0";
+    const std::string end = &s == split_ ? "hi" : fmt::format("{}", s.extent);
+    const std::string var = fmt::format("i{}", s.var);
+    line(depth, fmt::format("for (int64_t {0}_b = {1}; {0}_b < {2}; {0}_b += {3}) {{", var, begin, end, kFastBlock));
+    line(depth + 1, fmt::format("const int64_t {0}_e = {1} - {0}_b < {2} ? {1} : {0}_b + {2};", var, end, kFastBlock));
+    line(depth + 1, "int64_t quire_doubt = !QUIRE_FAST_F32;");
+    line(depth + 1, "if (QUIRE_FAST_F32) {");
+    fast_ = true;
+    block_loop(s, depth + 2, " reduction(|:quire_doubt)");
+    fast_ = false;
+    line(depth + 1, "}");
+    line(depth + 1, "if (quire_doubt) {");
+    block_loop(s, depth + 2, "");
+    line(depth + 1, "}");
+    line(depth, "}");
+  }
+
+  /// One run of a fast_lanes block: the loop's pragma and body over [_b, _e).
+  void block_loop(const Stmt& s, int depth, const std::string& reduction) {
+    const std::set<int> own = kernel::scalars_set_in(s.body);
+    std::string names;
+    for (int sc : own) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
+    line(depth, fmt::format("#pragma omp simd simdlen({}){}{}", simdlen(s.lanes),
+                            names.empty() ? "" : fmt::format(" private({})", names), reduction));
+    line(depth, fmt::format("for (int64_t i{0} = i{0}_b; i{0} < i{0}_e; ++i{0}) {{", s.var));
+    in_scope_[static_cast<size_t>(s.var)] = true;
+    statements(s.body, depth + 1);
+    in_scope_[static_cast<size_t>(s.var)] = false;
+    line(depth, "}");
+  }
+
+  /// round_f32(erf(a)) or round_f32(gelu(a)) in a fast block: the
+  /// approximation, its doubt, and its rounding.
+  std::string fast_site(int i, int depth) {
+    const Expr& op = k_.exprs[static_cast<size_t>(k_.exprs[static_cast<size_t>(i)].a)];
+    const std::string a = value(op.a, depth);
+    const char* name = op.unary == runtime::UnaryOp::Erf ? "erf" : "gelu";
+    const std::string approx = fmt::format("t{}", temps_++);
+    line(depth, fmt::format("const double {} = quire_fast_{}({});", approx, name, a));
+    line(depth, fmt::format("quire_doubt |= quire_f32_doubt({}, quire_fast_{}_window({}));", approx, name, a));
+    const std::string rounded = fmt::format("t{}", temps_++);
+    line(depth, fmt::format("const double {} = quire_round_f32({});", rounded, approx));
+    return memo_[i] = rounded;
+  }
+
   std::string index(const kernel::Affine& a) const {
     std::string text;
     for (const auto& [var, coeff] : a.terms) {
@@ -365,6 +451,7 @@ class FunctionWriter {
         break;
       }
       case ExprKind::Round:
+        if (fast_ && is_fast_site(e)) return fast_site(i, depth);
         text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
         break;
       case ExprKind::Finite:
@@ -413,6 +500,11 @@ class FunctionWriter {
     std::set<int> own;
   };
   static constexpr int kTileVectors = 4;
+  /// Iterations per fast_lanes block: a block in doubt (about 256 · 2^-19
+  /// of them) runs twice, so a short block wastes little, and 256 is a
+  /// training step's rows' width or a multiple of the rows' widths.
+  static constexpr int kFastBlock = 256;
+  bool fast_ = false;  ///< inside a fast_lanes block's first run
   std::optional<Tile> tile_;
   bool in_lane_ = false;  ///< inside a tile's loop over its lanes
 };
@@ -441,6 +533,10 @@ std::string c_prelude() {
   text += fmt::format("static const double quire_gelu_tanh_cubic = {};\n", c_double(0.044715));
   // exp and erf: the reference's own source (runtime/elementary.h).
   text += runtime::elementary_c_source();
+  // Their f32 shortcuts need a fused multiply-add instruction to be fast.
+  text +=
+      "#if defined(__FMA__) || defined(__aarch64__)\n#define QUIRE_FAST_F32 1\n#else\n#define QUIRE_FAST_F32 0\n#endif\n";
+  text += runtime::elementary_fast_c_source();
   text += kHelpers;
   // The narrow formats' rounding, one wrapper per row of the float-type table.
   for (const runtime::FloatTypeInfo& f : runtime::kFloatTypes) {

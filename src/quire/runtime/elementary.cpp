@@ -6,7 +6,8 @@
 
 namespace quire::runtime {
 
-extern const char* const kElementarySource;  // elementary.inc's text (embed_text.cmake)
+extern const char* const kElementarySource;      // elementary.inc's text (embed_text.cmake)
+extern const char* const kElementaryFastSource;  // elementary_fast.inc's
 
 namespace {
 #include "quire/runtime/elementary.inc"
@@ -16,5 +17,6 @@ double elementary_exp(double x) { return quire_exp(x); }
 double elementary_erf(double x) { return quire_erf(x); }
 
 const char* elementary_c_source() { return kElementarySource; }
+const char* elementary_fast_c_source() { return kElementaryFastSource; }
 
 }  // namespace quire::runtime

@@ -15,4 +15,10 @@ double elementary_erf(double x);
 /// <stdint.h> and <string.h> first and compile without contraction).
 const char* elementary_c_source();
 
+/// elementary_fast.inc's text: `quire_fast_erf`, `quire_fast_gelu`, their
+/// windows and `quire_f32_doubt`, approximations with a rounding test that
+/// give the reference's f32 results or say they cannot. It follows
+/// elementary_c_source() and a definition of `quire_sqrt1_2`.
+const char* elementary_fast_c_source();
+
 }  // namespace quire::runtime

@@ -21,6 +21,7 @@
 
 #include "quire/native/c_compiler.h"
 #include "quire/native/native_testing.h"
+#include "quire/runtime/kernels.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::native {
@@ -92,6 +93,41 @@ TEST(CEmit, LanesOverF32BuffersRunTwiceTheIterations) {
   EXPECT_NE(emit_c(k).find("#pragma omp simd simdlen(16)"), std::string::npos) << emit_c(k);
   for (kernel::Buffer& b : k.buffers) b.type = ElemType::F64;
   EXPECT_NE(emit_c(k).find("#pragma omp simd simdlen(8)"), std::string::npos) << emit_c(k);
+}
+
+// out[i] = round_f32(op(in[i])) over n f32 elements, `lanes` at a time.
+kernel::Kernel rounded_unary_kernel(runtime::UnaryOp op, int64_t n, int lanes) {
+  kernel::Kernel k = copy_kernel(n);
+  KernelBuilder b("rounded unary");
+  b.kernel() = k;
+  Stmt& store = b.kernel().body[0].body[0];
+  store.expr = b.round(FloatType::F32, b.unary(op, store.expr));
+  b.kernel().body[0].lanes = lanes;
+  b.kernel().body[0].independent = true;
+  return b.take();
+}
+
+// erf and gelu rounded to f32 in a loop with lanes take elementary_fast.inc's
+// shortcut, in blocks that rerun with the reference's functions when in
+// doubt; a scalar loop, or any other operation, calls the reference's.
+TEST(CEmit, RoundedErfAndGeluInLanesTakeTheShortcutWithARerun) {
+  for (runtime::UnaryOp op : {runtime::UnaryOp::Erf, runtime::UnaryOp::Gelu}) {
+    const std::string name = runtime::op_name(op);
+    const std::string c = emit_c(rounded_unary_kernel(op, 1000, 8), "quire_f");
+    const std::string body = c.substr(c.find("void quire_f("));
+    SCOPED_TRACE(body);
+    EXPECT_NE(body.find("for (int64_t i0_b = lo; i0_b < hi; i0_b += 256) {"), std::string::npos);
+    EXPECT_NE(body.find(fmt::format("= quire_fast_{}(", name)), std::string::npos);
+    EXPECT_NE(body.find(fmt::format("quire_doubt |= quire_f32_doubt(t1, quire_fast_{}_window(t0));", name)),
+              std::string::npos);
+    EXPECT_NE(body.find("reduction(|:quire_doubt)"), std::string::npos);
+    EXPECT_NE(body.find(fmt::format("if (quire_doubt) {{")), std::string::npos);
+    EXPECT_NE(body.find(fmt::format("= quire_{}(", name)), std::string::npos) << "the rerun";
+    const std::string scalar = emit_c(rounded_unary_kernel(op, 1000, 1), "quire_f");
+    EXPECT_EQ(scalar.substr(scalar.find("void quire_f(")).find("quire_fast_"), std::string::npos);
+  }
+  const std::string exp = emit_c(rounded_unary_kernel(runtime::UnaryOp::Exp, 1000, 8), "quire_f");
+  EXPECT_EQ(exp.substr(exp.find("void quire_f(")).find("quire_doubt"), std::string::npos);
 }
 
 TEST(CEmit, EveryOperationHasItsHelper) {
@@ -214,6 +250,34 @@ TEST_F(CEmitCompiled, RoundingHelpersMatchRoundTo) {
         ++failures;
         ADD_FAILURE() << f.name << ": x = " << fmt::format("{:a}", xs[static_cast<size_t>(i)])
                       << fmt::format(" gives {:a}, round_to gives {:a}", got, want);
+      }
+    }
+  }
+}
+
+// Compiled, the shortcut's blocks give the reference's bits: over a sweep of
+// the floats (every 1021st bit pattern, and runs of neighbours), arguments
+// whose fast result is in doubt among them, so that some blocks rerun.
+TEST_F(CEmitCompiled, RoundedErfAndGeluInLanesHaveTheReferencesBits) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 1021) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  CCompiler compiler(settings());
+  for (runtime::UnaryOp op : {runtime::UnaryOp::Erf, runtime::UnaryOp::Gelu}) {
+    SCOPED_TRACE(runtime::op_name(op));
+    using Kernel = void (*)(const void* const*, void*, int64_t, int64_t);
+    const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(rounded_unary_kernel(op, n, 8), "quire_f"), "quire_f"));
+    std::vector<float> out(xs.size());
+    const void* inputs[] = {xs.data()};
+    f(inputs, out.data(), 0, n);
+    int failures = 0;
+    for (size_t i = 0; i < xs.size() && failures < 10; ++i) {
+      const float want = static_cast<float>(runtime::apply_unary(op, xs[i]));
+      const bool same = std::isnan(want) ? std::isnan(out[i])
+                                         : std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(want);
+      if (!same) {
+        ++failures;
+        ADD_FAILURE() << fmt::format("x = {:a} gives {:a}, the reference {:a}", xs[i], out[i], want);
       }
     }
   }

@@ -15,6 +15,11 @@ around each step). The data are random pairs written as an .npz with the
 standard library.
 
     python3 bench/train_step.py --quire build/quire [--threads 2] [--steps 30]
+                                [--rounds 5] [--product-step fma]
+
+On a machine whose speed drifts (a shared virtual machine), --rounds R runs
+quire (fma) and PyTorch alternately R times and reports each round's ratio
+and their median: each ratio compares runs seconds apart.
 
 PyTorch is optional: without it only quire's figures are printed.
 """
@@ -160,6 +165,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--steps", type=int, default=30, help="timed steps after the warm-up")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate quire (fma) and PyTorch this many times")
+    ap.add_argument("--product-step", choices=("separate", "fma", "both"), default="both")
     args = ap.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="quire-train-step-")
@@ -169,8 +176,24 @@ def main():
         write_data(os.path.join(workdir, "pairs.npz"), B * (args.steps + args.warmup + 1))
         print(f"one training step, D = {D}, L = {L}, B = {B}, f32, AdamW, {args.threads} thread{'s' if args.threads != 1 else ''} "
               f"(median over {args.steps} steps after {args.warmup})")
+        if args.rounds > 1:
+            ratios = []
+            for r in range(args.rounds):
+                seconds, _ = quire_step_seconds(args.quire, workdir, args.threads, "fma", args.warmup)
+                torch = torch_step_seconds(args.threads, args.steps, args.warmup)
+                if torch is None:
+                    print(f"  round {r + 1}: quire {seconds * 1e3:.2f} ms (PyTorch is not installed)")
+                    continue
+                ratios.append(torch[0] / seconds)
+                print(f"  round {r + 1}: quire --product-step fma {seconds * 1e3:7.2f} ms, "
+                      f"PyTorch {torch[1]} {torch[0] * 1e3:7.2f} ms: {ratios[-1]:5.2f}× PyTorch's speed")
+            if ratios:
+                print(f"  median over {len(ratios)} rounds: {statistics.median(ratios):5.2f}× PyTorch's speed "
+                      f"(rounds {min(ratios):.2f}–{max(ratios):.2f}×)")
+            return 0
         rows = []
-        for step in ("separate", "fma"):
+        steps = ("separate", "fma") if args.product_step == "both" else (args.product_step,)
+        for step in steps:
             seconds, n = quire_step_seconds(args.quire, workdir, args.threads, step, args.warmup)
             rows.append((f"quire --product-step {step}", seconds))
         torch = torch_step_seconds(args.threads, args.steps, args.warmup)

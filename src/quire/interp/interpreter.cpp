@@ -80,11 +80,16 @@ void round_in_place(Tensor& x, FloatType type) {
     // the rounding (round_to's own fast path; NaN keeps round_to's quieting),
     // a compiled kernel reads the result as it is, and a reader of f64
     // widens it once.
+    // The conversion runs as one vectorized loop, and only a result that is
+    // not finite sends the NaNs through round_to.
     runtime::RealStorage rounded = runtime::RealStorage::narrow_for_overwrite(x.reals.size());
     float* f = rounded.narrow_for_writing();
     const double* v = std::as_const(x.reals).data();
-    for (size_t i = 0, n = x.reals.size(); i < n; ++i)
-      f[i] = static_cast<float>(std::isnan(v[i]) ? runtime::round_to(type, v[i]) : v[i]);
+    const size_t n = x.reals.size();
+    for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[i]);
+    if (!runtime::all_finite(rounded))
+      for (size_t i = 0; i < n; ++i)
+        if (std::isnan(v[i])) f[i] = static_cast<float>(runtime::round_to(type, v[i]));
     x.reals = std::move(rounded);
     return;
   }

@@ -13,6 +13,7 @@ RealStorage RealStorage::for_overwrite(size_t n) {
   if (n > 0) {
     s.block_ = std::make_shared<Block>();
     s.block_->wide = std::make_unique_for_overwrite<double[]>(n);
+    s.block_->size = n;
   }
   return s;
 }
@@ -23,6 +24,20 @@ RealStorage RealStorage::narrow_for_overwrite(size_t n) {
   if (n > 0) {
     s.block_ = std::make_shared<Block>();
     s.block_->narrow = std::make_unique_for_overwrite<float[]>(n);
+    s.block_->size = n;
+  }
+  return s;
+}
+
+RealStorage RealStorage::window(const RealStorage& whole, size_t offset, size_t n) {
+  if (offset > whole.size_ || n > whole.size_ - offset)
+    throw std::out_of_range(
+        fmt::format("RealStorage::window: elements [{}, {}) of {}", offset, offset + n, whole.size_));
+  RealStorage s;
+  s.size_ = n;
+  if (n > 0) {
+    s.block_ = whole.block_;
+    s.offset_ = whole.offset_ + offset;
   }
   return s;
 }
@@ -30,18 +45,33 @@ RealStorage RealStorage::narrow_for_overwrite(size_t n) {
 const double* RealStorage::wide_view() const {
   Block& b = *block_;
   if (!b.wide) {
-    b.wide = std::make_unique_for_overwrite<double[]>(size_);
-    std::copy_n(b.narrow.get(), size_, b.wide.get());  // exact: every f32 is an f64
+    b.wide = std::make_unique_for_overwrite<double[]>(b.size);
+    std::copy_n(b.narrow.get(), b.size, b.wide.get());  // exact: every f32 is an f64
   }
-  return b.wide.get();
+  return b.wide.get() + offset_;
+}
+
+void RealStorage::detach() const {
+  auto own = std::make_shared<Block>();
+  own->size = size_;
+  if (block_->wide) {
+    own->wide = std::make_unique_for_overwrite<double[]>(size_);
+    std::copy_n(block_->wide.get() + offset_, size_, own->wide.get());
+  } else {
+    own->narrow = std::make_unique_for_overwrite<float[]>(size_);
+    std::copy_n(block_->narrow.get() + offset_, size_, own->narrow.get());
+  }
+  block_ = std::move(own);
+  offset_ = 0;
 }
 
 const float* RealStorage::narrow_view() const {
+  if (!block_->narrow && size_ != block_->size) detach();
   Block& b = *block_;
   if (!b.narrow) {
-    auto narrow = std::make_unique_for_overwrite<float[]>(size_);
+    auto narrow = std::make_unique_for_overwrite<float[]>(b.size);
     const double* wide = b.wide.get();
-    for (size_t i = 0; i < size_; ++i) {
+    for (size_t i = 0; i < b.size; ++i) {
       const float f = static_cast<float>(wide[i]);
       if (static_cast<double>(f) != wide[i] && !std::isnan(wide[i]))
         throw std::logic_error(
@@ -50,22 +80,24 @@ const float* RealStorage::narrow_view() const {
     }
     b.narrow = std::move(narrow);
   }
-  return b.narrow.get();
+  return b.narrow.get() + offset_;
 }
 
 template <class Mine, class Other>
 Mine* RealStorage::own_view(std::unique_ptr<Mine[]> Block::*mine, std::unique_ptr<Other[]> Block::*other,
                             const Mine* current) {
   if (shared()) {
-    // Copy only the view the writer needs.
+    // Copy only the view the writer needs, and only this storage's elements.
     auto own = std::make_shared<Block>();
     own.get()->*mine = std::make_unique_for_overwrite<Mine[]>(size_);
+    own->size = size_;
     std::copy_n(current, size_, (own.get()->*mine).get());
     block_ = std::move(own);
+    offset_ = 0;
   } else {
     (block_.get()->*other).reset();  // the writer may change the numbers
   }
-  return (block_.get()->*mine).get();
+  return (block_.get()->*mine).get() + offset_;
 }
 
 double* RealStorage::own_wide() { return size_ == 0 ? nullptr : own_view(&Block::wide, &Block::narrow, wide_view()); }

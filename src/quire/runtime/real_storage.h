@@ -28,6 +28,14 @@
 // after the last copy of the tensor it writes is made: a pointer taken, then
 // the tensor copied, then written through, would reach both.
 //
+// A storage may be a window onto another's block (`window`: a contiguous
+// slice, such as one copy of a stacked parameter, is not copied): it shares
+// the block as a copy does, reads its own elements from `offset_` on, and a
+// writer of either copies out its own elements first, as for any sharing.
+// The f64 view made for a window is made for the whole block (widening is
+// exact); the f32 view is not, since the rest of the block need not hold
+// f32 numbers: a window that lacks it first copies its own elements out.
+//
 // The views are made lazily by const readers, so a storage must not be read
 // by two threads at once before both views exist; quire's host is one thread
 // (the kernels' workers receive pointers taken before they start).
@@ -65,13 +73,15 @@ class RealStorage {
   /// n f32 elements whose values are indeterminate, held as f32 alone: for a
   /// writer of f32 values (narrow_for_writing) that sets every one.
   static RealStorage narrow_for_overwrite(size_t n);
+  /// Elements [offset, offset + n) of `whole`, sharing its block (no copy).
+  static RealStorage window(const RealStorage& whole, size_t offset, size_t n);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
   /// The f64 view (made from the f32 one if this is its first reader).
   const double* data() const {
-    if (block_ && block_->wide) return block_->wide.get();  // the common case, inline
+    if (block_ && block_->wide) return block_->wide.get() + offset_;  // the common case, inline
     return size_ == 0 ? nullptr : wide_view();
   }
   const double& operator[](size_t i) const { return data()[i]; }
@@ -79,7 +89,7 @@ class RealStorage {
   const double* end() const { return data() + size_; }
 
   double* data() {
-    if (block_ && block_->wide && !block_->narrow && block_.use_count() == 1) return block_->wide.get();
+    if (block_ && block_->wide && !block_->narrow && block_.use_count() == 1) return block_->wide.get() + offset_;
     return own_wide();
   }
   double& operator[](size_t i) { return data()[i]; }
@@ -92,7 +102,7 @@ class RealStorage {
   /// in a narrow type that is not one is a broken invariant, not a rounding
   /// to perform here.
   const float* narrow() const {
-    if (block_ && block_->narrow) return block_->narrow.get();
+    if (block_ && block_->narrow) return block_->narrow.get() + offset_;
     return size_ == 0 ? nullptr : narrow_view();
   }
   /// The f32 view for a writer of f32 values: this storage's alone, the f64 view dropped.
@@ -121,10 +131,12 @@ class RealStorage {
   }
 
  private:
-  /// The shared elements: one view or both, each of `size_` elements.
+  /// The shared elements: one view or both, each of `size` elements (a
+  /// window's `size_` of them from `offset_` on).
   struct Block {
     std::unique_ptr<double[]> wide;
     std::unique_ptr<float[]> narrow;
+    size_t size = 0;
   };
 
   double* own_wide();
@@ -136,7 +148,13 @@ class RealStorage {
   const double* wide_view() const;
   const float* narrow_view() const;
 
-  std::shared_ptr<Block> block_;
+  /// Gives a window a block of its own, holding its elements in the view
+  /// the shared block has (narrow_view's first step for a window).
+  void detach() const;
+
+  // Mutable for detach(), which changes where the elements are, not what they are.
+  mutable std::shared_ptr<Block> block_;
+  mutable size_t offset_ = 0;  ///< where this storage's elements start in the block
   size_t size_ = 0;
 };
 

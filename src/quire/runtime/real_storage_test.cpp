@@ -113,5 +113,43 @@ TEST(RealStorage, AWriteDropsTheOtherViewAndReachesNoCopy) {
   EXPECT_EQ(b.narrow()[1], 2.0f);
 }
 
+TEST(RealStorage, AWindowSharesItsElementsUntilEitherIsWritten) {
+  RealStorage whole{1.0, 2.0, 3.0, 4.0, 5.0};
+  RealStorage window = RealStorage::window(whole, 1, 3);
+  EXPECT_EQ(window, (std::vector<double>{2.0, 3.0, 4.0}));
+  EXPECT_EQ(std::as_const(window).data(), std::as_const(whole).data() + 1) << "no copy";
+  EXPECT_TRUE(whole.shared());
+  const RealStorage inner = RealStorage::window(window, 1, 2);  // a window of a window
+  EXPECT_EQ(inner, (std::vector<double>{3.0, 4.0}));
+  window[0] = 20.0;  // copies out the window's own three elements first
+  EXPECT_EQ(window, (std::vector<double>{20.0, 3.0, 4.0}));
+  EXPECT_EQ(whole, (std::vector<double>{1.0, 2.0, 3.0, 4.0, 5.0}));
+  EXPECT_EQ(inner, (std::vector<double>{3.0, 4.0}));
+  whole[3] = 40.0;  // the inner window still shares the block: whole copies
+  EXPECT_EQ(inner, (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(whole, (std::vector<double>{1.0, 2.0, 3.0, 40.0, 5.0}));
+  EXPECT_THROW((void)RealStorage::window(whole, 4, 2), std::out_of_range);
+  EXPECT_TRUE(RealStorage::window(whole, 5, 0).empty());
+}
+
+TEST(RealStorage, AWindowWidensTheWholeBlockButNarrowsOnlyItsOwnElements) {
+  RealStorage narrow = RealStorage::narrow_for_overwrite(4);
+  float* f = narrow.narrow_for_writing();
+  for (int i = 0; i < 4; ++i) f[i] = 0.5f * static_cast<float>(i);
+  const RealStorage a = RealStorage::window(narrow, 2, 2);
+  EXPECT_EQ(a, (std::vector<double>{1.0, 1.5}));
+  EXPECT_TRUE(narrow.holds_wide()) << "widening is exact: made for the whole block";
+  // The rest of an f64 block need not be f32 numbers: a window that holds
+  // f32 numbers gets its f32 view from its own elements, and the whole is
+  // still refused one.
+  const RealStorage wide{0.1, 0.25, 0.75};
+  const RealStorage b = RealStorage::window(wide, 1, 2);
+  EXPECT_EQ(b.narrow()[0], 0.25f);
+  EXPECT_EQ(b.narrow()[1], 0.75f);
+  EXPECT_FALSE(wide.holds_narrow());
+  EXPECT_THROW((void)wide.narrow(), std::logic_error);
+  EXPECT_THROW((void)RealStorage::window(wide, 0, 2).narrow(), std::logic_error);
+}
+
 }  // namespace
 }  // namespace quire::runtime

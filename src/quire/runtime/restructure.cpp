@@ -49,9 +49,29 @@ void copy_rows(const T* from, T* to, const Shape& shape, const std::vector<int64
   }
 }
 
+// Whether the view's elements lie one after another in x's order: every
+// axis longer than 1 steps by the count of elements within it.
+bool is_contiguous(const Shape& shape, const std::vector<int64_t>& strides) {
+  int64_t within = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && strides[d] != within) return false;
+    within *= shape[d];
+  }
+  return true;
+}
+
 // The view of x with the given shape, element strides and starting offset,
 // copied out densely: transpose, slice and broadcast_to are all such views.
+// A real view whose elements are already dense (a slice of leading axes,
+// such as one copy of a stacked parameter) shares x's elements instead
+// (RealStorage::window): nothing to copy until one of them is written.
 Tensor copy_view(const Tensor& x, Shape shape, std::vector<int64_t> strides, int64_t start) {
+  if (x.is_real() && is_contiguous(shape, strides)) {
+    Tensor out;
+    out.shape = std::move(shape);
+    out.reals = RealStorage::window(x.reals, static_cast<size_t>(start), static_cast<size_t>(element_count(out.shape)));
+    return out;
+  }
   if (x.is_real() && x.reals.holds_narrow()) {
     // A copy moves numbers, so f32 numbers stay in their f32 view: half the
     // bytes, and no conversion for the compiled kernel that reads the copy.

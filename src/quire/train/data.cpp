@@ -228,17 +228,30 @@ Dataset Dataset::from_arrays(const std::string& origin, const SampleSpec& spec, 
 std::vector<runtime::Tensor> Dataset::gather(const std::vector<int64_t>& indices) const {
   std::vector<runtime::Tensor> batch;
   const int64_t count = static_cast<int64_t>(indices.size());
+  for (int64_t sample : indices)
+    if (sample < 0 || sample >= samples_)
+      throw DataError(fmt::format("{}: sample {} is out of range (it holds {})", path_, sample, samples_));
+  // Samples in order (an unshuffled stream) are a window onto the arrays'
+  // elements, shared rather than copied (runtime::RealStorage::window).
+  bool in_order = true;
+  for (int64_t k = 1; k < count && in_order; ++k) in_order = indices[k] == indices[0] + k;
   for (size_t e = 0; e < arrays_.size(); ++e) {
     const runtime::Tensor& array = arrays_[e];
     runtime::Shape shape = spec_.elements[e].shape;
     shape.insert(shape.begin(), count);
     const int64_t row = runtime::element_count(spec_.elements[e].shape);
+    if (array.is_real() && in_order && count > 0) {
+      runtime::Tensor out;
+      out.shape = std::move(shape);
+      out.reals = runtime::RealStorage::window(array.reals, static_cast<size_t>(indices[0] * row),
+                                               static_cast<size_t>(count * row));
+      batch.push_back(std::move(out));
+      continue;
+    }
     runtime::Tensor out =
-        array.is_real() ? runtime::Tensor::real(shape) : runtime::Tensor::integer(array.kind, shape);
+        array.is_real() ? runtime::Tensor::real_for_overwrite(shape) : runtime::Tensor::integer(array.kind, shape);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t sample = indices[k];
-      if (sample < 0 || sample >= samples_)
-        throw DataError(fmt::format("{}: sample {} is out of range (it holds {})", path_, sample, samples_));
       if (array.is_real())
         std::copy_n(array.reals.begin() + sample * row, row, out.reals.begin() + k * row);
       else

@@ -61,7 +61,7 @@ class WorkerPool {
   static constexpr int kMaxThreads = 256;
   /// How long a worker watches for the next batch, and a caller for its
   /// workers, before sleeping.
-  static constexpr std::chrono::microseconds kSpin{200};
+  static constexpr std::chrono::microseconds kSpin{2000};
 
  private:
   struct Batch;

@@ -21,7 +21,11 @@
 // (default Cooperlake: AVX-512 with BF16, OpenBLAS 0.3.21's newest Intel
 // server core) unless the variable is already set or --openblas-core detect.
 //
-//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer] [--threads 1,2]
+// --shapes step times the training step's products instead (bench/train_step.py:
+// 256×256×256, every operand of each of its three forms as it lies there:
+// x·w, ct·wᵀ, xᵀ·ct), which "all" leaves out.
+//
+//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer|step] [--threads 1,2]
 //                          [--openblas-core NAME|detect]
 
 #include <cblas.h>
@@ -52,6 +56,8 @@ using quire::native::bf16_from_float;
 struct Shape {
   int64_t m, k, n;
   const char* name;
+  bool a_transposed = false;  ///< A stored as k × m, row-major (read transposed)
+  bool b_transposed = false;  ///< B stored as n × k
 };
 
 struct Operands {
@@ -73,18 +79,24 @@ Operands make_operands(const Shape& s) {
   return ops;
 }
 
-// One timed call of each side, C = A·B, row-major.
+// One timed call of each side, C = A·B, row-major (A or B read transposed
+// where the shape says so).
 void run_openblas(const Shape& s, Operands& o) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
-              static_cast<int>(s.k), 1.0f, o.a.data(), static_cast<int>(s.k), o.b.data(), static_cast<int>(s.n), 0.0f,
-              o.c.data(), static_cast<int>(s.n));
+  cblas_sgemm(CblasRowMajor, s.a_transposed ? CblasTrans : CblasNoTrans, s.b_transposed ? CblasTrans : CblasNoTrans,
+              static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data(),
+              static_cast<int>(s.a_transposed ? s.m : s.k), o.b.data(), static_cast<int>(s.b_transposed ? s.k : s.n),
+              0.0f, o.c.data(), static_cast<int>(s.n));
 }
 void run_sgemm(const Shape& s, Operands& o, int threads) {
-  quire::native::sgemm(s.m, s.n, s.k, o.a.data(), s.k, 1, o.b.data(), s.n, 1, o.c.data(), s.n, false, threads);
+  const int64_t a_rs = s.a_transposed ? 1 : s.k, a_cs = s.a_transposed ? s.m : 1;
+  const int64_t b_rs = s.b_transposed ? 1 : s.n, b_cs = s.b_transposed ? s.k : 1;
+  quire::native::sgemm(s.m, s.n, s.k, o.a.data(), a_rs, a_cs, o.b.data(), b_rs, b_cs, o.c.data(), s.n, false, threads);
 }
 void run_bf16gemm(const Shape& s, Operands& o, int threads, quire::native::GemmPath path) {
-  quire::native::bf16gemm_on(path, s.m, s.n, s.k, o.a16.data(), s.k, 1, o.b16.data(), s.n, 1, o.c.data(), s.n, false,
-                             threads);
+  const int64_t a_rs = s.a_transposed ? 1 : s.k, a_cs = s.a_transposed ? s.m : 1;
+  const int64_t b_rs = s.b_transposed ? 1 : s.n, b_cs = s.b_transposed ? s.k : 1;
+  quire::native::bf16gemm_on(path, s.m, s.n, s.k, o.a16.data(), a_rs, a_cs, o.b16.data(), b_rs, b_cs, o.c.data(), s.n,
+                             false, threads);
 }
 
 template <typename Run>
@@ -134,7 +146,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps N] [--shapes all|square|transformer] [--threads 1,2] "
+                   "usage: %s [--reps N] [--shapes all|square|transformer|step] [--threads 1,2] "
                    "[--openblas-core NAME|detect]\n",
                    argv[0]);
       return 2;
@@ -159,6 +171,11 @@ int main(int argc, char** argv) {
     shapes.push_back({256, 768, 2304, "256×768×2304"});
     shapes.push_back({256, 3072, 768, "256×3072×768"});
     shapes.push_back({256, 768, 50304, "256×768×50304"});
+  }
+  if (which == "step") {
+    shapes.push_back({256, 256, 256, "256³ x·w"});
+    shapes.push_back({256, 256, 256, "256³ ct·wᵀ", false, true});
+    shapes.push_back({256, 256, 256, "256³ xᵀ·ct", true, false});
   }
 
   using quire::native::GemmPath;

@@ -266,6 +266,9 @@ constexpr int64_t kPackedALimit = int64_t{2} << 20;
 constexpr int64_t kTileCBytes = 512 << 10;
 // The rows of a tile: at most this many (rounded to whole micro-panels).
 constexpr int64_t kMaxTileRows = 512;
+// The largest f32 B read in place rather than packed: half of a core's L2
+// on the machines quire ships a profile for (1 MiB and 2 MiB L2).
+constexpr int64_t kBInPlaceBytes = 512 << 10;
 
 // A kind of product on the blocked driver: its element, its packed word, and
 // how k elements map to packed k units (the micro-kernel's steps).
@@ -281,6 +284,7 @@ struct F32Kind {
     gemm_detail::pack_b_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::sgemm_block_avx512(block); }
+  static constexpr bool kReadsBInPlace = true;  // the tiles can read B's own rows (PackedBlock::b_rs)
 };
 
 // VDPBF16PS: one unit is a pair of k.
@@ -296,6 +300,7 @@ struct Bf16PairKind {
     gemm_detail::pack_b_bf16_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<uint32_t>& block) { gemm_detail::bf16gemm_block_avx512(block); }
+  static constexpr bool kReadsBInPlace = false;
 };
 
 // bf16 widened to f32, pairs swapped and an odd k padded: 2⌈k/2⌉ units.
@@ -311,6 +316,7 @@ struct Bf16WidenedKind {
     gemm_detail::pack_b_bf16_as_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::bf16gemm_fma_block_avx512(block); }
+  static constexpr bool kReadsBInPlace = false;
 };
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -358,6 +364,17 @@ Blocking choose_blocking(int64_t m, int64_t n, int64_t k, int threads) {
   return blocking;
 }
 
+/// Whether the tiles read B where it lies (PackedBlock::b_rs): f32, B's
+/// columns adjacent, and all of B within half of a core's L2.
+template <typename Kind>
+bool read_b_in_place(int64_t k, int64_t n, int64_t b_cs) {
+  if constexpr (!Kind::kReadsBInPlace) {
+    return false;
+  } else {
+    return b_cs == 1 && k * n * static_cast<int64_t>(sizeof(float)) <= kBInPlaceBytes;
+  }
+}
+
 template <typename Kind>
 void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element* a, int64_t a_rs, int64_t a_cs,
                   const typename Kind::Element* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs,
@@ -389,19 +406,33 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
                    packed_a + Kind::packed_units(pc) * rows + r0 * Kind::packed_units(kc));
     });
 
-    // Phase 2: C tiles in parallel, each through every k block in order.
+    // Phase 2: C tiles in parallel, each through every k block in order. A B
+    // whose rows are adjacent floats and that fits in L2 is read in place:
+    // its panel rows are then as near as packed ones, and packing it cost a
+    // quarter of a 256³ product (the training step's products).
+    const bool b_in_place = read_b_in_place<Kind>(k, n, b_cs);
     const int64_t n_tiles = ceil_div(n, blocking.nc);
     pool.parallel_for(row_groups * n_tiles, threads, [&](int64_t task, int) {
       const int64_t i0 = task / n_tiles * blocking.mc, j0 = task % n_tiles * blocking.nc;
       const int64_t tile_rows = std::min(blocking.mc, rows - i0), tile_cols = std::min(blocking.nc, n - j0);
-      Packed* packed_b = tls_packed_b.get<Packed>(blocking.nc / kTileCols *
-                                                   gemm_detail::b_panel_stride(Kind::packed_units(blocking.kc)));
+      Packed* packed_b = b_in_place ? nullptr
+                                    : tls_packed_b.get<Packed>(blocking.nc / kTileCols *
+                                                               gemm_detail::b_panel_stride(Kind::packed_units(blocking.kc)));
       for (int64_t pc = 0; pc < k; pc += blocking.kc) {
         const int64_t kc = std::min(blocking.kc, k - pc);
-        Kind::pack_b(b + pc * b_rs + j0 * b_cs, b_rs, b_cs, kc, tile_cols, packed_b);
         const int64_t kc_units = Kind::packed_units(kc);
-        Kind::block({kc_units, tile_rows, tile_cols, packed_a + Kind::packed_units(pc) * rows + i0 * kc_units, packed_b,
-                     c + (i_super + i0) * c_rs + j0, c_rs, accumulate || pc > 0});
+        gemm_detail::PackedBlock<Packed> block{kc_units, tile_rows, tile_cols,
+                                               packed_a + Kind::packed_units(pc) * rows + i0 * kc_units, packed_b,
+                                               c + (i_super + i0) * c_rs + j0, c_rs, accumulate || pc > 0};
+        if (b_in_place) {
+          if constexpr (Kind::kReadsBInPlace) {
+            block.b = b + pc * b_rs + j0;
+            block.b_rs = b_rs;
+          }
+        } else {
+          Kind::pack_b(b + pc * b_rs + j0 * b_cs, b_rs, b_cs, kc, tile_cols, packed_b);
+        }
+        Kind::block(block);
       }
     });
   }

@@ -169,10 +169,14 @@ struct PackedBlock {
   int64_t kc;          ///< k extent in packed units (f32 elements, bf16 pairs, or widened bf16 elements)
   int64_t rows, cols;  ///< C extent
   const Packed* a;     ///< rows × kc in micro-panels
-  const Packed* b;     ///< kc × cols in panels
+  const Packed* b;     ///< kc × cols in panels, or B itself (b_rs)
   float* c;
   int64_t c_rs;
   bool load_c;
+  /// 0: b is packed. Otherwise b is B's own elements, row p of the block at
+  /// b + p·b_rs and its columns adjacent (f32 only): a B that lies so needs
+  /// no packing, its panel rows being read as the packed ones would be.
+  int64_t b_rs = 0;
 };
 void sgemm_block_avx512(const PackedBlock<float>& block);
 void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "quire/native/gemm.h"
@@ -51,10 +52,12 @@ QUIRE_AVX512 inline __m512 fma_acc_a_b(__m512 acc, __m512 a, __m512 b) {
 }
 
 // C tile (kRows × ≤32) continues its chains over kc: acc = fma(A[r,p], B[p,j], acc).
-// a: kc × kRows packed (p-major); b: kc × 32 packed, 64-byte aligned.
+// a: kc × kRows packed (p-major); b: kc rows of 32, b_stride apart (packed:
+// 32, 64-byte aligned; or B's own rows, read under the column masks, which
+// zero the lanes past C's columns as packing's padding does).
 template <int kRows>
-QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t c_rs,
-                             ColumnMasks masks, bool load_c) {
+QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t b_stride,
+                             float* c, int64_t c_rs, ColumnMasks masks, bool load_c) {
   __m512 acc0[kRows], acc1[kRows];
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) {
@@ -67,8 +70,8 @@ QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float*
     }
   }
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(masks.low, b);
+    const __m512 b1 = _mm512_maskz_loadu_ps(masks.high, b + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r]);
@@ -76,7 +79,7 @@ QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float*
       acc1[r] = fma_acc_a_b(acc1[r], ar, b1);
     }
     a += kRows;
-    b += kTileCols;
+    b += b_stride;
   }
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) {
@@ -85,7 +88,7 @@ QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float*
   }
 }
 
-using SgemmTile = void (*)(int64_t, const float*, const float*, float*, int64_t, ColumnMasks, bool);
+using SgemmTile = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, ColumnMasks, bool);
 template <int... R>
 constexpr std::array<SgemmTile, sizeof...(R)> sgemm_tiles(std::integer_sequence<int, R...>) {
   return {&sgemm_tile<R + 1>...};
@@ -146,11 +149,16 @@ template <typename Packed, typename Tile, size_t kTiles>
 inline void block_loops(const PackedBlock<Packed>& block, const std::array<Tile, kTiles>& tiles) {
   for (int64_t j = 0; j < block.cols; j += kTileCols) {
     const ColumnMasks masks = column_masks(block.cols - j);
-    const Packed* b_panel = block.b + (j / kTileCols) * b_panel_stride(block.kc);
+    // A packed panel, or B's own rows from column j (f32's tiles only).
+    const Packed* b_panel = block.b_rs ? block.b + j : block.b + (j / kTileCols) * b_panel_stride(block.kc);
     for (int64_t i = 0; i < block.rows; i += kTileRows) {
       const int64_t rows = std::min<int64_t>(kTileRows, block.rows - i);
-      tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.c + i * block.c_rs + j, block.c_rs, masks,
-                      block.load_c);
+      if constexpr (std::is_same_v<Tile, SgemmTile>)
+        tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.b_rs ? block.b_rs : kTileCols,
+                        block.c + i * block.c_rs + j, block.c_rs, masks, block.load_c);
+      else
+        tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.c + i * block.c_rs + j, block.c_rs, masks,
+                        block.load_c);
     }
   }
 }

@@ -408,8 +408,8 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
 
     // Phase 2: C tiles in parallel, each through every k block in order. A B
     // whose rows are adjacent floats and that fits in L2 is read in place:
-    // its panel rows are then as near as packed ones, and packing it cost a
-    // quarter of a 256³ product (the training step's products).
+    // its panel rows are then as near as packed ones, and packing it cost
+    // about a tenth of a 256³ product (the training step's products).
     const bool b_in_place = read_b_in_place<Kind>(k, n, b_cs);
     const int64_t n_tiles = ceil_div(n, blocking.nc);
     pool.parallel_for(row_groups * n_tiles, threads, [&](int64_t task, int) {

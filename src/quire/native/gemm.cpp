@@ -266,9 +266,9 @@ constexpr int64_t kPackedALimit = int64_t{2} << 20;
 constexpr int64_t kTileCBytes = 512 << 10;
 // The rows of a tile: at most this many (rounded to whole micro-panels).
 constexpr int64_t kMaxTileRows = 512;
-// The largest f32 B read in place rather than packed: half of a core's L2
-// on the machines quire ships a profile for (1 MiB and 2 MiB L2).
-constexpr int64_t kBInPlaceBytes = 512 << 10;
+// The largest f32 operand read in place rather than packed: half of a
+// core's L2 on the machines quire ships a profile for (1 MiB and 2 MiB L2).
+constexpr int64_t kInPlaceBytes = 512 << 10;
 
 // A kind of product on the blocked driver: its element, its packed word, and
 // how k elements map to packed k units (the micro-kernel's steps).
@@ -284,7 +284,7 @@ struct F32Kind {
     gemm_detail::pack_b_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::sgemm_block_avx512(block); }
-  static constexpr bool kReadsBInPlace = true;  // the tiles can read B's own rows (PackedBlock::b_rs)
+  static constexpr bool kReadsInPlace = true;  // the tiles can read A and B where they lie (PackedBlock)
 };
 
 // VDPBF16PS: one unit is a pair of k.
@@ -300,7 +300,7 @@ struct Bf16PairKind {
     gemm_detail::pack_b_bf16_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<uint32_t>& block) { gemm_detail::bf16gemm_block_avx512(block); }
-  static constexpr bool kReadsBInPlace = false;
+  static constexpr bool kReadsInPlace = false;
 };
 
 // bf16 widened to f32, pairs swapped and an odd k padded: 2⌈k/2⌉ units.
@@ -316,7 +316,7 @@ struct Bf16WidenedKind {
     gemm_detail::pack_b_bf16_as_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
   }
   static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::bf16gemm_fma_block_avx512(block); }
-  static constexpr bool kReadsBInPlace = false;
+  static constexpr bool kReadsInPlace = false;
 };
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -364,53 +364,79 @@ Blocking choose_blocking(int64_t m, int64_t n, int64_t k, int threads) {
   return blocking;
 }
 
-/// Whether the tiles read B where it lies (PackedBlock::b_rs): f32, B's
-/// columns adjacent, and all of B within half of a core's L2.
+/// The bytes between an operand's first and last elements (rows × cols, at
+/// strides rs and cs), plus one element: what reading it in place touches.
+int64_t span_bytes(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  return ((rows - 1) * std::abs(rs) + (cols - 1) * std::abs(cs) + 1) * static_cast<int64_t>(sizeof(float));
+}
+
+/// Whether the tiles read B where it lies (PackedBlock::b_in_place): f32,
+/// B's columns adjacent, and B within kInPlaceBytes.
 template <typename Kind>
-bool read_b_in_place(int64_t k, int64_t n, int64_t b_cs) {
-  if constexpr (!Kind::kReadsBInPlace) {
+bool read_b_in_place(int64_t k, int64_t n, int64_t b_rs, int64_t b_cs) {
+  if constexpr (!Kind::kReadsInPlace) {
     return false;
   } else {
-    return b_cs == 1 && k * n * static_cast<int64_t>(sizeof(float)) <= kBInPlaceBytes;
+    return b_cs == 1 && span_bytes(k, n, b_rs, b_cs) <= kInPlaceBytes;
+  }
+}
+
+/// Whether the tiles read A where it lies (PackedBlock::a_in_place): f32 and
+/// A within kInPlaceBytes, at any strides (each step of k broadcasts one
+/// element of each of a tile's rows).
+template <typename Kind>
+bool read_a_in_place(int64_t m, int64_t k, int64_t a_rs, int64_t a_cs) {
+  if constexpr (!Kind::kReadsInPlace) {
+    return false;
+  } else {
+    return span_bytes(m, k, a_rs, a_cs) <= kInPlaceBytes;
   }
 }
 
 template <typename Kind>
 void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element* a, int64_t a_rs, int64_t a_cs,
-                  const typename Kind::Element* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs,
-                  bool accumulate, int threads) {
+                  const typename Kind::Element* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate,
+                  int threads, OperandReads reads = OperandReads::InPlaceWhereSmall) {
   using Packed = typename Kind::Packed;
   const Blocking blocking = choose_blocking<Kind>(m, n, k, threads);
   const int64_t units = Kind::packed_units(k);
   const int64_t k_blocks = ceil_div(k, blocking.kc);
   WorkerPool& pool = WorkerPool::shared();
 
+  // Operands small enough to stay in L2 are read where they lie (f32): the
+  // tiles then find their rows as near as packed ones, and packing them was
+  // a third of a 256³ product in the training step's profile (pack_a 4.5–9 %
+  // and pack_b 3 % of the samples against the micro-kernel's 29 %); an A in
+  // place also spares the product its packing phase's launch. On one thread
+  // at 256³, warm: 102 → 108 GFLOP/s (x · w), 98 → 102 (ct · wᵀ).
+  // bf16 operands are always packed (pairs, or widened to f32).
+  const bool in_place = reads == OperandReads::InPlaceWhereSmall;
+  const bool a_in_place = in_place && read_a_in_place<Kind>(m, k, a_rs, a_cs);
+  const bool b_in_place = in_place && read_b_in_place<Kind>(k, n, b_rs, b_cs);
+
   for (int64_t i_super = 0; i_super < m; i_super += blocking.super_rows) {
     const int64_t rows = std::min(blocking.super_rows, m - i_super);
     // Packed A: the k block from element pc at packed_units(pc)·rows, within
     // it the micro-panel of row i at i·(the block's units).
-    Packed* packed_a = tls_packed_a.get<Packed>(units * rows);
+    Packed* packed_a = a_in_place ? nullptr : tls_packed_a.get<Packed>(units * rows);
     const int64_t row_groups = ceil_div(rows, blocking.mc);
     // Each row group's micro-panels are shared out among the threads too: a
     // 256-row operand is one group, which one thread alone packed.
     const int64_t chunks = std::min<int64_t>(threads, ceil_div(blocking.mc, kTileRows));
-    pool.parallel_for(k_blocks * row_groups * chunks, threads, [&](int64_t task, int) {
-      const int64_t chunk = task % chunks, group = task / chunks % row_groups;
-      const int64_t pc = task / chunks / row_groups * blocking.kc, i0 = group * blocking.mc;
-      const int64_t kc = std::min(blocking.kc, k - pc);
-      const int64_t panels = ceil_div(std::min(blocking.mc, rows - i0), kTileRows);
-      const int64_t r0 = i0 + chunk * panels / chunks * kTileRows;
-      const int64_t r1 = std::min(i0 + (chunk + 1) * panels / chunks * kTileRows, std::min(i0 + blocking.mc, rows));
-      if (r0 >= r1) return;
-      Kind::pack_a(a + (i_super + r0) * a_rs + pc * a_cs, a_rs, a_cs, r1 - r0, kc,
-                   packed_a + Kind::packed_units(pc) * rows + r0 * Kind::packed_units(kc));
-    });
+    if (!a_in_place)
+      pool.parallel_for(k_blocks * row_groups * chunks, threads, [&](int64_t task, int) {
+        const int64_t chunk = task % chunks, group = task / chunks % row_groups;
+        const int64_t pc = task / chunks / row_groups * blocking.kc, i0 = group * blocking.mc;
+        const int64_t kc = std::min(blocking.kc, k - pc);
+        const int64_t panels = ceil_div(std::min(blocking.mc, rows - i0), kTileRows);
+        const int64_t r0 = i0 + chunk * panels / chunks * kTileRows;
+        const int64_t r1 = std::min(i0 + (chunk + 1) * panels / chunks * kTileRows, std::min(i0 + blocking.mc, rows));
+        if (r0 >= r1) return;
+        Kind::pack_a(a + (i_super + r0) * a_rs + pc * a_cs, a_rs, a_cs, r1 - r0, kc,
+                     packed_a + Kind::packed_units(pc) * rows + r0 * Kind::packed_units(kc));
+      });
 
-    // Phase 2: C tiles in parallel, each through every k block in order. A B
-    // whose rows are adjacent floats and that fits in L2 is read in place:
-    // its panel rows are then as near as packed ones, and packing it cost
-    // about a tenth of a 256³ product (the training step's products).
-    const bool b_in_place = read_b_in_place<Kind>(k, n, b_cs);
+    // Phase 2: C tiles in parallel, each through every k block in order.
     const int64_t n_tiles = ceil_div(n, blocking.nc);
     pool.parallel_for(row_groups * n_tiles, threads, [&](int64_t task, int) {
       const int64_t i0 = task / n_tiles * blocking.mc, j0 = task % n_tiles * blocking.nc;
@@ -424,14 +450,20 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
         gemm_detail::PackedBlock<Packed> block{kc_units, tile_rows, tile_cols,
                                                packed_a + Kind::packed_units(pc) * rows + i0 * kc_units, packed_b,
                                                c + (i_super + i0) * c_rs + j0, c_rs, accumulate || pc > 0};
-        if (b_in_place) {
-          if constexpr (Kind::kReadsBInPlace) {
+        if constexpr (Kind::kReadsInPlace) {
+          if (a_in_place) {
+            block.a = a + (i_super + i0) * a_rs + pc * a_cs;
+            block.a_in_place = true;
+            block.a_rs = a_rs;
+            block.a_cs = a_cs;
+          }
+          if (b_in_place) {
             block.b = b + pc * b_rs + j0;
+            block.b_in_place = true;
             block.b_rs = b_rs;
           }
-        } else {
-          Kind::pack_b(b + pc * b_rs + j0 * b_cs, b_rs, b_cs, kc, tile_cols, packed_b);
         }
+        if (!b_in_place) Kind::pack_b(b + pc * b_rs + j0 * b_cs, b_rs, b_cs, kc, tile_cols, packed_b);
         Kind::block(block);
       }
     });
@@ -453,7 +485,8 @@ void require_available(GemmPath path, const char* product) {
 // Entry points
 
 void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads) {
+              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads,
+              OperandReads reads) {
   require_available(path, "sgemm");
   threads = std::max(threads, 1);
   if (m <= 0 || n <= 0) return;
@@ -462,7 +495,7 @@ void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, in
     case GemmPath::Portable:
       return sgemm_portable(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
     case GemmPath::Avx512:
-      return blocked_gemm<F32Kind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+      return blocked_gemm<F32Kind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads, reads);
     case GemmPath::Avx512Bf16:
     case GemmPath::Avx512FmaBf16: break;
   }

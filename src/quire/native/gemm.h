@@ -72,10 +72,17 @@ GemmPath bf16gemm_path();
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
            int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
+/// How Avx512's blocked driver reads its operands: an operand that fits in
+/// half of a core's L2 where it lies (A at any strides, B when its columns
+/// are adjacent), else packed; or always packed. The same bits either way.
+enum class OperandReads { InPlaceWhereSmall, Packed };
+
 /// sgemm on a chosen path (Portable or Avx512; it must be available): what the
-/// tests use to compare every path with the reference.
+/// tests use to compare every path, and both ways of reading the operands,
+/// with the reference.
 void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
+              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads,
+              OperandReads reads = OperandReads::InPlaceWhereSmall);
 
 /// C = A·B (or C += A·B when `accumulate`) with bf16 operands given as their
 /// bit patterns and an f32 result, with the contract above.
@@ -173,10 +180,15 @@ struct PackedBlock {
   float* c;
   int64_t c_rs;
   bool load_c;
-  /// 0: b is packed. Otherwise b is B's own elements, row p of the block at
-  /// b + p·b_rs and its columns adjacent (f32 only): a B that lies so needs
-  /// no packing, its panel rows being read as the packed ones would be.
+  /// Whether b is B's own elements (f32 only), row p of the block at
+  /// b + p·b_rs and its columns adjacent: a B that lies so needs no packing,
+  /// its panel rows being read as the packed ones would be.
+  bool b_in_place = false;
   int64_t b_rs = 0;
+  /// Whether a is A's own elements (f32 only), A[i, p] of the block at
+  /// a + i·a_rs + p·a_cs.
+  bool a_in_place = false;
+  int64_t a_rs = 0, a_cs = 0;
 };
 void sgemm_block_avx512(const PackedBlock<float>& block);
 void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block);

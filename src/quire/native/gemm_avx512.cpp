@@ -52,12 +52,19 @@ QUIRE_AVX512 inline __m512 fma_acc_a_b(__m512 acc, __m512 a, __m512 b) {
 }
 
 // C tile (kRows × ≤32) continues its chains over kc: acc = fma(A[r,p], B[p,j], acc).
-// a: kc × kRows packed (p-major); b: kc rows of 32, b_stride apart (packed:
-// 32, 64-byte aligned; or B's own rows, read under the column masks, which
-// zero the lanes past C's columns as packing's padding does).
-template <int kRows>
-QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t b_stride,
-                             float* c, int64_t c_rs, ColumnMasks masks, bool load_c) {
+// a: A[r, p] at a[r·a_rs + p·a_cs]: packed (kc × kRows, p-major: a_rs 1, a_cs
+// kRows, both then fixed at compile time) or A's own elements; b: kc rows of
+// 32, b_stride apart (packed: 32, 64-byte aligned; or B's own rows, read
+// under the column masks, which zero the lanes past C's columns as
+// packing's padding does).
+template <int kRows, bool kPackedA>
+QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t a_cs,
+                             const float* __restrict b, int64_t b_stride, float* c, int64_t c_rs, ColumnMasks masks,
+                             bool load_c) {
+  if constexpr (kPackedA) {
+    a_rs = 1;
+    a_cs = kRows;
+  }
   __m512 acc0[kRows], acc1[kRows];
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) {
@@ -74,11 +81,11 @@ QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float*
     const __m512 b1 = _mm512_maskz_loadu_ps(masks.high, b + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
+      const __m512 ar = _mm512_set1_ps(a[r * a_rs]);
       acc0[r] = fma_acc_a_b(acc0[r], ar, b0);
       acc1[r] = fma_acc_a_b(acc1[r], ar, b1);
     }
-    a += kRows;
+    a += a_cs;
     b += b_stride;
   }
 #pragma GCC unroll 16
@@ -88,13 +95,16 @@ QUIRE_AVX512 void sgemm_tile(int64_t kc, const float* __restrict a, const float*
   }
 }
 
-using SgemmTile = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, ColumnMasks, bool);
-template <int... R>
+using SgemmTile = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, ColumnMasks,
+                           bool);
+template <bool kPackedA, int... R>
 constexpr std::array<SgemmTile, sizeof...(R)> sgemm_tiles(std::integer_sequence<int, R...>) {
-  return {&sgemm_tile<R + 1>...};
+  return {&sgemm_tile<R + 1, kPackedA>...};
 }
-// kSgemmTiles[h − 1] handles a micro-panel of h rows.
-constexpr auto kSgemmTiles = sgemm_tiles(std::make_integer_sequence<int, kTileRows>{});
+// kSgemmTiles[h − 1] handles a micro-panel of h rows; kSgemmTilesOnA reads
+// A where it lies.
+constexpr auto kSgemmTiles = sgemm_tiles<true>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kSgemmTilesOnA = sgemm_tiles<false>(std::make_integer_sequence<int, kTileRows>{});
 
 // ---------------------------------------------------------------------------
 // bf16
@@ -150,12 +160,14 @@ inline void block_loops(const PackedBlock<Packed>& block, const std::array<Tile,
   for (int64_t j = 0; j < block.cols; j += kTileCols) {
     const ColumnMasks masks = column_masks(block.cols - j);
     // A packed panel, or B's own rows from column j (f32's tiles only).
-    const Packed* b_panel = block.b_rs ? block.b + j : block.b + (j / kTileCols) * b_panel_stride(block.kc);
+    const Packed* b_panel = block.b_in_place ? block.b + j : block.b + (j / kTileCols) * b_panel_stride(block.kc);
     for (int64_t i = 0; i < block.rows; i += kTileRows) {
       const int64_t rows = std::min<int64_t>(kTileRows, block.rows - i);
       if constexpr (std::is_same_v<Tile, SgemmTile>)
-        tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.b_rs ? block.b_rs : kTileCols,
-                        block.c + i * block.c_rs + j, block.c_rs, masks, block.load_c);
+        // (Packed A's tiles ignore the strides.)
+        tiles[rows - 1](block.kc, block.a_in_place ? block.a + i * block.a_rs : block.a + i * block.kc, block.a_rs,
+                        block.a_cs, b_panel, block.b_in_place ? block.b_rs : kTileCols, block.c + i * block.c_rs + j,
+                        block.c_rs, masks, block.load_c);
       else
         tiles[rows - 1](block.kc, block.a + i * block.kc, b_panel, block.c + i * block.c_rs + j, block.c_rs, masks,
                         block.load_c);
@@ -165,7 +177,9 @@ inline void block_loops(const PackedBlock<Packed>& block, const std::array<Tile,
 
 }  // namespace
 
-void sgemm_block_avx512(const PackedBlock<float>& block) { block_loops(block, kSgemmTiles); }
+void sgemm_block_avx512(const PackedBlock<float>& block) {
+  block_loops(block, block.a_in_place ? kSgemmTilesOnA : kSgemmTiles);
+}
 
 void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block) { block_loops(block, kBf16gemmTiles); }
 

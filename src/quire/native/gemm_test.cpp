@@ -209,12 +209,15 @@ TEST(GemmSgemm, EveryPathMatchesTheReferenceOnEdgeShapes) {
     OutputMatrix want = start;
     sgemm_reference(e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(),
                     want.rs, e.accumulate);
-    for (GemmPath path : paths) {
-      OutputMatrix got = start;
-      sgemm_on(path, e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs,
-               e.accumulate, 2);
-      ASSERT_TRUE(same_bits(got.data, want.data, true)) << gemm_path_name(path) << " " << describe(e);
-    }
+    for (GemmPath path : paths)
+      for (OperandReads reads : {OperandReads::InPlaceWhereSmall, OperandReads::Packed}) {
+        OutputMatrix got = start;
+        sgemm_on(path, e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(),
+                 got.rs, e.accumulate, 2, reads);
+        ASSERT_TRUE(same_bits(got.data, want.data, true))
+            << gemm_path_name(path) << " " << describe(e)
+            << (reads == OperandReads::Packed ? ", operands packed" : ", small operands in place");
+      }
   }
 }
 
@@ -227,8 +230,12 @@ TEST(GemmSgemm, SpecialValuesFollowTheReference) {
       const auto b = make_matrix<float>(s.k, s.n, Layout::RowMajor, [&] { return values.f32(); });
       OutputMatrix want = make_output(s.m, s.n, values), got = want;
       sgemm_reference(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(), want.rs, true);
-      sgemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs, true, 2);
-      EXPECT_TRUE(same_bits(got.data, want.data, true)) << gemm_path_name(path);
+      for (OperandReads reads : {OperandReads::InPlaceWhereSmall, OperandReads::Packed}) {
+        OutputMatrix result = got;
+        sgemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, result.data.data(), result.rs, true, 2,
+                 reads);
+        EXPECT_TRUE(same_bits(result.data, want.data, true)) << gemm_path_name(path);
+      }
     }
 }
 

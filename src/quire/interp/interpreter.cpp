@@ -11,6 +11,7 @@
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
 #include "quire/runtime/element_scan.h"
+#include "quire/runtime/host_loops.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::interp {
@@ -86,8 +87,7 @@ void round_in_place(Tensor& x, FloatType type) {
     float* f = rounded.narrow_for_writing();
     const double* v = std::as_const(x.reals).data();
     const size_t n = x.reals.size();
-    for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[i]);
-    if (!runtime::all_finite(rounded))
+    if (!runtime::round_to_f32(v, f, n))
       for (size_t i = 0; i < n; ++i)
         if (std::isnan(v[i])) f[i] = static_cast<float>(runtime::round_to(type, v[i]));
     x.reals = std::move(rounded);
@@ -506,20 +506,25 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
         const double count = static_cast<double>(x.size() / ct.size());
         int exponent = 0;
         const bool power_of_two = std::frexp(count, &exponent) == 0.5;
-        const double reciprocal = 1.0 / count;
+        const double factor = power_of_two ? 1.0 / count : count;
+        const size_t n = r.reals.size();
+        if (r.reals.holds_narrow() && site && site->reason != precision::Reason::Carried &&
+            site->storage == FloatType::F32 && count < 0x1p24) {
+          // Stored as f32 next: the f32 quotient of f32 numbers is the f64
+          // quotient rounded to f32 (f64's 53 bits make the double rounding
+          // innocuous; a power of two's product is exact in both), so the
+          // share is computed in f32 and the store has nothing to round.
+          Tensor q;
+          q.shape = r.shape;
+          q.reals = runtime::RealStorage::narrow_for_overwrite(n);
+          runtime::scale(r.reals.narrow(), static_cast<float>(factor), !power_of_two, q.reals.narrow_for_writing(), n);
+          return Value::of(std::move(q));
+        }
         Tensor q = Tensor::real_for_overwrite(r.shape);
-        double* to = q.reals.data();
-        auto share = [&](const auto* from) {
-          const size_t n = q.reals.size();
-          if (power_of_two)
-            for (size_t i = 0; i < n; ++i) to[i] = from[i] * reciprocal;
-          else
-            for (size_t i = 0; i < n; ++i) to[i] = from[i] / count;
-        };
         if (r.reals.holds_narrow())
-          share(r.reals.narrow());
+          runtime::scale(r.reals.narrow(), factor, !power_of_two, q.reals.data(), n);
         else
-          share(r.reals.data());
+          runtime::scale(r.reals.data(), factor, !power_of_two, q.reals.data(), n);
         return Value::of(std::move(q));
       }
       return Value::of(std::move(r));

@@ -1,0 +1,57 @@
+#include "quire/runtime/host_loops.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace quire::runtime {
+
+namespace {
+
+// As in element_scan.cpp: one build per vector ISA, picked at load time.
+#if defined(__x86_64__) && !defined(__clang__)
+#define QUIRE_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QUIRE_WIDEST_VECTORS
+#endif
+
+// Each loop runs whole blocks of 16 and then the rest: GCC's -O2 vectorizes
+// only a loop that needs no scalar remainder, which a fixed 16 gives it.
+template <typename In, typename Out, typename Op>
+inline void blocks_of_16(const In* x, Out* out, size_t n, Op op) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; ++j) out[i + j] = op(x[i + j]);
+  for (; i < n; ++i) out[i] = op(x[i]);
+}
+
+template <typename In, typename S, typename Out>
+inline void scale_loop(const In* x, S s, bool divide, Out* out, size_t n) {
+  if (divide)
+    blocks_of_16(x, out, n, [s](In v) { return static_cast<Out>(static_cast<S>(v) / s); });
+  else
+    blocks_of_16(x, out, n, [s](In v) { return static_cast<Out>(static_cast<S>(v) * s); });
+}
+
+}  // namespace
+
+QUIRE_WIDEST_VECTORS bool round_to_f32(const double* v, float* f, size_t n) {
+  blocks_of_16(v, f, n, [](double d) { return static_cast<float>(d); });
+  uint32_t bad = 0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; ++j) bad |= static_cast<uint32_t>(!(std::fabs(f[i + j]) <= 3.4028234663852886e38f));
+  for (; i < n; ++i) bad |= static_cast<uint32_t>(!(std::fabs(f[i]) <= 3.4028234663852886e38f));
+  return bad == 0;
+}
+
+QUIRE_WIDEST_VECTORS void scale(const float* x, float s, bool divide, float* out, size_t n) {
+  scale_loop(x, s, divide, out, n);
+}
+QUIRE_WIDEST_VECTORS void scale(const float* x, double s, bool divide, double* out, size_t n) {
+  scale_loop(x, s, divide, out, n);
+}
+QUIRE_WIDEST_VECTORS void scale(const double* x, double s, bool divide, double* out, size_t n) {
+  scale_loop(x, s, divide, out, n);
+}
+
+}  // namespace quire::runtime

@@ -25,7 +25,10 @@
 // 256×256×256, every operand of each of its three forms as it lies there:
 // x·w, ct·wᵀ, xᵀ·ct), which "all" leaves out.
 //
-//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer|step] [--threads 1,2]
+// --packed makes quire's sgemm pack every operand (OperandReads::Packed), as
+// it did before it read small operands where they lie.
+//
+//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer|step] [--threads 1,2] [--packed]
 //                          [--openblas-core NAME|detect]
 
 #include <cblas.h>
@@ -87,10 +90,12 @@ void run_openblas(const Shape& s, Operands& o) {
               static_cast<int>(s.a_transposed ? s.m : s.k), o.b.data(), static_cast<int>(s.b_transposed ? s.k : s.n),
               0.0f, o.c.data(), static_cast<int>(s.n));
 }
+quire::native::OperandReads sgemm_reads = quire::native::OperandReads::InPlaceWhereSmall;
 void run_sgemm(const Shape& s, Operands& o, int threads) {
   const int64_t a_rs = s.a_transposed ? 1 : s.k, a_cs = s.a_transposed ? s.m : 1;
   const int64_t b_rs = s.b_transposed ? 1 : s.n, b_cs = s.b_transposed ? s.k : 1;
-  quire::native::sgemm(s.m, s.n, s.k, o.a.data(), a_rs, a_cs, o.b.data(), b_rs, b_cs, o.c.data(), s.n, false, threads);
+  quire::native::sgemm_on(quire::native::sgemm_path(), s.m, s.n, s.k, o.a.data(), a_rs, a_cs, o.b.data(), b_rs, b_cs,
+                          o.c.data(), s.n, false, threads, sgemm_reads);
 }
 void run_bf16gemm(const Shape& s, Operands& o, int threads, quire::native::GemmPath path) {
   const int64_t a_rs = s.a_transposed ? 1 : s.k, a_cs = s.a_transposed ? s.m : 1;
@@ -135,6 +140,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--shapes" && i + 1 < argc) {
       which = argv[++i];
+    } else if (arg == "--packed") {
+      sgemm_reads = quire::native::OperandReads::Packed;
     } else if (arg == "--openblas-core" && i + 1 < argc) {
       openblas_core = argv[++i];
     } else if (arg == "--threads" && i + 1 < argc) {
@@ -146,7 +153,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps N] [--shapes all|square|transformer|step] [--threads 1,2] "
+                   "usage: %s [--reps N] [--shapes all|square|transformer|step] [--threads 1,2] [--packed] "
                    "[--openblas-core NAME|detect]\n",
                    argv[0]);
       return 2;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "quire/kernel/kernel_ir.h"
 #include "quire/machine/calibrate.h"
 
 namespace quire::bench {
@@ -39,6 +40,22 @@ double timed_on_threads(int threads, Body body) {
 // running about `seconds`.
 inline double fma_peak_gflops(int threads, double seconds) {
   return machine::peak_rate(runtime::FloatType::F32, threads, seconds) / 1e9;
+}
+
+// The loop of a one-loop element-wise kernel over n elements, its
+// iterations independent (a split may share them out); `at` is element i.
+struct ElementLoop {
+  kernel::Stmt loop;
+  kernel::Affine at;
+};
+inline ElementLoop element_loop(kernel::KernelBuilder& b, int64_t n) {
+  ElementLoop e;
+  e.loop.kind = kernel::StmtKind::Loop;
+  e.loop.var = b.new_loop_var();
+  e.loop.extent = n;
+  e.loop.independent = true;
+  e.at = kernel::Affine{0, {{e.loop.var, 1}}};
+  return e;
 }
 
 }  // namespace quire::bench

@@ -36,13 +36,8 @@ kernel::Kernel rounded(runtime::UnaryOp op, int64_t n) {
   kernel::KernelBuilder b(runtime::op_name(op));
   const int in = b.buffer(kernel::ElemType::F32, {n});
   const int out = b.buffer(kernel::ElemType::F32, {n});
-  kernel::Stmt loop;
-  loop.kind = kernel::StmtKind::Loop;
-  loop.var = b.new_loop_var();
-  loop.extent = n;
-  loop.independent = true;
+  auto [loop, at] = bench::element_loop(b, n);
   loop.lanes = 8;
-  const kernel::Affine at{0, {{loop.var, 1}}};
   kernel::Stmt store;
   store.kind = kernel::StmtKind::Store;
   store.buffer = out;

@@ -33,12 +33,7 @@ kernel::Kernel chain(int64_t n, int lanes, int split) {
   const int x = b.buffer(kernel::ElemType::F32, {n});
   const int y = b.buffer(kernel::ElemType::F32, {n});
   const int out = b.buffer(kernel::ElemType::F32, {n});
-  kernel::Stmt loop;
-  loop.kind = kernel::StmtKind::Loop;
-  loop.var = b.new_loop_var();
-  loop.extent = n;
-  loop.independent = true;
-  const kernel::Affine at{0, {{loop.var, 1}}};
+  auto [loop, at] = bench::element_loop(b, n);
   using runtime::BinaryOp;
   const auto f32 = [&](int e) { return b.round(runtime::FloatType::F32, e); };
   const int xv = b.load(x, at), yv = b.load(y, at);

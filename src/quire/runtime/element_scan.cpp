@@ -6,6 +6,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "quire/runtime/widest_vectors.h"
+
 namespace quire::runtime {
 
 namespace {
@@ -14,15 +16,8 @@ namespace {
 // loop GCC vectorizes (the plain loop with an early exit ran five times
 // slower over a training step's gradients). The scans run on the host's one
 // thread while the kernels' workers wait, over every gradient of a step, so
-// they are compiled for the widest vectors the processor has: GCC's
-// target_clones builds each for AVX-512, AVX2 and the baseline and picks one
-// when the program loads (at the baseline's 16-byte vectors they were 2 % of
-// a training step at D = 256).
-#if defined(__x86_64__) && !defined(__clang__)
-#define QUIRE_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define QUIRE_WIDEST_VECTORS
-#endif
+// they are compiled for the widest vectors the processor has (at the
+// baseline's 16-byte vectors they were 2 % of a training step at D = 256).
 
 /// The sign bit and +inf's bits of the float type whose bits are Bits.
 template <typename Bits>

@@ -3,16 +3,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "quire/runtime/widest_vectors.h"
+
 namespace quire::runtime {
 
 namespace {
-
-// As in element_scan.cpp: one build per vector ISA, picked at load time.
-#if defined(__x86_64__) && !defined(__clang__)
-#define QUIRE_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define QUIRE_WIDEST_VECTORS
-#endif
 
 // Each loop runs whole blocks of 16 and then the rest: GCC's -O2 vectorizes
 // only a loop that needs no scalar remainder, which a fixed 16 gives it.

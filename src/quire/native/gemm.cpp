@@ -447,9 +447,12 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
       for (int64_t pc = 0; pc < k; pc += blocking.kc) {
         const int64_t kc = std::min(blocking.kc, k - pc);
         const int64_t kc_units = Kind::packed_units(kc);
-        gemm_detail::PackedBlock<Packed> block{kc_units, tile_rows, tile_cols,
-                                               packed_a + Kind::packed_units(pc) * rows + i0 * kc_units, packed_b,
-                                               c + (i_super + i0) * c_rs + j0, c_rs, accumulate || pc > 0};
+        // (No arithmetic on the null buffers of operands read in place.)
+        gemm_detail::PackedBlock<Packed> block{
+            kc_units,  tile_rows,
+            tile_cols, a_in_place ? nullptr : packed_a + Kind::packed_units(pc) * rows + i0 * kc_units,
+            packed_b,  c + (i_super + i0) * c_rs + j0,
+            c_rs,      accumulate || pc > 0};
         if constexpr (Kind::kReadsInPlace) {
           if (a_in_place) {
             block.a = a + (i_super + i0) * a_rs + pc * a_cs;

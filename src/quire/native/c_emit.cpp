@@ -212,16 +212,7 @@ class FunctionWriter {
             fast_lanes(s, depth);
             break;
           }
-          if (s.lanes > 1) {
-            // Each lane is one iteration: the same operations in the same
-            // order per element. The scalars an iteration sets are its own.
-            const std::set<int> own = kernel::scalars_set_in(s.body);
-            std::string names;
-            for (int sc : own) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
-            line(depth, names.empty()
-                            ? fmt::format("#pragma omp simd simdlen({})", simdlen(s.lanes))
-                            : fmt::format("#pragma omp simd simdlen({}) private({})", simdlen(s.lanes), names));
-          }
+          if (s.lanes > 1) simd_pragma(s, depth, "");
           if (&s == split_)
             line(depth, fmt::format("for (int64_t i{0} = lo; i{0} < hi; ++i{0}) {{", s.var));
           else
@@ -369,13 +360,19 @@ class FunctionWriter {
     line(depth, "}");
   }
 
+  /// The pragma of a loop with lanes, `clauses` appended. Each lane is one
+  /// iteration: the same operations in the same order per element. The
+  /// scalars an iteration sets are its own.
+  void simd_pragma(const Stmt& s, int depth, const std::string& clauses) {
+    std::string names;
+    for (int sc : kernel::scalars_set_in(s.body)) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
+    line(depth, fmt::format("#pragma omp simd simdlen({}){}{}", simdlen(s.lanes),
+                            names.empty() ? "" : fmt::format(" private({})", names), clauses));
+  }
+
   /// One run of a fast_lanes block: the loop's pragma and body over [_b, _e).
   void block_loop(const Stmt& s, int depth, const std::string& reduction) {
-    const std::set<int> own = kernel::scalars_set_in(s.body);
-    std::string names;
-    for (int sc : own) names += fmt::format("{}s{}", names.empty() ? "" : ", ", sc);
-    line(depth, fmt::format("#pragma omp simd simdlen({}){}{}", simdlen(s.lanes),
-                            names.empty() ? "" : fmt::format(" private({})", names), reduction));
+    simd_pragma(s, depth, reduction);
     line(depth, fmt::format("for (int64_t i{0} = i{0}_b; i{0} < i{0}_e; ++i{0}) {{", s.var));
     in_scope_[static_cast<size_t>(s.var)] = true;
     statements(s.body, depth + 1);

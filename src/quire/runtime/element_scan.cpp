@@ -49,12 +49,6 @@ inline bool none_flagged(const Elem* v, size_t n) {
   return bad == 0;
 }
 
-QUIRE_WIDEST_VECTORS bool all_finite(const float* v, size_t n) {
-  return none_flagged<float, uint32_t, not_finite<uint32_t>>(v, n);
-}
-QUIRE_WIDEST_VECTORS bool all_finite(const double* v, size_t n) {
-  return none_flagged<double, uint64_t, not_finite<uint64_t>>(v, n);
-}
 QUIRE_WIDEST_VECTORS bool adds_to_zero_unchanged(const float* v, size_t n) {
   return none_flagged<float, uint32_t, changed_by_adding_to_zero<uint32_t>>(v, n);
 }
@@ -63,6 +57,13 @@ QUIRE_WIDEST_VECTORS bool adds_to_zero_unchanged(const double* v, size_t n) {
 }
 
 }  // namespace
+
+QUIRE_WIDEST_VECTORS bool all_finite(const float* v, size_t n) {
+  return none_flagged<float, uint32_t, not_finite<uint32_t>>(v, n);
+}
+QUIRE_WIDEST_VECTORS bool all_finite(const double* v, size_t n) {
+  return none_flagged<double, uint64_t, not_finite<uint64_t>>(v, n);
+}
 
 bool all_finite(const RealStorage& x) {
   return x.holds_narrow() ? all_finite(x.narrow(), x.size()) : all_finite(x.data(), x.size());

@@ -3,12 +3,17 @@
 // be looked at).
 #pragma once
 
+#include <cstddef>
+
 #include "quire/runtime/real_storage.h"
 
 namespace quire::runtime {
 
 /// Whether no element is ±inf or NaN.
 bool all_finite(const RealStorage& x);
+/// Whether no element of v[0, n) is ±inf or NaN.
+bool all_finite(const float* v, size_t n);
+bool all_finite(const double* v, size_t n);
 
 /// Whether 0.0 + x is x, bit for bit, for every element: so unless an
 /// element is -0.0 (the sum is +0.0) or a NaN (the sum is its quiet form).

@@ -1,8 +1,8 @@
 #include "quire/runtime/host_loops.h"
 
-#include <cmath>
 #include <cstdint>
 
+#include "quire/runtime/element_scan.h"
 #include "quire/runtime/widest_vectors.h"
 
 namespace quire::runtime {
@@ -29,14 +29,15 @@ inline void scale_loop(const In* x, S s, bool divide, Out* out, size_t n) {
 
 }  // namespace
 
-QUIRE_WIDEST_VECTORS bool round_to_f32(const double* v, float* f, size_t n) {
+namespace {
+QUIRE_WIDEST_VECTORS void convert_to_f32(const double* v, float* f, size_t n) {
   blocks_of_16(v, f, n, [](double d) { return static_cast<float>(d); });
-  uint32_t bad = 0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (size_t j = 0; j < 16; ++j) bad |= static_cast<uint32_t>(!(std::fabs(f[i + j]) <= 3.4028234663852886e38f));
-  for (; i < n; ++i) bad |= static_cast<uint32_t>(!(std::fabs(f[i]) <= 3.4028234663852886e38f));
-  return bad == 0;
+}
+}  // namespace
+
+bool round_to_f32(const double* v, float* f, size_t n) {
+  convert_to_f32(v, f, n);
+  return all_finite(f, n);
 }
 
 QUIRE_WIDEST_VECTORS void scale(const float* x, float s, bool divide, float* out, size_t n) {

@@ -51,22 +51,17 @@ const double* RealStorage::wide_view() const {
   return b.wide.get() + offset_;
 }
 
-void RealStorage::detach() const {
+void RealStorage::detach_wide() const {
   auto own = std::make_shared<Block>();
   own->size = size_;
-  if (block_->wide) {
-    own->wide = std::make_unique_for_overwrite<double[]>(size_);
-    std::copy_n(block_->wide.get() + offset_, size_, own->wide.get());
-  } else {
-    own->narrow = std::make_unique_for_overwrite<float[]>(size_);
-    std::copy_n(block_->narrow.get() + offset_, size_, own->narrow.get());
-  }
+  own->wide = std::make_unique_for_overwrite<double[]>(size_);
+  std::copy_n(block_->wide.get() + offset_, size_, own->wide.get());
   block_ = std::move(own);
   offset_ = 0;
 }
 
 const float* RealStorage::narrow_view() const {
-  if (!block_->narrow && size_ != block_->size) detach();
+  if (!block_->narrow && size_ != block_->size) detach_wide();
   Block& b = *block_;
   if (!b.narrow) {
     auto narrow = std::make_unique_for_overwrite<float[]>(b.size);

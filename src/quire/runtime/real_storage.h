@@ -148,11 +148,11 @@ class RealStorage {
   const double* wide_view() const;
   const float* narrow_view() const;
 
-  /// Gives a window a block of its own, holding its elements in the view
-  /// the shared block has (narrow_view's first step for a window).
-  void detach() const;
+  /// Gives a window of a block that has only the f64 view a block of its
+  /// own with its elements (narrow_view's first step for such a window).
+  void detach_wide() const;
 
-  // Mutable for detach(), which changes where the elements are, not what they are.
+  // Mutable for detach_wide(), which changes where the elements are, not what they are.
   mutable std::shared_ptr<Block> block_;
   mutable size_t offset_ = 0;  ///< where this storage's elements start in the block
   size_t size_ = 0;

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -136,7 +137,8 @@ static inline double quire_or(double a, double b) { return a != 0.0 || b != 0.0 
 /// so temporaries first needed inside a side stay inside it.
 class FunctionWriter {
  public:
-  explicit FunctionWriter(const Kernel& k) : k_(k), in_scope_(static_cast<size_t>(k.loop_vars), false) {}
+  explicit FunctionWriter(const Kernel& k)
+      : k_(k), in_scope_(static_cast<size_t>(k.loop_vars), false), f32_scalar_(f32_scalars(k)) {}
 
   std::string write(const std::string& symbol) {
     out_ += fmt::format("void {}(const void* const* inputs, void* output, int64_t lo, int64_t hi) {{\n", symbol);
@@ -151,7 +153,7 @@ class FunctionWriter {
         line(1, fmt::format("const {0}* const b{1} = (const {0}*)inputs[{1}];", type, b));
     }
     // run_kernel starts every scalar at 0.
-    for (int s = 0; s < k_.scalars; ++s) line(1, fmt::format("double s{} = 0.0;", s));
+    for (int s = 0; s < k_.scalars; ++s) line(1, fmt::format("{} s{} = 0.0;", scalar_type(s), s));
     statements(k_.body, 1);
     out_ += "}\n";
     return std::move(out_);
@@ -230,7 +232,8 @@ class FunctionWriter {
             break;
           }
           const std::string v = value(s.expr, depth);
-          line(depth, fmt::format("{} = {};", scalar_name(s.scalar), v));
+          line(depth, fmt::format("{} = {}{};", scalar_name(s.scalar),
+                                  f32_scalar_[static_cast<size_t>(s.scalar)] ? "(float)" : "", v));
           break;
         }
         case StmtKind::Store: {
@@ -255,6 +258,62 @@ class FunctionWriter {
         }
       }
     }
+  }
+
+  /// Which scalars hold f32 values alone: every assignment to them (and
+  /// their starting 0) is an f32 value, exactly. Such a scalar is declared
+  /// `float`: the conversions to and from double are exact, so the bits are
+  /// the kernel interpreter's, and the compiler, which may then narrow a
+  /// double operation on two floats rounded back to float into the float
+  /// operation (the same value: f64 holds more than twice f32's digits), runs
+  /// a fold over f32 values in float registers and float arrays. (A column
+  /// sum of a 256 × 256 f32 matrix, in a lane tile whose accumulators are
+  /// arrays: 0.27 → 0.035 ns an element here, docs/performance.md.)
+  static std::vector<bool> f32_scalars(const Kernel& k) {
+    std::vector<std::pair<int, int>> sets;  // (scalar, expression) of every assignment
+    std::function<void(const std::vector<Stmt>&)> collect = [&](const std::vector<Stmt>& body) {
+      for (const Stmt& s : body) {
+        if (s.kind == StmtKind::Loop) collect(s.body);
+        if (s.kind == StmtKind::Set) sets.emplace_back(s.scalar, s.expr);
+      }
+    };
+    collect(k.body);
+    std::vector<bool> f32(static_cast<size_t>(std::max(k.scalars, 0)), true);
+    // Whether expression i's value is an f32 value, given the scalars still
+    // marked so; the marks only fall, so the loop below ends.
+    std::function<bool(int)> holds_f32 = [&](int i) {
+      if (i < 0 || i >= static_cast<int>(k.exprs.size())) return false;
+      const Expr& e = k.exprs[static_cast<size_t>(i)];
+      switch (e.kind) {
+        case ExprKind::Const:
+          return e.value == static_cast<double>(static_cast<float>(e.value));  // false for NaN
+        case ExprKind::Load:
+          return e.buffer >= 0 && e.buffer < static_cast<int>(k.buffers.size()) &&
+                 kernel::held_as_f32(k.buffers[static_cast<size_t>(e.buffer)].type);
+        case ExprKind::Scalar:
+          return e.scalar >= 0 && e.scalar < k.scalars && f32[static_cast<size_t>(e.scalar)];
+        case ExprKind::Where:
+          return holds_f32(e.b) && holds_f32(e.c);
+        case ExprKind::Fma:
+        case ExprKind::Round:
+          return e.type == runtime::FloatType::F32;
+        default:
+          return false;
+      }
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [scalar, expr] : sets)
+        if (scalar >= 0 && scalar < k.scalars && f32[static_cast<size_t>(scalar)] && !holds_f32(expr)) {
+          f32[static_cast<size_t>(scalar)] = false;
+          changed = true;
+        }
+    }
+    return f32;
+  }
+
+  const char* scalar_type(int scalar) const {
+    return scalar >= 0 && scalar < k_.scalars && f32_scalar_[static_cast<size_t>(scalar)] ? "float" : "double";
   }
 
   /// A scalar's C name: in a lane tile, a scalar the tile's iterations set is
@@ -283,7 +342,7 @@ class FunctionWriter {
     Tile tile{s.var, s.lanes, w, kernel::scalars_set_in(s.body)};
     line(depth, fmt::format("int64_t i{}_t = {};", s.var, begin));
     line(depth, fmt::format("for (; i{0}_t + {1} <= {2}; i{0}_t += {1}) {{", s.var, w, end));
-    for (int sc : tile.own) line(depth + 1, fmt::format("double s{}_v[{}] = {{0}};", sc, w));
+    for (int sc : tile.own) line(depth + 1, fmt::format("{} s{}_v[{}] = {{0}};", scalar_type(sc), sc, w));
     tile_ = tile;
     in_scope_[static_cast<size_t>(s.var)] = true;
     statements(s.body, depth + 1);
@@ -502,6 +561,7 @@ class FunctionWriter {
   /// training step's rows' width or a multiple of the rows' widths.
   static constexpr int kFastBlock = 256;
   bool fast_ = false;  ///< inside a fast_lanes block's first run
+  std::vector<bool> f32_scalar_;  ///< f32_scalars(k_)
   std::optional<Tile> tile_;
   bool in_lane_ = false;  ///< inside a tile's loop over its lanes
 };

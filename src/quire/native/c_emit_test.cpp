@@ -2,6 +2,7 @@
 // runtime::round_to on a million doubles and every edge of every format.
 #include "quire/native/c_emit.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,8 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
+#include "quire/kernel/kernel_interpreter.h"
 #include "quire/native/c_compiler.h"
 #include "quire/native/native_testing.h"
 #include "quire/runtime/kernels.h"
@@ -128,6 +128,80 @@ TEST(CEmit, RoundedErfAndGeluInLanesTakeTheShortcutWithARerun) {
   }
   const std::string exp = emit_c(rounded_unary_kernel(runtime::UnaryOp::Exp, 1000, 8), "quire_f");
   EXPECT_EQ(exp.substr(exp.find("void quire_f(")).find("quire_doubt"), std::string::npos);
+}
+
+// Column sums of an f32 [rows, cols] matrix: for each column j (lanes over
+// j, so the fold runs in a lane tile), s0 = 0, then s0 = round_f32(s0 + x[i, j])
+// over the rows in order, stored. Each column's s1 keeps the unrounded f64
+// sum of the last step, and s2 its bf16 rounding, both stored into nothing
+// but the scalars: they exist to be declared double. With `f64_sums`, s0
+// takes the unrounded sums and the output is f64.
+kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums = false) {
+  KernelBuilder b("column sums");
+  const int x = b.buffer(ElemType::F32, {rows, cols});
+  const int out = b.buffer(f64_sums ? ElemType::F64 : ElemType::F32, {cols});
+  const int j = b.new_loop_var(), i = b.new_loop_var();
+  const int s0 = b.new_scalar(), s1 = b.new_scalar(), s2 = b.new_scalar();
+  auto set = [](int scalar, int expr) {
+    Stmt s;
+    s.kind = StmtKind::Set;
+    s.scalar = scalar;
+    s.expr = expr;
+    return s;
+  };
+  Stmt outer;
+  outer.kind = StmtKind::Loop;
+  outer.var = j;
+  outer.extent = cols;
+  outer.independent = true;
+  outer.lanes = lanes;
+  outer.body.push_back(set(s0, b.constant(0.0)));
+  Stmt inner;
+  inner.kind = StmtKind::Loop;
+  inner.var = i;
+  inner.extent = rows;
+  const int sum = b.binary(runtime::BinaryOp::Add, b.scalar(s0), b.load(x, Affine{0, {{i, cols}, {j, 1}}}));
+  inner.body.push_back(set(s1, sum));
+  inner.body.push_back(set(s2, b.round(FloatType::BF16, sum)));
+  inner.body.push_back(set(s0, f64_sums ? sum : b.round(FloatType::F32, sum)));
+  outer.body.push_back(inner);
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = Affine{0, {{j, 1}}};
+  store.expr = b.scalar(s0);
+  outer.body.push_back(store);
+  b.kernel().body.push_back(outer);
+  return b.take();
+}
+
+// A scalar whose every value is an f32 value (its 0 start, f32 roundings,
+// f32 loads, f32-exact constants, such scalars and `where`s of them) is a
+// C float, in a lane tile an array of floats; the others stay double: an f64
+// operation's result, a rounding to another format, a constant f32 does not
+// hold, or a NaN constant.
+TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
+  const std::string c = emit_c(column_sums(8, 64, 8), "quire_f");
+  const std::string body = c.substr(c.find("void quire_f("));
+  SCOPED_TRACE(body);
+  EXPECT_NE(body.find("float s0 = 0.0;"), std::string::npos);
+  EXPECT_NE(body.find("double s1 = 0.0;"), std::string::npos);
+  EXPECT_NE(body.find("double s2 = 0.0;"), std::string::npos);
+  EXPECT_NE(body.find("float s0_v[32] = {0};"), std::string::npos) << "the lane tile's accumulators";
+  EXPECT_NE(body.find("double s1_v[32] = {0};"), std::string::npos);
+  EXPECT_NE(body.find("s0_v[i0_l] = (float)"), std::string::npos);
+
+  for (double v : {0.1, std::numeric_limits<double>::quiet_NaN(), 0x1p-150}) {
+    kernel::Kernel k = column_sums(8, 64, 8);
+    k.exprs[static_cast<size_t>(k.body[0].body[0].expr)].value = v;  // s0's start
+    const std::string text = emit_c(k, "quire_f");
+    EXPECT_NE(text.find("double s0 = 0.0;"), std::string::npos) << fmt::format("{:a}", v);
+  }
+  for (double v : {-0.0, 0.5, 0x1p-149, std::numeric_limits<double>::infinity()}) {
+    kernel::Kernel k = column_sums(8, 64, 8);
+    k.exprs[static_cast<size_t>(k.body[0].body[0].expr)].value = v;
+    EXPECT_NE(emit_c(k, "quire_f").find("float s0 = 0.0;"), std::string::npos) << fmt::format("{:a}", v);
+  }
 }
 
 TEST(CEmit, EveryOperationHasItsHelper) {
@@ -279,6 +353,49 @@ TEST_F(CEmitCompiled, RoundedErfAndGeluInLanesHaveTheReferencesBits) {
         ++failures;
         ADD_FAILURE() << fmt::format("x = {:a} gives {:a}, the reference {:a}", xs[i], out[i], want);
       }
+    }
+  }
+}
+
+// Compiled, a fold whose accumulators are floats gives the kernel
+// interpreter's bits: column sums over values whose f32 sums round at every
+// step, signed zeros, infinities and NaNs among them, in lane tiles and in
+// the columns past the last whole tile.
+TEST_F(CEmitCompiled, FloatScalarsKeepTheInterpretersBits) {
+  const int64_t rows = 300, cols = 77;
+  runtime::Tensor x = runtime::Tensor::real({rows, cols});
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t e = 0; e < rows * cols; ++e)
+    x.reals[static_cast<size_t>(e)] =
+        static_cast<double>(static_cast<float>(u(rng) * std::ldexp(1.0, static_cast<int>(rng() % 40) - 20)));
+  for (int64_t r = 0; r < rows; ++r) {
+    x.reals[static_cast<size_t>(r * cols + 3)] = -0.0;
+    x.reals[static_cast<size_t>(r * cols + 70)] = -0.0;
+  }
+  x.reals[static_cast<size_t>(5 * cols + 10)] = std::numeric_limits<double>::infinity();
+  x.reals[static_cast<size_t>(9 * cols + 40)] = std::numeric_limits<double>::quiet_NaN();
+  CCompiler compiler(settings());
+  std::vector<float> in(static_cast<size_t>(rows * cols));
+  for (size_t e = 0; e < in.size(); ++e) in[e] = static_cast<float>(x.reals.at(e));
+  const void* inputs[] = {in.data()};
+  using Kernel = void (*)(const void* const*, void*, int64_t, int64_t);
+  for (bool f64_sums : {false, true}) {
+    SCOPED_TRACE(f64_sums ? "f64 sums" : "f32 sums");
+    const kernel::Kernel k = column_sums(rows, cols, 8, f64_sums);
+    const runtime::Tensor want = kernel::run_kernel(k, {&x});
+    const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(k, "quire_f"), "quire_f"));
+    std::vector<float> out32(static_cast<size_t>(cols));
+    std::vector<double> out64(static_cast<size_t>(cols));
+    f(inputs, f64_sums ? static_cast<void*>(out64.data()) : static_cast<void*>(out32.data()), 0, cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      const size_t at = static_cast<size_t>(j);
+      const double w = want.reals.at(at);
+      const double got = f64_sums ? out64[at] : static_cast<double>(out32[at]);
+      if (std::isnan(w))
+        EXPECT_TRUE(std::isnan(got)) << j;
+      else
+        EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(w)) << "column " << j;
     }
   }
 }

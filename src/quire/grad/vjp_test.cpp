@@ -118,6 +118,30 @@ fn g(x : ℝ[a: 2, k: 6]) -> ℝ[a: 2, p: 2, q: 3] =
   check_gradients(text2, "g", random_args({{2, 6}}, 7));
 }
 
+// The mean's gradient gives each element ct / count of its row, exactly:
+// a division by 3, and by 4 as the product with 1/4 (interpreter.cpp's Expand).
+TEST(Vjp, MeanSharesItsCotangentByTheCount) {
+  Program p(R"(fn m3(x : ℝ[b: 2, m: 3]) -> ℝ[b: 2] = mean(axis m, x)
+fn m4(x : ℝ[b: 2, m: 4]) -> ℝ[b: 2] = mean(axis m, x)
+)");
+  elab::Program& prog = *p.e->prog;
+  for (int count : {3, 4}) {
+    const int v = vjp(prog, p.index(fmt::format("m{}", count)), {0});
+    interp::Interpreter interp(prog, {});
+    std::mt19937_64 rng(static_cast<uint64_t>(count));
+    runtime::Tensor x = random_like({2, count}, rng, -1, 1);
+    runtime::Tensor ct = random_like({2}, rng, -1, 1);
+    ct.reals[1] = 0x1.5555555555555p-2;  // one third: its third rounds
+    Value r = interp.call(v, {Value::of(x), Value::of(ct)});
+    const runtime::Tensor& g = r.elements[1].tensor;
+    ASSERT_EQ(g.shape, (runtime::Shape{2, count}));
+    for (int b = 0; b < 2; ++b)
+      for (int j = 0; j < count; ++j)
+        EXPECT_EQ(g.reals[static_cast<size_t>(b * count + j)], ct.reals[static_cast<size_t>(b)] / count)
+            << b << ", " << j;
+  }
+}
+
 TEST(Vjp, GatherScattersAdding) {
   Program p(R"(fn f(table : ℝ[v: 5, d: 3], ids : i32[n: 4]) -> ℝ[n: 4, d: 3] = gather(table, ids) * 2.0)");
   elab::Program& prog = *p.e->prog;

@@ -497,37 +497,39 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Expand: {
       const Tensor& ct = tensor_arg(0);
       const Tensor& x = tensor_arg(1);
-      Tensor r = runtime::broadcast_to(ct, reduced_map(static_cast<int>(x.rank()), rest_of(1), in.all_axes, in.axes),
-                                       x.shape);
+      const runtime::AxisMap map = reduced_map(static_cast<int>(x.rank()), rest_of(1), in.all_axes, in.axes);
       if (in.integer == 1 && ct.size() > 0) {
-        // The mean's share, v / count, read in the view the broadcast has.
-        // Over a power of two it is v · (1 / count): the same real quotient,
-        // so the same rounding, at a multiplication's cost.
+        // The mean's share, v / count, taken of ct's elements before the
+        // broadcast copies them: each element of the result is the share of
+        // the element it copies either way, and ct is the count times
+        // smaller. Over a power of two it is v · (1 / count): the same real
+        // quotient, so the same rounding, at a multiplication's cost.
         const double count = static_cast<double>(x.size() / ct.size());
         int exponent = 0;
         const bool power_of_two = std::frexp(count, &exponent) == 0.5;
         const double factor = power_of_two ? 1.0 / count : count;
-        const size_t n = r.reals.size();
-        if (r.reals.holds_narrow() && site && site->reason != precision::Reason::Carried &&
+        const size_t n = ct.reals.size();
+        Tensor q;
+        q.shape = ct.shape;
+        if (ct.reals.holds_narrow() && site && site->reason != precision::Reason::Carried &&
             site->storage == FloatType::F32 && count < 0x1p24) {
           // Stored as f32 next: the f32 quotient of f32 numbers is the f64
           // quotient rounded to f32 (f64's 53 bits make the double rounding
           // innocuous; a power of two's product is exact in both), so the
-          // share is computed in f32 and the store has nothing to round.
-          Tensor q;
-          q.shape = r.shape;
+          // share is computed in f32, the broadcast copies f32 numbers, and
+          // the store has nothing to round.
           q.reals = runtime::RealStorage::narrow_for_overwrite(n);
-          runtime::scale(r.reals.narrow(), static_cast<float>(factor), !power_of_two, q.reals.narrow_for_writing(), n);
-          return Value::of(std::move(q));
+          runtime::scale(ct.reals.narrow(), static_cast<float>(factor), !power_of_two, q.reals.narrow_for_writing(), n);
+        } else {
+          q.reals = runtime::RealStorage::for_overwrite(n);
+          if (ct.reals.holds_narrow())
+            runtime::scale(ct.reals.narrow(), factor, !power_of_two, q.reals.data(), n);
+          else
+            runtime::scale(ct.reals.data(), factor, !power_of_two, q.reals.data(), n);
         }
-        Tensor q = Tensor::real_for_overwrite(r.shape);
-        if (r.reals.holds_narrow())
-          runtime::scale(r.reals.narrow(), factor, !power_of_two, q.reals.data(), n);
-        else
-          runtime::scale(r.reals.data(), factor, !power_of_two, q.reals.data(), n);
-        return Value::of(std::move(q));
+        return Value::of(runtime::broadcast_to(q, map, x.shape));
       }
-      return Value::of(std::move(r));
+      return Value::of(runtime::broadcast_to(ct, map, x.shape));
     }
     case Op::ContractGradA:
     case Op::ContractGradB: {

@@ -5,6 +5,7 @@
 // are RuntimeErrors.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -44,6 +45,8 @@ void copy_rows(const T* from, T* to, const Shape& shape, const std::vector<int64
     const T* row = from + walk.offset(0);
     if (step == 1)
       std::memcpy(to, row, static_cast<size_t>(n) * sizeof(T));
+    else if (step == 0)
+      std::fill_n(to, n, row[0]);  // a broadcast along the last axis: one vectorized fill
     else
       for (int64_t j = 0; j < n; ++j) to[j] = row[j * step];
   }

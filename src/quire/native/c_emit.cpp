@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -286,7 +287,7 @@ class FunctionWriter {
       const Expr& e = k.exprs[static_cast<size_t>(i)];
       switch (e.kind) {
         case ExprKind::Const:
-          return e.value == static_cast<double>(static_cast<float>(e.value));  // false for NaN
+          return is_f32_value(e.value);
         case ExprKind::Load:
           return e.buffer >= 0 && e.buffer < static_cast<int>(k.buffers.size()) &&
                  kernel::held_as_f32(k.buffers[static_cast<size_t>(e.buffer)].type);
@@ -310,6 +311,15 @@ class FunctionWriter {
         }
     }
     return f32;
+  }
+
+  /// Whether f32 holds v exactly: an infinity or a finite number within
+  /// f32's range that the conversion keeps (a NaN is not: its payload may
+  /// not survive). Out of range, the conversion itself would be undefined.
+  static bool is_f32_value(double v) {
+    if (std::isinf(v)) return true;
+    if (!(std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max()))) return false;
+    return static_cast<double>(static_cast<float>(v)) == v;
   }
 
   const char* scalar_type(int scalar) const {

@@ -191,13 +191,13 @@ TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
   EXPECT_NE(body.find("double s1_v[32] = {0};"), std::string::npos);
   EXPECT_NE(body.find("s0_v[i0_l] = (float)"), std::string::npos);
 
-  for (double v : {0.1, std::numeric_limits<double>::quiet_NaN(), 0x1p-150}) {
+  for (double v : {0.1, std::numeric_limits<double>::quiet_NaN(), 0x1p-150, 1e300, -0x1.fffffffp127}) {
     kernel::Kernel k = column_sums(8, 64, 8);
     k.exprs[static_cast<size_t>(k.body[0].body[0].expr)].value = v;  // s0's start
     const std::string text = emit_c(k, "quire_f");
     EXPECT_NE(text.find("double s0 = 0.0;"), std::string::npos) << fmt::format("{:a}", v);
   }
-  for (double v : {-0.0, 0.5, 0x1p-149, std::numeric_limits<double>::infinity()}) {
+  for (double v : {-0.0, 0.5, 0x1p-149, 0x1.fffffep127, std::numeric_limits<double>::infinity()}) {
     kernel::Kernel k = column_sums(8, 64, 8);
     k.exprs[static_cast<size_t>(k.body[0].body[0].expr)].value = v;
     EXPECT_NE(emit_c(k, "quire_f").find("float s0 = 0.0;"), std::string::npos) << fmt::format("{:a}", v);

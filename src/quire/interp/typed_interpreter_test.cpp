@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "quire/grad/vjp.h"
 #include "quire/interp/interp_testing.h"
 #include "quire/precision/realization.h"
 
@@ -90,6 +91,30 @@ TEST(TypedInterpreter, F32PolicyIsBinary32Arithmetic) {
     const float x = static_cast<float>(xs[i]), y = static_cast<float>(ys[i]);
     const float want = (x * y + x) / y - 0.1f;  // the constant is rounded to f32 as well
     EXPECT_TRUE(same_bits(r.tensor.reals[i], want)) << i;
+  }
+}
+
+// Under f32 the mean's gradient gives each element the f32 quotient of its
+// row's cotangent by the count (interpreter.cpp's Expand, which divides in
+// f32 before it broadcasts): by 3, and by 4 as the product with 1/4.
+TEST(TypedInterpreter, F32MeanGradientIsTheF32ShareOfTheCotangent) {
+  Program p(R"(fn m3(x : ℝ[b: 2, m: 3]) -> ℝ[b: 2] = mean(axis m, x)
+fn m4(x : ℝ[b: 2, m: 4]) -> ℝ[b: 2] = mean(axis m, x)
+)");
+  for (int count : {3, 4}) {
+    const int v = grad::vjp(*p.e->prog, p.index(fmt::format("m{}", count)), {0});
+    precision::Realization r = precision::realize(p.prog(), v, {Policy::F32, false}, p.dims);
+    Interpreter interp(p.prog(), p.dims, &r);
+    const std::vector<double> ct = {static_cast<double>(0x1.555556p-2f), static_cast<double>(-0x1.8p-3f)};
+    Value out = interp.call(
+        v, {Value::of(reals({2, count}, random_values(static_cast<size_t>(2 * count), 9))), Value::of(reals({2}, ct))});
+    const runtime::Tensor& g = out.elements[1].tensor;
+    ASSERT_EQ(g.shape, (runtime::Shape{2, count}));
+    for (int b = 0; b < 2; ++b)
+      for (int j = 0; j < count; ++j)
+        EXPECT_TRUE(same_bits(g.reals[static_cast<size_t>(b * count + j)],
+                              static_cast<float>(ct[static_cast<size_t>(b)]) / static_cast<float>(count)))
+            << count << ": " << b << ", " << j;
   }
 }
 

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/runtime/elementary.h"
+#include "quire/runtime/float_types.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::native {
@@ -233,8 +233,7 @@ class FunctionWriter {
             break;
           }
           const std::string v = value(s.expr, depth);
-          line(depth, fmt::format("{} = {}{};", scalar_name(s.scalar),
-                                  f32_scalar_[static_cast<size_t>(s.scalar)] ? "(float)" : "", v));
+          line(depth, fmt::format("{} = {}{};", scalar_name(s.scalar), float_scalar(s.scalar) ? "(float)" : "", v));
           break;
         }
         case StmtKind::Store: {
@@ -287,7 +286,7 @@ class FunctionWriter {
       const Expr& e = k.exprs[static_cast<size_t>(i)];
       switch (e.kind) {
         case ExprKind::Const:
-          return is_f32_value(e.value);
+          return runtime::round_to(runtime::FloatType::F32, e.value) == e.value;  // false for NaN
         case ExprKind::Load:
           return e.buffer >= 0 && e.buffer < static_cast<int>(k.buffers.size()) &&
                  kernel::held_as_f32(k.buffers[static_cast<size_t>(e.buffer)].type);
@@ -313,18 +312,11 @@ class FunctionWriter {
     return f32;
   }
 
-  /// Whether f32 holds v exactly: an infinity or a finite number within
-  /// f32's range that the conversion keeps (a NaN is not: its payload may
-  /// not survive). Out of range, the conversion itself would be undefined.
-  static bool is_f32_value(double v) {
-    if (std::isinf(v)) return true;
-    if (!(std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max()))) return false;
-    return static_cast<double>(static_cast<float>(v)) == v;
+  /// Whether scalar `scalar` is a C float (f32_scalars).
+  bool float_scalar(int scalar) const {
+    return scalar >= 0 && scalar < k_.scalars && f32_scalar_[static_cast<size_t>(scalar)];
   }
-
-  const char* scalar_type(int scalar) const {
-    return scalar >= 0 && scalar < k_.scalars && f32_scalar_[static_cast<size_t>(scalar)] ? "float" : "double";
-  }
+  const char* scalar_type(int scalar) const { return float_scalar(scalar) ? "float" : "double"; }
 
   /// A scalar's C name: in a lane tile, a scalar the tile's iterations set is
   /// one element per lane.

@@ -27,12 +27,10 @@ inline void scale_loop(const In* x, S s, bool divide, Out* out, size_t n) {
     blocks_of_16(x, out, n, [s](In v) { return static_cast<Out>(static_cast<S>(v) * s); });
 }
 
-}  // namespace
-
-namespace {
 QUIRE_WIDEST_VECTORS void convert_to_f32(const double* v, float* f, size_t n) {
   blocks_of_16(v, f, n, [](double d) { return static_cast<float>(d); });
 }
+
 }  // namespace
 
 bool round_to_f32(const double* v, float* f, size_t n) {

@@ -151,6 +151,17 @@ TEST(DataFile, AcceptsAnNpzWithArraysNamedByPosition) {
   EXPECT_EQ(batch[1].shape, runtime::Shape({2, 2}));
   EXPECT_EQ(batch[1].ints, std::vector<int64_t>({106, 107, 100, 101}));
 
+  // Samples in order share the array's elements instead of copying them;
+  // the numbers are the same either way, and an index out of range is
+  // refused before any batch is made.
+  const std::vector<Tensor> in_order = data.gather({1, 2});
+  EXPECT_EQ(in_order[0].shape, runtime::Shape({2, 4}));
+  EXPECT_EQ(in_order[0].reals, std::vector<double>({4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 10.5, 11.5}));
+  EXPECT_TRUE(in_order[0].reals.shared()) << "a window onto the array";
+  EXPECT_FALSE(batch[0].reals.shared()) << "out of order: a copy";
+  EXPECT_EQ(in_order[1].ints, std::vector<int64_t>({102, 103, 104, 105}));
+  EXPECT_THROW((void)data.gather({3, 4, 5}), DataError);
+
   // What np.savez(path, x, y) writes: arr_0, arr_1.
   const std::string numpy_names = dir.file("positional.npz");
   io::write_npz(numpy_names, {{"arr_0", reals({3, 4})}, {"arr_1", ints(ElemKind::I32, {3, 2})}});

@@ -412,7 +412,9 @@ class FunctionWriter {
     line(depth + 1, "int64_t quire_doubt = !QUIRE_FAST_F32;");
     line(depth + 1, "if (QUIRE_FAST_F32) {");
     fast_ = true;
+    exp_partner_ = exp_partners(s.body);
     block_loop(s, depth + 2, " reduction(|:quire_doubt)");
+    exp_partner_.clear();
     fast_ = false;
     line(depth + 1, "}");
     line(depth + 1, "if (quire_doubt) {");
@@ -447,12 +449,173 @@ class FunctionWriter {
     const Expr& op = k_.exprs[static_cast<size_t>(k_.exprs[static_cast<size_t>(i)].a)];
     const std::string a = value(op.a, depth);
     const char* name = op.unary == runtime::UnaryOp::Erf ? "erf" : "gelu";
+    return believed(i, fmt::format("quire_fast_{}({})", name, a), fmt::format("quire_fast_{}_window({})", name, a),
+                    depth);
+  }
+
+  /// round_f32(exp(w)) in a fast block beside erf(u) (exp_partners): exp
+  /// from the factor erf's erfc computes (elementary_fast.inc's
+  /// quire_fast_exp_near), u evaluated again from the inputs.
+  std::string fast_exp_site(int i, int depth) {
+    const Expr& op = k_.exprs[static_cast<size_t>(k_.exprs[static_cast<size_t>(i)].a)];
+    const std::string w = value(op.a, depth);
+    const std::string u = value(exp_partner_.at(i), depth);
+    return believed(i, fmt::format("quire_fast_exp_near({}, {})", u, w),
+                    fmt::format("quire_fast_exp_near_window({}, {})", u, w), depth);
+  }
+
+  /// Site i's value from a shortcut: the approximation, its doubt ORed into
+  /// the block's, and its rounding to f32.
+  std::string believed(int i, const std::string& approximation, const std::string& window, int depth) {
     const std::string approx = fmt::format("t{}", temps_++);
-    line(depth, fmt::format("const double {} = quire_fast_{}({});", approx, name, a));
-    line(depth, fmt::format("quire_doubt |= quire_f32_doubt({}, quire_fast_{}_window({}));", approx, name, a));
+    line(depth, fmt::format("const double {} = {};", approx, approximation));
+    line(depth, fmt::format("quire_doubt |= quire_f32_doubt({}, {});", approx, window));
     const std::string rounded = fmt::format("t{}", temps_++);
     line(depth, fmt::format("const double {} = quire_round_f32({});", rounded, approx));
     return memo_[i] = rounded;
+  }
+
+  // --- exp beside erf -------------------------------------------------------
+  //
+  // The GELU's gradient reads erf(s) and exp(w) of one element x, with s =
+  // round_f32(x · √½) and w = round_f32(−½ · round_f32(x · x)): w is within a
+  // few f32 roundings of −s², and exp(w) follows from the exp(−s²) that erf's
+  // shortcut computes anyway (elementary_fast.inc's quire_fast_exp_near). The
+  // pairing is found by the shape of the two arguments (below); the
+  // constants are the run's, so the shortcut's own test, |w + s²| ≤ 2^-10,
+  // is what makes it exact: where it fails the block is in doubt and runs
+  // the reference. The shape keeps unrelated exp and erf apart, which would
+  // put every block in doubt.
+
+  /// The scalars set exactly once among `body`'s statements (loops
+  /// included), each with its expression.
+  std::map<int, int> single_sets(const std::vector<Stmt>& body) const {
+    std::map<int, int> once;
+    std::set<int> twice;
+    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
+      for (const Stmt& s : b) {
+        if (s.kind == StmtKind::Loop) walk(s.body);
+        if (s.kind != StmtKind::Set) continue;
+        if (!once.emplace(s.scalar, s.expr).second) twice.insert(s.scalar);
+      }
+    };
+    walk(body);
+    for (int s : twice) once.erase(s);
+    return once;
+  }
+
+  bool valid_expr(int e) const { return e >= 0 && e < static_cast<int>(k_.exprs.size()); }
+
+  /// e, or the expression the scalar it reads is set to (and so on), per `sets`.
+  int resolved(int e, const std::map<int, int>& sets) const {
+    for (size_t hops = 0; hops <= sets.size() && valid_expr(e); ++hops) {
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      const auto it = x.kind == ExprKind::Scalar ? sets.find(x.scalar) : sets.end();
+      if (it == sets.end()) return e;
+      e = it->second;
+    }
+    return e;
+  }
+
+  /// Whether x and y compute the same value in one iteration: the same
+  /// tree, scalars followed per `sets`, a product's operands in either order.
+  bool same_value(int x, int y, const std::map<int, int>& sets, int depth = 0) const {
+    x = resolved(x, sets);
+    y = resolved(y, sets);
+    if (x == y) return valid_expr(x);
+    if (!valid_expr(x) || !valid_expr(y) || depth > 32) return false;
+    const Expr& a = k_.exprs[static_cast<size_t>(x)];
+    const Expr& b = k_.exprs[static_cast<size_t>(y)];
+    if (a.kind != b.kind) return false;
+    auto same = [&](int p, int q) { return same_value(p, q, sets, depth + 1); };
+    switch (a.kind) {
+      case ExprKind::Const:
+        return std::bit_cast<uint64_t>(a.value) == std::bit_cast<uint64_t>(b.value);
+      case ExprKind::Load:
+        return a.buffer == b.buffer && a.buffer != k_.output() && a.index.offset == b.index.offset &&
+               a.index.terms == b.index.terms;
+      case ExprKind::Scalar:
+        return a.scalar == b.scalar;
+      case ExprKind::Unary:
+        return a.unary == b.unary && same(a.a, b.a);
+      case ExprKind::Round:
+        return a.type == b.type && same(a.a, b.a);
+      case ExprKind::Binary:
+        if (a.binary != b.binary) return false;
+        if (same(a.a, b.a) && same(a.b, b.b)) return true;
+        return (a.binary == runtime::BinaryOp::Mul || a.binary == runtime::BinaryOp::Add) && same(a.a, b.b) &&
+               same(a.b, b.a);
+      default:
+        return false;
+    }
+  }
+
+  /// The operands of e when e (scalars followed) is round_f32(p · q).
+  std::optional<std::pair<int, int>> f32_product(int e, const std::map<int, int>& sets) const {
+    e = resolved(e, sets);
+    if (!valid_expr(e)) return std::nullopt;
+    const Expr& r = k_.exprs[static_cast<size_t>(e)];
+    if (r.kind != ExprKind::Round || r.type != runtime::FloatType::F32 || !valid_expr(r.a)) return std::nullopt;
+    const Expr& m = k_.exprs[static_cast<size_t>(r.a)];
+    if (m.kind != ExprKind::Binary || m.binary != runtime::BinaryOp::Mul) return std::nullopt;
+    return std::make_pair(m.a, m.b);
+  }
+
+  /// Whether e reads inputs alone (no scalar, no load of the output), so
+  /// that it has its value wherever in an iteration it is evaluated.
+  bool from_inputs(int e) const {
+    if (!valid_expr(e)) return false;
+    const Expr& x = k_.exprs[static_cast<size_t>(e)];
+    if (x.kind == ExprKind::Scalar || (x.kind == ExprKind::Load && x.buffer == k_.output())) return false;
+    for (int o : {x.a, x.b, x.c})
+      if (o >= 0 && !from_inputs(o)) return false;
+    return true;
+  }
+
+  /// The exp sites of a fast block's `body` that pair with an erf site: exp
+  /// site (its rounding's expression) → the erf's argument, as an
+  /// expression of the inputs. A pair: the erf's argument is round_f32(x ·
+  /// c) and the exp's round_f32(k · round_f32(x · x)), for one x.
+  std::map<int, int> exp_partners(const std::vector<Stmt>& body) const {
+    const std::map<int, int> sets = single_sets(body);
+    std::vector<int> reached;
+    std::vector<bool> seen(k_.exprs.size(), false);
+    std::function<void(int)> reach = [&](int e) {
+      if (!valid_expr(e) || seen[static_cast<size_t>(e)]) return;
+      seen[static_cast<size_t>(e)] = true;
+      reached.push_back(e);
+      const Expr& x = k_.exprs[static_cast<size_t>(e)];
+      for (int o : {x.a, x.b, x.c}) reach(o);
+    };
+    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
+      for (const Stmt& s : b) s.kind == StmtKind::Loop ? walk(s.body) : reach(s.expr);
+    };
+    walk(body);
+    auto rounded_unary = [&](int e, runtime::UnaryOp op) {
+      const Expr& r = k_.exprs[static_cast<size_t>(e)];
+      if (r.kind != ExprKind::Round || r.type != runtime::FloatType::F32 || !valid_expr(r.a)) return -1;
+      const Expr& u = k_.exprs[static_cast<size_t>(r.a)];
+      return u.kind == ExprKind::Unary && u.unary == op ? u.a : -1;
+    };
+    std::vector<int> erf_args;  // resolved, from the inputs, and round_f32(p · q)
+    for (int e : reached) {
+      const int u = resolved(rounded_unary(e, runtime::UnaryOp::Erf), sets);
+      if (valid_expr(u) && from_inputs(u) && f32_product(u, sets)) erf_args.push_back(u);
+    }
+    std::map<int, int> partners;
+    for (int e : reached) {
+      const auto w = f32_product(rounded_unary(e, runtime::UnaryOp::Exp), sets);
+      if (!w) continue;
+      for (int factor : {w->first, w->second}) {
+        const auto square = f32_product(factor, sets);
+        if (!square || !same_value(square->first, square->second, sets)) continue;
+        for (int u : erf_args) {
+          const auto [p, q] = *f32_product(u, sets);
+          if (same_value(p, square->first, sets) || same_value(q, square->first, sets)) partners.emplace(e, u);
+        }
+      }
+    }
+    return partners;
   }
 
   std::string index(const kernel::Affine& a) const {
@@ -510,6 +673,7 @@ class FunctionWriter {
       }
       case ExprKind::Round:
         if (fast_ && is_fast_site(e)) return fast_site(i, depth);
+        if (fast_ && exp_partner_.count(i)) return fast_exp_site(i, depth);
         text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
         break;
       case ExprKind::Finite:
@@ -563,6 +727,7 @@ class FunctionWriter {
   /// training step's rows' width or a multiple of the rows' widths.
   static constexpr int kFastBlock = 256;
   bool fast_ = false;  ///< inside a fast_lanes block's first run
+  std::map<int, int> exp_partner_;  ///< in that run: exp_partners of its body
   std::vector<bool> f32_scalar_;  ///< f32_scalars(k_)
   std::optional<Tile> tile_;
   bool in_lane_ = false;  ///< inside a tile's loop over its lanes

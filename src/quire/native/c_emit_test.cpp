@@ -130,6 +130,81 @@ TEST(CEmit, RoundedErfAndGeluInLanesTakeTheShortcutWithARerun) {
   EXPECT_EQ(exp.substr(exp.find("void quire_f(")).find("quire_doubt"), std::string::npos);
 }
 
+// The GELU's gradient as the vjp writes it, over n f32 elements x with the
+// cotangent ct, its constants read from f32[] buffers (as realization gives
+// them): s0 = f32(x·c1), s1 = f32(erf(s0)), s3 = f32(c3·f32(c2 + s1)), s4 =
+// f32(x·x), s5 = f32(c4·s4), s6 = f32(exp(s5)), and out = f32(ct·f32(s3 +
+// f32(x·f32(c5·s6)))). With `square_of_ct`, s4 = f32(ct·ct): the exp's
+// argument is then not the erf's.
+kernel::Kernel gelu_gradient_kernel(int64_t n, bool square_of_ct = false) {
+  KernelBuilder b("gelu gradient");
+  const int x = b.buffer(ElemType::F32, {n});
+  std::vector<int> c;
+  for (int i = 0; i < 5; ++i) c.push_back(b.buffer(ElemType::F32, {}));
+  const int ct = b.buffer(ElemType::F32, {n});
+  const int out = b.buffer(ElemType::F32, {n});
+  const int i = b.new_loop_var();
+  const Affine at{0, {{i, 1}}};
+  Stmt loop;
+  loop.kind = StmtKind::Loop;
+  loop.var = i;
+  loop.extent = n;
+  loop.lanes = 8;
+  loop.independent = true;
+  auto set = [&](int expr) {
+    Stmt st;
+    st.kind = StmtKind::Set;
+    st.scalar = b.new_scalar();
+    st.expr = expr;
+    loop.body.push_back(st);
+    return b.scalar(st.scalar);
+  };
+  auto f32 = [&](int e) { return b.round(FloatType::F32, e); };
+  using runtime::BinaryOp;
+  auto constant = [&](int k) { return b.load(c[static_cast<size_t>(k)], Affine{}); };
+  const int s0 = set(f32(b.binary(BinaryOp::Mul, b.load(x, at), constant(0))));
+  const int s1 = set(f32(b.unary(runtime::UnaryOp::Erf, s0)));
+  const int s2 = set(f32(b.binary(BinaryOp::Add, constant(1), s1)));
+  const int s3 = set(f32(b.binary(BinaryOp::Mul, constant(2), s2)));
+  const int squared = square_of_ct ? ct : x;
+  const int s4 = set(f32(b.binary(BinaryOp::Mul, b.load(squared, at), b.load(squared, at))));
+  const int s5 = set(f32(b.binary(BinaryOp::Mul, constant(3), s4)));
+  const int s6 = set(f32(b.unary(runtime::UnaryOp::Exp, s5)));
+  const int s7 = set(f32(b.binary(BinaryOp::Mul, constant(4), s6)));
+  const int s8 = set(f32(b.binary(BinaryOp::Mul, b.load(x, at), s7)));
+  const int s9 = set(f32(b.binary(BinaryOp::Add, s3, s8)));
+  Stmt store;
+  store.kind = StmtKind::Store;
+  store.buffer = out;
+  store.index = at;
+  store.expr = f32(b.binary(BinaryOp::Mul, b.load(ct, at), s9));
+  loop.body.push_back(store);
+  b.kernel().body.push_back(loop);
+  return b.take();
+}
+
+// In a fast block, the exp of the GELU's gradient takes the shortcut beside
+// the erf of the same x (elementary_fast.inc's quire_fast_exp_near), its
+// partner's argument evaluated again from the inputs; an exp of another
+// element's square keeps the reference exp.
+TEST(CEmit, TheGeluGradientsExpTakesTheShortcutBesideItsErf) {
+  const std::string c = emit_c(gelu_gradient_kernel(1000), "quire_f");
+  const std::string body = c.substr(c.find("void quire_f("));
+  const std::string fast = body.substr(0, body.find("if (quire_doubt) {"));
+  SCOPED_TRACE(body);
+  EXPECT_NE(fast.find("= quire_fast_erf(s0);"), std::string::npos);
+  EXPECT_NE(fast.find("= quire_fast_exp_near(t"), std::string::npos);
+  EXPECT_NE(fast.find("quire_doubt |= quire_f32_doubt(t"), std::string::npos);
+  EXPECT_NE(fast.find("quire_fast_exp_near_window(t"), std::string::npos);
+  EXPECT_EQ(fast.find("quire_exp("), std::string::npos);
+  EXPECT_NE(body.find("= quire_exp(s5);"), std::string::npos) << "the rerun";
+
+  const std::string other = emit_c(gelu_gradient_kernel(1000, /*square_of_ct=*/true), "quire_f");
+  const std::string other_body = other.substr(other.find("void quire_f("));
+  EXPECT_NE(other_body.find("= quire_fast_erf(s0);"), std::string::npos) << other_body;
+  EXPECT_EQ(other_body.find("= quire_fast_exp_near("), std::string::npos) << other_body;
+}
+
 // Column sums of an f32 [rows, cols] matrix: for each column j (lanes over
 // j, so the fold runs in a lane tile), s0 = 0, then s0 = round_f32(s0 + x[i, j])
 // over the rows in order, stored. Each column's s1 keeps the unrounded f64
@@ -352,6 +427,61 @@ TEST_F(CEmitCompiled, RoundedErfAndGeluInLanesHaveTheReferencesBits) {
       if (!same) {
         ++failures;
         ADD_FAILURE() << fmt::format("x = {:a} gives {:a}, the reference {:a}", xs[i], out[i], want);
+      }
+    }
+  }
+}
+
+// Compiled, the GELU's gradient with its exp beside its erf gives the kernel
+// interpreter's bits: over a sweep of the floats (NaN, infinities, |x| past
+// the erfc's clamp at 6·√2 and where exp(−x²/2) leaves f32's normal range
+// among them), with the vjp's constants, and with a constant that breaks the
+// pairing (−¼ for −½), which leaves every block in doubt and the reference's
+// to compute.
+TEST_F(CEmitCompiled, TheGeluGradientWithItsExpBesideItsErfHasTheInterpretersBits) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int i = 0; i < 30000; ++i) xs.push_back(normal(rng));
+  for (float x : {8.48f, 8.49f, 8.5f, 13.1f, 13.2f, 13.3f, -13.3f, std::numeric_limits<float>::infinity()})
+    xs.push_back(x);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> ct(xs.size());
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (float& v : ct) v = u(rng);
+  const kernel::Kernel k = gelu_gradient_kernel(n);
+  CCompiler compiler(settings());
+  using Kernel = void (*)(const void* const*, void*, int64_t, int64_t);
+  const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(k, "quire_f"), "quire_f"));
+  for (float minus_half : {-0.5f, -0.25f}) {
+    SCOPED_TRACE(minus_half);
+    const std::vector<float> constants = {static_cast<float>(M_SQRT1_2), 1.0f, 0.5f, minus_half,
+                                          static_cast<float>(0.3989422804014327)};
+    std::vector<runtime::Tensor> tensors;
+    tensors.push_back(runtime::Tensor::real({n}));
+    for (float v : constants) tensors.push_back(runtime::Tensor::real({}, v));
+    tensors.push_back(runtime::Tensor::real({n}));
+    for (int64_t e = 0; e < n; ++e) {
+      tensors[0].reals[static_cast<size_t>(e)] = xs[static_cast<size_t>(e)];
+      tensors[6].reals[static_cast<size_t>(e)] = ct[static_cast<size_t>(e)];
+    }
+    std::vector<const runtime::Tensor*> given;
+    for (const runtime::Tensor& t : tensors) given.push_back(&t);
+    const runtime::Tensor want = kernel::run_kernel(k, given);
+    std::vector<const void*> inputs = {xs.data()};
+    for (const float& v : constants) inputs.push_back(&v);
+    inputs.push_back(ct.data());
+    std::vector<float> out(xs.size());
+    f(inputs.data(), out.data(), 0, n);
+    int failures = 0;
+    for (size_t e = 0; e < xs.size() && failures < 10; ++e) {
+      const double w = want.reals.at(e);
+      const bool same = std::isnan(w) ? std::isnan(out[e])
+                                      : std::bit_cast<uint32_t>(out[e]) == std::bit_cast<uint32_t>(static_cast<float>(w));
+      if (!same) {
+        ++failures;
+        ADD_FAILURE() << fmt::format("x = {:a}, ct = {:a}: {:a}, the interpreter's {:a}", xs[e], ct[e], out[e], w);
       }
     }
   }

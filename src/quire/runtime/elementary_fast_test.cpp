@@ -181,5 +181,68 @@ TEST(ElementaryFast, OnANetworksTypicalArgumentsFewResultsAreInDoubt) {
   }
 }
 
+// exp beside erf: over the GELU gradient's pairs, u = round_f32(x·√½) and w
+// = round_f32(−½·round_f32(x²)) for a sweep of f32 x (special values among
+// them), every cleared result rounds to the reference exp's float, the
+// approximation is within its documented 2^-50 of it, and few are in doubt
+// on a layer's typical arguments.
+TEST(ElementaryFast, ExpBesideErfRoundsAsTheReferenceOnTheGeluGradientsArguments) {
+  const float half_sqrt2 = static_cast<float>(M_SQRT1_2);
+  auto pair = [&](float x) {
+    return std::make_pair(static_cast<double>(x * half_sqrt2), static_cast<double>(-0.5f * (x * x)));
+  };
+  int64_t tried = 0, in_doubt = 0, wrong = 0;
+  double worst = 0;
+  auto check = [&](float x) {
+    const auto [u, w] = pair(x);
+    ++tried;
+    const double v = quire_fast_exp_near(u, w);
+    if (quire_f32_doubt(v, quire_fast_exp_near_window(u, w))) {
+      ++in_doubt;
+      return;
+    }
+    const double r = apply_unary(UnaryOp::Exp, w);
+    if (f32_bits(v) != f32_bits(r)) {
+      ADD_FAILURE() << "x = " << x << ": " << v << " against the reference's " << r;
+      ++wrong;
+      return;
+    }
+    worst = std::max(worst, std::fabs(v - r) / r);
+  };
+  for (uint64_t b = 0; b < (uint64_t{1} << 32) && wrong < 4; b += 4099) check(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (float x : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 8.4f, 8.5f, 8.6f, -13.2f, 13.3f, 20.0f})
+    check(x);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_LT(worst, std::ldexp(1.0, -49));
+  EXPECT_GT(worst, 0.0) << "the approximation is not the reference";
+  EXPECT_LT(in_doubt, tried * 3 / 4);
+
+  // Standard normal x: at most one in 2^15 in doubt, as for erf and gelu.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  tried = in_doubt = 0;
+  for (int i = 0; i < (1 << 20); ++i) check(normal(rng));
+  EXPECT_EQ(wrong, 0);
+  EXPECT_LE(in_doubt, tried >> 15);
+}
+
+// Where w is not close to −u², the shortcut does not hold and every result
+// is in doubt, whatever it computed; NaN as well.
+TEST(ElementaryFast, ExpBesideAnUnrelatedErfIsAlwaysInDoubt) {
+  for (const auto& [u, w] : std::vector<std::pair<double, double>>{{1.0, 0.5},
+                                                                   {1.0, -1.01},
+                                                                   {0.0, -0.01},
+                                                                   {7.0, -49.0},
+                                                                   {std::nan(""), -1.0},
+                                                                   {1.0, std::nan("")}}) {
+    EXPECT_TRUE(quire_f32_doubt(quire_fast_exp_near(u, w), quire_fast_exp_near_window(u, w))) << u << ", " << w;
+  }
+  // Just inside the bound, and the clamp at 6 does not stop it: exp(−36.0001).
+  EXPECT_EQ(quire_fast_exp_near_window(1.0, -1.0 + std::ldexp(1.0, -11)), QUIRE_FAST_WINDOW);
+  EXPECT_EQ(quire_fast_exp_near_window(6.5, -36.0001), QUIRE_FAST_WINDOW);
+  EXPECT_NEAR(quire_fast_exp_near(6.5, -36.0001) / std::exp(-36.0001), 1.0, 1e-14);
+}
+
 }  // namespace
 }  // namespace quire::runtime

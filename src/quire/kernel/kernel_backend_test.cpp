@@ -197,5 +197,69 @@ TEST(KernelIr, PrintsALoweredNestAndFusesOnlyWhereAsked) {
   EXPECT_EQ(r.reals[0], runtime::round_to(runtime::FloatType::F32, std::fma(v.reals[0], v.reals[0], 0.0)));
 }
 
+
+// A nest that copies its packed product out, as lowering writes one for a
+// product with no epilogue: s1 = scratch[i, j]; s0 = f32(s1); out[i, j] = s0.
+// Only that shape is "as it is": a transposed store, an epilogue, a rounding
+// to bf16, or a scalar read before it is set are not.
+TEST(KernelIr, ANestThatCopiesItsProductOutStoresTheProductAsItIs) {
+  enum class Variant { Copy, Transposed, Epilogue, Bf16, SetsOutOfOrder };
+  auto build = [](Variant v) {
+    KernelBuilder b("dot");
+    const int a = b.buffer(ElemType::F32, {4, 3});
+    const int w = b.buffer(ElemType::F32, {3, 5});
+    const int scratch = b.buffer(ElemType::F32, {4, 5});
+    const int out = b.buffer(v == Variant::Bf16 ? ElemType::BF16 : ElemType::F32, {4, 5});
+    Kernel& k = b.kernel();
+    PackedProduct p;
+    p.a = a;
+    p.b = w;
+    p.m = 4;
+    p.n = 5;
+    p.k = 3;
+    p.a_rs = 3;
+    p.a_cs = 1;
+    p.b_rs = 5;
+    p.b_cs = 1;
+    p.scratch = scratch;
+    k.product = p;
+    Stmt rows, cols;
+    rows.kind = cols.kind = StmtKind::Loop;
+    rows.var = b.new_loop_var();
+    rows.extent = 4;
+    cols.var = b.new_loop_var();
+    cols.extent = 5;
+    const Affine at{0, {{rows.var, 5}, {cols.var, 1}}};
+    const Affine transposed{0, {{rows.var, 1}, {cols.var, 4}}};
+    const int s0 = b.new_scalar(), s1 = b.new_scalar();
+    Stmt read, round, store;
+    read.kind = round.kind = StmtKind::Set;
+    read.scalar = s1;
+    read.expr = b.load(scratch, at);
+    round.scalar = s0;
+    const runtime::FloatType t = v == Variant::Bf16 ? runtime::FloatType::BF16 : runtime::FloatType::F32;
+    round.expr = v == Variant::Epilogue
+                     ? b.round(t, b.binary(runtime::BinaryOp::Add, b.scalar(s1), b.constant(1.0)))
+                     : b.round(t, b.scalar(s1));
+    store.kind = StmtKind::Store;
+    store.buffer = out;
+    store.index = v == Variant::Transposed ? transposed : at;
+    store.expr = b.scalar(s0);
+    if (v == Variant::SetsOutOfOrder)
+      cols.body = {round, read, store};
+    else
+      cols.body = {read, round, store};
+    rows.body.push_back(cols);
+    k.body.push_back(rows);
+    return b.take();
+  };
+  EXPECT_TRUE(stores_product_as_is(build(Variant::Copy)));
+  for (Variant v : {Variant::Transposed, Variant::Epilogue, Variant::Bf16, Variant::SetsOutOfOrder})
+    EXPECT_FALSE(stores_product_as_is(build(v))) << static_cast<int>(v);
+  Kernel no_product = build(Variant::Copy);
+  no_product.product.reset();
+  EXPECT_FALSE(stores_product_as_is(no_product));
+}
+
 }  // namespace
 }  // namespace quire::kernel

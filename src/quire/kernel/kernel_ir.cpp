@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
 
 namespace quire::kernel {
@@ -357,6 +359,71 @@ std::set<int> scalars_set_in(const std::vector<Stmt>& body) {
 bool reads_output(const Kernel& k) {
   return std::any_of(k.exprs.begin(), k.exprs.end(),
                      [&](const Expr& e) { return e.kind == ExprKind::Load && e.buffer == k.output(); });
+}
+
+bool stores_product_as_is(const Kernel& k) {
+  if (!k.product || k.buffers.empty()) return false;
+  const Buffer& out = k.buffers.back();
+  const int scratch = k.product->scratch;
+  if (scratch < 0 || scratch >= k.output() || out.type != ElemType::F32 ||
+      out.shape != k.buffers[static_cast<size_t>(scratch)].shape)
+    return false;
+  // The loops, outermost first, each the only statement of the one around it.
+  std::vector<const Stmt*> loops;
+  const std::vector<Stmt>* body = &k.body;
+  while (body->size() == 1 && body->front().kind == StmtKind::Loop) {
+    loops.push_back(&body->front());
+    body = &body->front().body;
+  }
+  if (loops.size() != out.shape.size()) return false;
+  // Each loop runs over its axis; an element's place is its row-major offset.
+  std::map<int, int64_t> stride;
+  int64_t step = 1;
+  for (size_t d = loops.size(); d-- > 0;) {
+    if (loops[d]->extent != out.shape[d] || stride.count(loops[d]->var)) return false;
+    stride[loops[d]->var] = step;
+    step *= loops[d]->extent;
+  }
+  auto row_major = [&](const Affine& a) {
+    if (a.offset != 0) return false;
+    std::set<int> seen;
+    for (const auto& [var, coeff] : a.terms)
+      if (!stride.count(var) || stride.at(var) != coeff || !seen.insert(var).second) return false;
+    // A loop of one iteration may be left out of the index.
+    return std::all_of(loops.begin(), loops.end(), [&](const Stmt* l) { return l->extent == 1 || seen.count(l->var); });
+  };
+  // The innermost body: assignments, then the one store, whose value is the
+  // scratch's element (through scalars set before it, under f32 roundings).
+  std::map<int, size_t> set_at;  // scalar → its assignment's place in the body
+  size_t place = body->size();   // of the statement being resolved: the store
+  const Stmt* store = nullptr;
+  for (size_t i = 0; i < body->size(); ++i) {
+    const Stmt& st = (*body)[i];
+    if (store || st.kind == StmtKind::Loop) return false;
+    if (st.kind == StmtKind::Set && !set_at.emplace(st.scalar, i).second) return false;
+    if (st.kind == StmtKind::Store) {
+      store = &st;
+      place = i;
+    }
+  }
+  if (!store || store->buffer != k.output() || !row_major(store->index)) return false;
+  int e = store->expr;
+  for (size_t hops = 0; hops <= k.exprs.size() + body->size(); ++hops) {
+    if (e < 0 || e >= static_cast<int>(k.exprs.size())) return false;
+    const Expr& x = k.exprs[static_cast<size_t>(e)];
+    if (x.kind == ExprKind::Scalar) {
+      const auto it = set_at.find(x.scalar);
+      if (it == set_at.end() || it->second >= place) return false;
+      place = it->second;
+      e = (*body)[place].expr;
+    } else if (x.kind == ExprKind::Round && x.type == runtime::FloatType::F32) {
+      e = x.a;
+    } else {
+      return x.kind == ExprKind::Load && x.buffer == scratch && x.index.offset == store->index.offset &&
+             x.index.terms == store->index.terms;
+    }
+  }
+  return false;
 }
 
 int64_t count_in_expr(const Kernel& k, int e, const std::function<int64_t(const Expr&)>& per_node) {

@@ -158,6 +158,13 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
 
 /// Whether any expression of `k` loads from its output buffer.
 bool reads_output(const Kernel& k);
+
+/// Whether `k`'s nest stores its packed product as it is: an f32 output of
+/// the scratch's shape, each element written once, at its row-major place,
+/// with the scratch's element there (rounded to f32, which changes no f32
+/// value). The output is then the scratch itself, and a runner may skip the
+/// nest (a copy of every element).
+bool stores_product_as_is(const Kernel& k);
 /// Whether `body` holds a loop among its own statements.
 bool holds_loop(const std::vector<Stmt>& body);
 /// The scalars `body` sets, its loops' bodies included.

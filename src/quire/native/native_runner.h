@@ -40,6 +40,8 @@ class NativeRunner : public kernel::KernelRunner {
   int64_t cache_hits() const { return compiler_.cache_hits(); }
   /// Packed products run (sgemm, gemm.h) ahead of their kernels' nests.
   int64_t packed_products() const { return packed_products_; }
+  /// Of those, the products whose nest was skipped (kernel::stores_product_as_is).
+  int64_t products_as_is() const { return products_as_is_; }
 
  private:
   using KernelFunction = void (*)(const void* const* inputs, void* output, int64_t lo, int64_t hi);
@@ -49,6 +51,7 @@ class NativeRunner : public kernel::KernelRunner {
   int threads_ = 1;
   int64_t split_launches_ = 0;
   int64_t packed_products_ = 0;
+  int64_t products_as_is_ = 0;
 };
 
 /// The runner a backend runs kernels with: the kernel interpreter for

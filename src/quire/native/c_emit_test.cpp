@@ -210,12 +210,16 @@ TEST(CEmit, TheGeluGradientsExpTakesTheShortcutBesideItsErf) {
 // over the rows in order, stored. Each column's s1 keeps the unrounded f64
 // sum of the last step, and s2 its bf16 rounding, both stored into nothing
 // but the scalars: they exist to be declared double. With `f64_sums`, s0
-// takes the unrounded sums and the output is f64.
-kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums = false) {
-  KernelBuilder b("column sums");
+// takes the unrounded sums and the output is f64. With `of_rows`, the sums
+// are the rows' (lanes over i, the fold over j): the lanes read x a row
+// apart.
+kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums = false, bool of_rows = false) {
+  KernelBuilder b(of_rows ? "row sums" : "column sums");
   const int x = b.buffer(ElemType::F32, {rows, cols});
-  const int out = b.buffer(f64_sums ? ElemType::F64 : ElemType::F32, {cols});
+  const int out = b.buffer(f64_sums ? ElemType::F64 : ElemType::F32, {of_rows ? rows : cols});
   const int j = b.new_loop_var(), i = b.new_loop_var();
+  if (of_rows) std::swap(rows, cols);  // the outer loop runs over the rows, the fold over the columns
+  const int64_t row_stride = of_rows ? rows : cols;
   const int s0 = b.new_scalar(), s1 = b.new_scalar(), s2 = b.new_scalar();
   auto set = [](int scalar, int expr) {
     Stmt s;
@@ -235,7 +239,8 @@ kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums 
   inner.kind = StmtKind::Loop;
   inner.var = i;
   inner.extent = rows;
-  const int sum = b.binary(runtime::BinaryOp::Add, b.scalar(s0), b.load(x, Affine{0, {{i, cols}, {j, 1}}}));
+  const Affine at = of_rows ? Affine{0, {{j, row_stride}, {i, 1}}} : Affine{0, {{i, row_stride}, {j, 1}}};
+  const int sum = b.binary(runtime::BinaryOp::Add, b.scalar(s0), b.load(x, at));
   inner.body.push_back(set(s1, sum));
   inner.body.push_back(set(s2, b.round(FloatType::BF16, sum)));
   inner.body.push_back(set(s0, f64_sums ? sum : b.round(FloatType::F32, sum)));
@@ -277,6 +282,23 @@ TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
     k.exprs[static_cast<size_t>(k.body[0].body[0].expr)].value = v;
     EXPECT_NE(emit_c(k, "quire_f").find("float s0 = 0.0;"), std::string::npos) << fmt::format("{:a}", v);
   }
+}
+
+// In a lane tile, a statement whose lanes read memory a row apart is
+// unrolled over the tile (its scalars then registers), and one whose lanes
+// read neighbours stays a simd loop.
+TEST(CEmit, LanesThatReadWithAStrideAreUnrolledAndNeighboursVectorized) {
+  const std::string rows = emit_c(column_sums(64, 40, 8, false, /*of_rows=*/true), "quire_f");
+  const std::string fold = "quire_add(s0_v[i0_l], ";
+  SCOPED_TRACE(rows);
+  const size_t at = rows.find(fold);
+  ASSERT_NE(at, std::string::npos);
+  const size_t pragma = rows.rfind("#pragma", at);
+  EXPECT_EQ(rows.substr(pragma, rows.find('\n', pragma) - pragma), "#pragma GCC unroll 32");
+  // The tile's start and its store read nothing a row apart.
+  EXPECT_NE(rows.find("#pragma omp simd simdlen(16)"), std::string::npos);
+  const std::string columns = emit_c(column_sums(64, 40, 8), "quire_f");
+  EXPECT_EQ(columns.find("#pragma GCC unroll"), std::string::npos) << columns;
 }
 
 TEST(CEmit, EveryOperationHasItsHelper) {
@@ -488,9 +510,10 @@ TEST_F(CEmitCompiled, TheGeluGradientWithItsExpBesideItsErfHasTheInterpretersBit
 }
 
 // Compiled, a fold whose accumulators are floats gives the kernel
-// interpreter's bits: column sums over values whose f32 sums round at every
-// step, signed zeros, infinities and NaNs among them, in lane tiles and in
-// the columns past the last whole tile.
+// interpreter's bits: column sums and row sums (whose lanes read a row
+// apart, unrolled) over values whose f32 sums round at every step, signed
+// zeros, infinities and NaNs among them, in lane tiles and in the columns or
+// rows past the last whole tile.
 TEST_F(CEmitCompiled, FloatScalarsKeepTheInterpretersBits) {
   const int64_t rows = 300, cols = 77;
   runtime::Tensor x = runtime::Tensor::real({rows, cols});
@@ -510,15 +533,17 @@ TEST_F(CEmitCompiled, FloatScalarsKeepTheInterpretersBits) {
   for (size_t e = 0; e < in.size(); ++e) in[e] = static_cast<float>(x.reals.at(e));
   const void* inputs[] = {in.data()};
   using Kernel = void (*)(const void* const*, void*, int64_t, int64_t);
+  for (bool of_rows : {false, true})
   for (bool f64_sums : {false, true}) {
-    SCOPED_TRACE(f64_sums ? "f64 sums" : "f32 sums");
-    const kernel::Kernel k = column_sums(rows, cols, 8, f64_sums);
+    SCOPED_TRACE(fmt::format("{} sums of the {}", f64_sums ? "f64" : "f32", of_rows ? "rows" : "columns"));
+    const kernel::Kernel k = column_sums(rows, cols, 8, f64_sums, of_rows);
+    const int64_t sums = of_rows ? rows : cols;
     const runtime::Tensor want = kernel::run_kernel(k, {&x});
     const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(k, "quire_f"), "quire_f"));
-    std::vector<float> out32(static_cast<size_t>(cols));
-    std::vector<double> out64(static_cast<size_t>(cols));
-    f(inputs, f64_sums ? static_cast<void*>(out64.data()) : static_cast<void*>(out32.data()), 0, cols);
-    for (int64_t j = 0; j < cols; ++j) {
+    std::vector<float> out32(static_cast<size_t>(sums));
+    std::vector<double> out64(static_cast<size_t>(sums));
+    f(inputs, f64_sums ? static_cast<void*>(out64.data()) : static_cast<void*>(out32.data()), 0, sums);
+    for (int64_t j = 0; j < sums; ++j) {
       const size_t at = static_cast<size_t>(j);
       const double w = want.reals.at(at);
       const double got = f64_sums ? out64[at] : static_cast<double>(out32[at]);

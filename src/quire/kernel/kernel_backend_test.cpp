@@ -197,7 +197,6 @@ TEST(KernelIr, PrintsALoweredNestAndFusesOnlyWhereAsked) {
   EXPECT_EQ(r.reals[0], runtime::round_to(runtime::FloatType::F32, std::fma(v.reals[0], v.reals[0], 0.0)));
 }
 
-
 // A nest that copies its packed product out, as lowering writes one for a
 // product with no epilogue: s1 = scratch[i, j]; s0 = f32(s1); out[i, j] = s0.
 // Only that shape is "as it is": a transposed store, an epilogue, a rounding
@@ -238,9 +237,8 @@ TEST(KernelIr, ANestThatCopiesItsProductOutStoresTheProductAsItIs) {
     read.expr = b.load(scratch, at);
     round.scalar = s0;
     const runtime::FloatType t = v == Variant::Bf16 ? runtime::FloatType::BF16 : runtime::FloatType::F32;
-    round.expr = v == Variant::Epilogue
-                     ? b.round(t, b.binary(runtime::BinaryOp::Add, b.scalar(s1), b.constant(1.0)))
-                     : b.round(t, b.scalar(s1));
+    round.expr = v == Variant::Epilogue ? b.round(t, b.binary(runtime::BinaryOp::Add, b.scalar(s1), b.constant(1.0)))
+                                        : b.round(t, b.scalar(s1));
     store.kind = StmtKind::Store;
     store.buffer = out;
     store.index = v == Variant::Transposed ? transposed : at;

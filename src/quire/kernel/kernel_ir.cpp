@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-
 namespace quire::kernel {
 
 const char* elem_type_name(ElemType t) {

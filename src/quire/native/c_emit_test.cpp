@@ -462,7 +462,8 @@ TEST_F(CEmitCompiled, RoundedErfAndGeluInLanesHaveTheReferencesBits) {
 // to compute.
 TEST_F(CEmitCompiled, TheGeluGradientWithItsExpBesideItsErfHasTheInterpretersBits) {
   std::vector<float> xs;
-  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521)
+    xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   std::mt19937_64 rng(3);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int i = 0; i < 30000; ++i) xs.push_back(normal(rng));
@@ -499,8 +500,9 @@ TEST_F(CEmitCompiled, TheGeluGradientWithItsExpBesideItsErfHasTheInterpretersBit
     int failures = 0;
     for (size_t e = 0; e < xs.size() && failures < 10; ++e) {
       const double w = want.reals.at(e);
-      const bool same = std::isnan(w) ? std::isnan(out[e])
-                                      : std::bit_cast<uint32_t>(out[e]) == std::bit_cast<uint32_t>(static_cast<float>(w));
+      const bool same = std::isnan(w)
+                            ? std::isnan(out[e])
+                            : std::bit_cast<uint32_t>(out[e]) == std::bit_cast<uint32_t>(static_cast<float>(w));
       if (!same) {
         ++failures;
         ADD_FAILURE() << fmt::format("x = {:a}, ct = {:a}: {:a}, the interpreter's {:a}", xs[e], ct[e], out[e], w);
@@ -534,25 +536,25 @@ TEST_F(CEmitCompiled, FloatScalarsKeepTheInterpretersBits) {
   const void* inputs[] = {in.data()};
   using Kernel = void (*)(const void* const*, void*, int64_t, int64_t);
   for (bool of_rows : {false, true})
-  for (bool f64_sums : {false, true}) {
-    SCOPED_TRACE(fmt::format("{} sums of the {}", f64_sums ? "f64" : "f32", of_rows ? "rows" : "columns"));
-    const kernel::Kernel k = column_sums(rows, cols, 8, f64_sums, of_rows);
-    const int64_t sums = of_rows ? rows : cols;
-    const runtime::Tensor want = kernel::run_kernel(k, {&x});
-    const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(k, "quire_f"), "quire_f"));
-    std::vector<float> out32(static_cast<size_t>(sums));
-    std::vector<double> out64(static_cast<size_t>(sums));
-    f(inputs, f64_sums ? static_cast<void*>(out64.data()) : static_cast<void*>(out32.data()), 0, sums);
-    for (int64_t j = 0; j < sums; ++j) {
-      const size_t at = static_cast<size_t>(j);
-      const double w = want.reals.at(at);
-      const double got = f64_sums ? out64[at] : static_cast<double>(out32[at]);
-      if (std::isnan(w))
-        EXPECT_TRUE(std::isnan(got)) << j;
-      else
-        EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(w)) << "column " << j;
+    for (bool f64_sums : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} sums of the {}", f64_sums ? "f64" : "f32", of_rows ? "rows" : "columns"));
+      const kernel::Kernel k = column_sums(rows, cols, 8, f64_sums, of_rows);
+      const int64_t sums = of_rows ? rows : cols;
+      const runtime::Tensor want = kernel::run_kernel(k, {&x});
+      const auto f = reinterpret_cast<Kernel>(compiler.load(emit_c(k, "quire_f"), "quire_f"));
+      std::vector<float> out32(static_cast<size_t>(sums));
+      std::vector<double> out64(static_cast<size_t>(sums));
+      f(inputs, f64_sums ? static_cast<void*>(out64.data()) : static_cast<void*>(out32.data()), 0, sums);
+      for (int64_t j = 0; j < sums; ++j) {
+        const size_t at = static_cast<size_t>(j);
+        const double w = want.reals.at(at);
+        const double got = f64_sums ? out64[at] : static_cast<double>(out32[at]);
+        if (std::isnan(w))
+          EXPECT_TRUE(std::isnan(got)) << j;
+        else
+          EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(w)) << "column " << j;
+      }
     }
-  }
 }
 
 }  // namespace

@@ -209,7 +209,8 @@ TEST(ElementaryFast, ExpBesideErfRoundsAsTheReferenceOnTheGeluGradientsArguments
     }
     worst = std::max(worst, std::fabs(v - r) / r);
   };
-  for (uint64_t b = 0; b < (uint64_t{1} << 32) && wrong < 4; b += 4099) check(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (uint64_t b = 0; b < (uint64_t{1} << 32) && wrong < 4; b += 4099)
+    check(std::bit_cast<float>(static_cast<uint32_t>(b)));
   for (float x : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                   std::numeric_limits<float>::quiet_NaN(), 8.4f, 8.5f, 8.6f, -13.2f, 13.3f, 20.0f})
     check(x);
@@ -230,12 +231,8 @@ TEST(ElementaryFast, ExpBesideErfRoundsAsTheReferenceOnTheGeluGradientsArguments
 // Where w is not close to −u², the shortcut does not hold and every result
 // is in doubt, whatever it computed; NaN as well.
 TEST(ElementaryFast, ExpBesideAnUnrelatedErfIsAlwaysInDoubt) {
-  for (const auto& [u, w] : std::vector<std::pair<double, double>>{{1.0, 0.5},
-                                                                   {1.0, -1.01},
-                                                                   {0.0, -0.01},
-                                                                   {7.0, -49.0},
-                                                                   {std::nan(""), -1.0},
-                                                                   {1.0, std::nan("")}}) {
+  for (const auto& [u, w] : std::vector<std::pair<double, double>>{
+           {1.0, 0.5}, {1.0, -1.01}, {0.0, -0.01}, {7.0, -49.0}, {std::nan(""), -1.0}, {1.0, std::nan("")}}) {
     EXPECT_TRUE(quire_f32_doubt(quire_fast_exp_near(u, w), quire_fast_exp_near_window(u, w))) << u << ", " << w;
   }
   // Just inside the bound, and the clamp at 6 does not stop it: exp(−36.0001).

@@ -1,8 +1,9 @@
 // erf and gelu rounded to f32, compiled: elementary_fast.inc's shortcut with
 // its rounding test against the reference functions alone, and glibc's own
 // f32 erff and a GELU through it as the peer, in one process, on one thread.
-// (exp has no shortcut: one of degree 10 measured 1.80 ns an element here
-// against the reference's 1.65.)
+// (exp alone has no shortcut: one of degree 10 measured 1.80 ns an element
+// here against the reference's 1.65. Beside an erf of the same element, as in
+// the GELU's gradient, it has one: docs/backends.md.)
 //
 //   bench_elementary_f32 [--reps R]
 //

@@ -38,14 +38,19 @@ inline Bits changed_by_adding_to_zero(Bits u) {
   return static_cast<Bits>(static_cast<Bits>(u == kSignBit<Bits>) | static_cast<Bits>((u & ~kSignBit<Bits>) > kInfBits<Bits>));
 }
 
-/// Whether Flagged is 0 for the bits of every element of v[0, n).
+/// Whether Flagged is 0 for the bits of every element of v[0, n). The flags
+/// collect in 16 lanes, ORed together once at the end: one flag for all 16
+/// made GCC reduce a vector to a scalar every 16 elements, ten instructions
+/// for each vector read.
 template <typename Elem, typename Bits, Bits (*Flagged)(Bits)>
 inline bool none_flagged(const Elem* v, size_t n) {
-  Bits bad = 0;
+  Bits lanes[16] = {};
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
-    for (size_t j = 0; j < 16; ++j) bad |= Flagged(std::bit_cast<Bits>(v[i + j]));
+    for (size_t j = 0; j < 16; ++j) lanes[j] |= Flagged(std::bit_cast<Bits>(v[i + j]));
+  Bits bad = 0;
   for (; i < n; ++i) bad |= Flagged(std::bit_cast<Bits>(v[i]));
+  for (Bits lane : lanes) bad |= lane;
   return bad == 0;
 }
 

@@ -25,6 +25,18 @@ inline double median(std::vector<double> xs) {
   return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
+// The median wall time of `reps` runs of body(), after one run not counted.
+template <typename Body>
+double median_seconds(int reps, Body body) {
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    const auto start = Clock::now();
+    body();
+    if (r > 0) times.push_back(seconds_since(start));
+  }
+  return median(times);
+}
+
 // Runs body(t) on `threads` threads at once; returns the wall time.
 template <typename Body>
 double timed_on_threads(int threads, Body body) {

@@ -49,17 +49,6 @@ kernel::Kernel rounded(runtime::UnaryOp op, int64_t n) {
   return b.take();
 }
 
-template <typename Body>
-double median_seconds(int reps, Body body) {
-  std::vector<double> times;
-  for (int r = 0; r <= reps; ++r) {
-    const auto start = bench::Clock::now();
-    body();
-    if (r > 0) times.push_back(bench::seconds_since(start));
-  }
-  return bench::median(times);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,10 +81,10 @@ int main(int argc, char** argv) {
         fmt::print("{}: the shortcut's bits differ at x = {:a}\n", runtime::op_name(op), x[i]);
         return 1;
       }
-    const double with_shortcut = median_seconds(reps, [&] { f(inputs, fast.data(), 0, n); });
-    const double reference_only = median_seconds(reps, [&] { g(inputs, reference.data(), 0, n); });
+    const double with_shortcut = bench::median_seconds(reps, [&] { f(inputs, fast.data(), 0, n); });
+    const double reference_only = bench::median_seconds(reps, [&] { g(inputs, reference.data(), 0, n); });
     // The peer: glibc's f32 functions, element by element as a libm call runs.
-    const double libm = median_seconds(reps, [&] {
+    const double libm = bench::median_seconds(reps, [&] {
       for (size_t i = 0; i < x.size(); ++i)
         peer[i] = op == runtime::UnaryOp::Erf ? erff(x[i])
                                               : 0.5f * x[i] * (1.0f + erff(x[i] * static_cast<float>(M_SQRT1_2)));

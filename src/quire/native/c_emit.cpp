@@ -551,6 +551,7 @@ class FunctionWriter {
 
   /// Whether x and y compute the same value in one iteration: the same
   /// tree, scalars followed per `sets`, a product's operands in either order.
+  /// It only decides a pairing: a wrong answer costs time, never bits.
   bool same_value(int x, int y, const std::map<int, int>& sets, int depth = 0) const {
     x = resolved(x, sets);
     y = resolved(y, sets);

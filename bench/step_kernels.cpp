@@ -37,19 +37,10 @@ using KernelFn = void (*)(const void* const*, void*, int64_t, int64_t);
 using kernel::Affine;
 using kernel::ElemType;
 using kernel::Stmt;
-using kernel::StmtKind;
 using runtime::BinaryOp;
 using runtime::FloatType;
 
 constexpr int64_t kRows = 256, kCols = 256;
-
-Stmt set(kernel::KernelBuilder& b, int expr) {
-  Stmt s;
-  s.kind = StmtKind::Set;
-  s.scalar = b.new_scalar();
-  s.expr = expr;
-  return s;
-}
 
 /// The gradient of gelu at x times ct as the vjp writes it, over [rows, cols]
 /// (inputs: x, the constants √½, 1, ½, −½ and 1/√(2π) as f32[] buffers, ct,
@@ -62,20 +53,14 @@ kernel::Kernel gelu_gradient(bool square_of_copy) {
   const int ct = b.buffer(ElemType::F32, {kRows, kCols});
   const int copy = b.buffer(ElemType::F32, {kRows, kCols});
   const int out = b.buffer(ElemType::F32, {kRows, kCols});
-  Stmt rows;
-  rows.kind = StmtKind::Loop;
-  rows.var = b.new_loop_var();
-  rows.extent = kRows;
-  rows.independent = true;
-  Stmt cols = rows;
-  cols.var = b.new_loop_var();
-  cols.extent = kCols;
+  const int i = b.new_loop_var(), j = b.new_loop_var();
+  Stmt cols = kernel::loop_stmt(j, kCols, {}, /*independent=*/true);
   cols.lanes = 8;
-  const Affine at{0, {{rows.var, kCols}, {cols.var, 1}}};
+  const Affine at{0, {{i, kCols}, {j, 1}}};
   auto f32 = [&](int e) { return b.round(FloatType::F32, e); };
   auto constant = [&](int k) { return b.load(c[static_cast<size_t>(k)], Affine{}); };
   auto then = [&](int expr) {
-    cols.body.push_back(set(b, expr));
+    cols.body.push_back(kernel::set_stmt(b.new_scalar(), expr));
     return b.scalar(cols.body.back().scalar);
   };
   const int s0 = then(f32(b.binary(BinaryOp::Mul, b.load(x, at), constant(0))));
@@ -86,14 +71,8 @@ kernel::Kernel gelu_gradient(bool square_of_copy) {
   const int s6 = then(f32(b.unary(runtime::UnaryOp::Exp, then(f32(b.binary(BinaryOp::Mul, constant(3), s4))))));
   const int s8 = then(f32(b.binary(BinaryOp::Mul, b.load(x, at), then(f32(b.binary(BinaryOp::Mul, constant(4), s6))))));
   const int s9 = then(f32(b.binary(BinaryOp::Add, s3, s8)));
-  Stmt store;
-  store.kind = StmtKind::Store;
-  store.buffer = out;
-  store.index = at;
-  store.expr = f32(b.binary(BinaryOp::Mul, b.load(ct, at), s9));
-  cols.body.push_back(store);
-  rows.body.push_back(cols);
-  b.kernel().body.push_back(rows);
+  cols.body.push_back(kernel::store_stmt(out, at, f32(b.binary(BinaryOp::Mul, b.load(ct, at), s9))));
+  b.kernel().body.push_back(kernel::loop_stmt(i, kRows, {cols}, /*independent=*/true));
   return b.take();
 }
 
@@ -103,30 +82,17 @@ kernel::Kernel row_means() {
   kernel::KernelBuilder b("mean");
   const int x = b.buffer(ElemType::F32, {kRows, kCols});
   const int out = b.buffer(ElemType::F32, {kRows});
-  Stmt rows;
-  rows.kind = StmtKind::Loop;
-  rows.var = b.new_loop_var();
-  rows.extent = kRows;
-  rows.independent = true;
+  const int i = b.new_loop_var(), j = b.new_loop_var();
+  const int sum = b.new_scalar();
+  const int step =
+      b.round(FloatType::F32, b.binary(BinaryOp::Add, b.scalar(sum), b.load(x, Affine{0, {{i, kCols}, {j, 1}}})));
+  const int mean = b.round(FloatType::F32, b.binary(BinaryOp::Div, b.scalar(sum), b.constant(kCols)));
+  Stmt rows = kernel::loop_stmt(
+      i, kRows,
+      {kernel::set_stmt(sum, b.constant(0.0)), kernel::loop_stmt(j, kCols, {kernel::set_stmt(sum, step)}),
+       kernel::store_stmt(out, Affine{0, {{i, 1}}}, mean)},
+      /*independent=*/true);
   rows.lanes = 8;
-  Stmt fold;
-  fold.kind = StmtKind::Loop;
-  fold.var = b.new_loop_var();
-  fold.extent = kCols;
-  Stmt start = set(b, b.constant(0.0));
-  const int sum = start.scalar;
-  Stmt step;
-  step.kind = StmtKind::Set;
-  step.scalar = sum;
-  step.expr = b.round(FloatType::F32, b.binary(BinaryOp::Add, b.scalar(sum),
-                                               b.load(x, Affine{0, {{rows.var, kCols}, {fold.var, 1}}})));
-  fold.body.push_back(step);
-  Stmt store;
-  store.kind = StmtKind::Store;
-  store.buffer = out;
-  store.index = Affine{0, {{rows.var, 1}}};
-  store.expr = b.round(FloatType::F32, b.binary(BinaryOp::Div, b.scalar(sum), b.constant(kCols)));
-  rows.body = {start, fold, store};
   b.kernel().body.push_back(rows);
   return b.take();
 }

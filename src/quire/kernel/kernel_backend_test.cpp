@@ -222,33 +222,19 @@ TEST(KernelIr, ANestThatCopiesItsProductOutStoresTheProductAsItIs) {
     p.b_cs = 1;
     p.scratch = scratch;
     k.product = p;
-    Stmt rows, cols;
-    rows.kind = cols.kind = StmtKind::Loop;
-    rows.var = b.new_loop_var();
-    rows.extent = 4;
-    cols.var = b.new_loop_var();
-    cols.extent = 5;
-    const Affine at{0, {{rows.var, 5}, {cols.var, 1}}};
-    const Affine transposed{0, {{rows.var, 1}, {cols.var, 4}}};
+    const int i = b.new_loop_var(), j = b.new_loop_var();
+    const Affine at{0, {{i, 5}, {j, 1}}};
+    const Affine transposed{0, {{i, 1}, {j, 4}}};
     const int s0 = b.new_scalar(), s1 = b.new_scalar();
-    Stmt read, round, store;
-    read.kind = round.kind = StmtKind::Set;
-    read.scalar = s1;
-    read.expr = b.load(scratch, at);
-    round.scalar = s0;
+    const Stmt read = set_stmt(s1, b.load(scratch, at));
     const runtime::FloatType t = v == Variant::Bf16 ? runtime::FloatType::BF16 : runtime::FloatType::F32;
-    round.expr = v == Variant::Epilogue ? b.round(t, b.binary(runtime::BinaryOp::Add, b.scalar(s1), b.constant(1.0)))
-                                        : b.round(t, b.scalar(s1));
-    store.kind = StmtKind::Store;
-    store.buffer = out;
-    store.index = v == Variant::Transposed ? transposed : at;
-    store.expr = b.scalar(s0);
-    if (v == Variant::SetsOutOfOrder)
-      cols.body = {round, read, store};
-    else
-      cols.body = {read, round, store};
-    rows.body.push_back(cols);
-    k.body.push_back(rows);
+    const Stmt round = set_stmt(s0, v == Variant::Epilogue
+                                        ? b.round(t, b.binary(runtime::BinaryOp::Add, b.scalar(s1), b.constant(1.0)))
+                                        : b.round(t, b.scalar(s1)));
+    const Stmt store = store_stmt(out, v == Variant::Transposed ? transposed : at, b.scalar(s0));
+    std::vector<Stmt> body =
+        v == Variant::SetsOutOfOrder ? std::vector<Stmt>{round, read, store} : std::vector<Stmt>{read, round, store};
+    k.body.push_back(loop_stmt(i, 4, {loop_stmt(j, 5, std::move(body))}));
     return b.take();
   };
   EXPECT_TRUE(stores_product_as_is(build(Variant::Copy)));

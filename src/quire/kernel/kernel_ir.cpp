@@ -342,6 +342,33 @@ std::vector<const runtime::Tensor*> with_packed_product(const Kernel& k,
   return filled;
 }
 
+Stmt loop_stmt(int var, int64_t extent, std::vector<Stmt> body, bool independent) {
+  Stmt s;
+  s.kind = StmtKind::Loop;
+  s.var = var;
+  s.extent = extent;
+  s.body = std::move(body);
+  s.independent = independent;
+  return s;
+}
+
+Stmt set_stmt(int scalar, int expr) {
+  Stmt s;
+  s.kind = StmtKind::Set;
+  s.scalar = scalar;
+  s.expr = expr;
+  return s;
+}
+
+Stmt store_stmt(int buffer, Affine index, int expr) {
+  Stmt s;
+  s.kind = StmtKind::Store;
+  s.buffer = buffer;
+  s.index = std::move(index);
+  s.expr = expr;
+  return s;
+}
+
 bool holds_loop(const std::vector<Stmt>& body) {
   return std::any_of(body.begin(), body.end(), [](const Stmt& s) { return s.kind == StmtKind::Loop; });
 }

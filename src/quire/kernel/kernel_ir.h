@@ -170,6 +170,12 @@ bool holds_loop(const std::vector<Stmt>& body);
 /// The scalars `body` sets, its loops' bodies included.
 std::set<int> scalars_set_in(const std::vector<Stmt>& body);
 
+/// A statement: `for var in 0..extent { body }`, `scalar = expr`, and
+/// `buffer[index] = expr` (exprs are indices into the kernel's exprs).
+Stmt loop_stmt(int var, int64_t extent, std::vector<Stmt> body, bool independent = false);
+Stmt set_stmt(int scalar, int expr);
+Stmt store_stmt(int buffer, Affine index, int expr);
+
 /// Builds a kernel's expressions and statements.
 class KernelBuilder {
  public:

@@ -104,12 +104,7 @@ class GroupLowering {
       body = &body->back().body;
     }
     for (int v : g_.steps) emit_step(instr(v), *body);
-    Stmt store;
-    store.kind = StmtKind::Store;
-    store.buffer = out;
-    store.index = contiguous_index(result, result_vars_);
-    store.expr = b_.scalar(members_.at(g_.root()).scalar);
-    body->push_back(std::move(store));
+    body->push_back(store_stmt(out, contiguous_index(result, result_vars_), b_.scalar(members_.at(g_.root()).scalar)));
     LoweredLaunch l;
     b_.kernel().product = packed_;
     l.kernel = b_.take();
@@ -319,13 +314,7 @@ class GroupLowering {
     return s ? s->accumulator : FloatType::F64;
   }
 
-  void set(std::vector<Stmt>& body, int scalar, int expr) {
-    Stmt s;
-    s.kind = StmtKind::Set;
-    s.scalar = scalar;
-    s.expr = expr;
-    body.push_back(std::move(s));
-  }
+  void set(std::vector<Stmt>& body, int scalar, int expr) { body.push_back(set_stmt(scalar, expr)); }
 
   // A fold loop nest over `shape` (not independent), appended to `body`; returns its innermost body.
   std::vector<Stmt>* open_fold(std::vector<Stmt>& body, const Shape& shape, std::vector<int>& vars) {

@@ -32,8 +32,10 @@ using kernel::Affine;
 using kernel::ElemType;
 using kernel::Kernel;
 using kernel::KernelBuilder;
+using kernel::loop_stmt;
+using kernel::set_stmt;
 using kernel::Stmt;
-using kernel::StmtKind;
+using kernel::store_stmt;
 
 namespace {
 
@@ -312,33 +314,6 @@ double measure_spawn(int cores, int calls) {
 // ---------------------------------------------------------------------------
 // The calibration set
 
-Stmt loop(int var, int64_t extent, bool independent, std::vector<Stmt> body) {
-  Stmt s;
-  s.kind = StmtKind::Loop;
-  s.var = var;
-  s.extent = extent;
-  s.independent = independent;
-  s.body = std::move(body);
-  return s;
-}
-
-Stmt store(int buffer, Affine index, int expr) {
-  Stmt s;
-  s.kind = StmtKind::Store;
-  s.buffer = buffer;
-  s.index = std::move(index);
-  s.expr = expr;
-  return s;
-}
-
-Stmt set(int scalar, int expr) {
-  Stmt s;
-  s.kind = StmtKind::Set;
-  s.scalar = scalar;
-  s.expr = expr;
-  return s;
-}
-
 struct Chain {
   const char* family;
   int inputs;     ///< 1 or 2
@@ -373,7 +348,7 @@ Kernel chain_kernel(const Chain& c, int64_t rows, int64_t cols) {
     else
       v = b.binary(runtime::BinaryOp::Add, v, b.constant(0.25));
   }
-  b.kernel().body.push_back(loop(i, rows, true, {loop(j, cols, true, {store(out, at, v)})}));
+  b.kernel().body.push_back(loop_stmt(i, rows, {loop_stmt(j, cols, {store_stmt(out, at, v)}, true)}, true));
   return b.take();
 }
 
@@ -386,9 +361,10 @@ Kernel row_sum_kernel(int64_t rows, int64_t cols) {
   const int i = b.new_loop_var(), j = b.new_loop_var();
   const int s = b.new_scalar();
   const int add = b.binary(runtime::BinaryOp::Add, b.scalar(s), b.load(x, Affine{0, {{i, cols}, {j, 1}}}));
-  b.kernel().body.push_back(loop(i, rows, true,
-                                 {set(s, b.constant(0.0)), loop(j, cols, false, {set(s, add)}),
-                                  store(out, Affine{0, {{i, 1}}}, b.scalar(s))}));
+  b.kernel().body.push_back(loop_stmt(i, rows,
+                                      {set_stmt(s, b.constant(0.0)), loop_stmt(j, cols, {set_stmt(s, add)}),
+                                       store_stmt(out, Affine{0, {{i, 1}}}, b.scalar(s))},
+                                      true));
   return b.take();
 }
 

@@ -270,14 +270,7 @@ class FunctionWriter {
   /// sum of a 256 × 256 f32 matrix, in a lane tile whose accumulators are
   /// arrays: 0.27 → 0.035 ns an element here, docs/performance.md.)
   static std::vector<bool> f32_scalars(const Kernel& k) {
-    std::vector<std::pair<int, int>> sets;  // (scalar, expression) of every assignment
-    std::function<void(const std::vector<Stmt>&)> collect = [&](const std::vector<Stmt>& body) {
-      for (const Stmt& s : body) {
-        if (s.kind == StmtKind::Loop) collect(s.body);
-        if (s.kind == StmtKind::Set) sets.emplace_back(s.scalar, s.expr);
-      }
-    };
-    collect(k.body);
+    const std::vector<std::pair<int, int>> sets = assignments(k.body);
     std::vector<bool> f32(static_cast<size_t>(std::max(k.scalars, 0)), true);
     // Whether expression i's value is an f32 value, given the scalars still
     // marked so; the marks only fall, so the loop below ends.
@@ -310,6 +303,20 @@ class FunctionWriter {
         }
     }
     return f32;
+  }
+
+  /// (scalar, expression) of every assignment among `body`'s statements,
+  /// loops included, in order.
+  static std::vector<std::pair<int, int>> assignments(const std::vector<Stmt>& body) {
+    std::vector<std::pair<int, int>> sets;
+    std::function<void(const std::vector<Stmt>&)> collect = [&](const std::vector<Stmt>& b) {
+      for (const Stmt& s : b) {
+        if (s.kind == StmtKind::Loop) collect(s.body);
+        if (s.kind == StmtKind::Set) sets.emplace_back(s.scalar, s.expr);
+      }
+    };
+    collect(body);
+    return sets;
   }
 
   /// Whether scalar `scalar` is a C float (f32_scalars).
@@ -385,45 +392,61 @@ class FunctionWriter {
                          [&](const auto& term) { return term.first == tile_->var && term.second != 1; });
     };
     if (s.kind == StmtKind::Store && strided(s.index)) return true;
+    const std::vector<int> read = reached({s.expr});
+    return std::any_of(read.begin(), read.end(), [&](int i) {
+      const Expr& e = k_.exprs[static_cast<size_t>(i)];
+      return e.kind == ExprKind::Load && strided(e.index);
+    });
+  }
+
+  bool valid_expr(int e) const { return e >= 0 && e < static_cast<int>(k_.exprs.size()); }
+
+  /// The expressions in the trees of `pending` (the roots), each once,
+  /// invalid operands left out.
+  std::vector<int> reached(std::vector<int> pending) const {
+    std::vector<int> out;
     std::vector<bool> seen(k_.exprs.size(), false);
-    std::vector<int> pending = {s.expr};
     while (!pending.empty()) {
       const int i = pending.back();
       pending.pop_back();
       if (!valid_expr(i) || seen[static_cast<size_t>(i)]) continue;
       seen[static_cast<size_t>(i)] = true;
+      out.push_back(i);
       const Expr& e = k_.exprs[static_cast<size_t>(i)];
-      if (e.kind == ExprKind::Load && strided(e.index)) return true;
       pending.insert(pending.end(), {e.a, e.b, e.c});
     }
-    return false;
+    return out;
+  }
+
+  /// The expressions `body`'s statements compute, loops included.
+  static std::vector<int> statement_exprs(const std::vector<Stmt>& body) {
+    std::vector<int> roots;
+    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
+      for (const Stmt& s : b) s.kind == StmtKind::Loop ? walk(s.body) : roots.push_back(s.expr);
+    };
+    walk(body);
+    return roots;
+  }
+
+  /// op when e is round_f32(op(a)) for a unary op, else nullptr.
+  const Expr* rounded_f32_unary(const Expr& e) const {
+    if (e.kind != ExprKind::Round || e.type != runtime::FloatType::F32 || !valid_expr(e.a)) return nullptr;
+    const Expr& op = k_.exprs[static_cast<size_t>(e.a)];
+    return op.kind == ExprKind::Unary ? &op : nullptr;
   }
 
   /// A rounding to f32 of erf or gelu: elementary_fast.inc has a shortcut
   /// to its bits.
   bool is_fast_site(const Expr& e) const {
-    if (e.kind != ExprKind::Round || e.type != runtime::FloatType::F32) return false;
-    if (e.a < 0 || e.a >= static_cast<int>(k_.exprs.size())) return false;
-    const Expr& op = k_.exprs[static_cast<size_t>(e.a)];
-    return op.kind == ExprKind::Unary && (op.unary == runtime::UnaryOp::Erf || op.unary == runtime::UnaryOp::Gelu);
+    const Expr* op = rounded_f32_unary(e);
+    return op && (op->unary == runtime::UnaryOp::Erf || op->unary == runtime::UnaryOp::Gelu);
   }
 
   /// Whether a statement of `body` computes a fast site.
   bool holds_fast_site(const std::vector<Stmt>& body) const {
-    std::vector<bool> seen(k_.exprs.size(), false);
-    std::vector<int> pending;
-    for (const Stmt& s : body)
-      if (s.kind == StmtKind::Set || s.kind == StmtKind::Store) pending.push_back(s.expr);
-    while (!pending.empty()) {
-      const int i = pending.back();
-      pending.pop_back();
-      if (i < 0 || i >= static_cast<int>(seen.size()) || seen[static_cast<size_t>(i)]) continue;
-      seen[static_cast<size_t>(i)] = true;
-      const Expr& e = k_.exprs[static_cast<size_t>(i)];
-      if (is_fast_site(e)) return true;
-      pending.insert(pending.end(), {e.a, e.b, e.c});
-    }
-    return false;
+    const std::vector<int> computed = reached(statement_exprs(body));
+    return std::any_of(computed.begin(), computed.end(),
+                       [&](int i) { return is_fast_site(k_.exprs[static_cast<size_t>(i)]); });
   }
 
   /// A loop with lanes whose iterations round erf or gelu to f32: cut into
@@ -521,22 +544,14 @@ class FunctionWriter {
 
   /// The scalars set exactly once among `body`'s statements (loops
   /// included), each with its expression.
-  std::map<int, int> single_sets(const std::vector<Stmt>& body) const {
+  static std::map<int, int> single_sets(const std::vector<Stmt>& body) {
     std::map<int, int> once;
     std::set<int> twice;
-    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
-      for (const Stmt& s : b) {
-        if (s.kind == StmtKind::Loop) walk(s.body);
-        if (s.kind != StmtKind::Set) continue;
-        if (!once.emplace(s.scalar, s.expr).second) twice.insert(s.scalar);
-      }
-    };
-    walk(body);
+    for (const auto& [scalar, expr] : assignments(body))
+      if (!once.emplace(scalar, expr).second) twice.insert(scalar);
     for (int s : twice) once.erase(s);
     return once;
   }
-
-  bool valid_expr(int e) const { return e >= 0 && e < static_cast<int>(k_.exprs.size()); }
 
   /// e, or the expression the scalar it reads is set to (and so on), per `sets`.
   int resolved(int e, const std::map<int, int>& sets) const {
@@ -611,41 +626,31 @@ class FunctionWriter {
   /// c) and the exp's round_f32(k · round_f32(x · x)), for one x.
   std::map<int, int> exp_partners(const std::vector<Stmt>& body) const {
     const std::map<int, int> sets = single_sets(body);
-    std::vector<int> reached;
-    std::vector<bool> seen(k_.exprs.size(), false);
-    std::function<void(int)> reach = [&](int e) {
-      if (!valid_expr(e) || seen[static_cast<size_t>(e)]) return;
-      seen[static_cast<size_t>(e)] = true;
-      reached.push_back(e);
-      const Expr& x = k_.exprs[static_cast<size_t>(e)];
-      for (int o : {x.a, x.b, x.c}) reach(o);
-    };
-    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
-      for (const Stmt& s : b) s.kind == StmtKind::Loop ? walk(s.body) : reach(s.expr);
-    };
-    walk(body);
+    const std::vector<int> computed = reached(statement_exprs(body));
+    // The argument a of round_f32(op(a)) at e, or -1.
     auto rounded_unary = [&](int e, runtime::UnaryOp op) {
-      const Expr& r = k_.exprs[static_cast<size_t>(e)];
-      if (r.kind != ExprKind::Round || r.type != runtime::FloatType::F32 || !valid_expr(r.a)) return -1;
-      const Expr& u = k_.exprs[static_cast<size_t>(r.a)];
-      return u.kind == ExprKind::Unary && u.unary == op ? u.a : -1;
+      const Expr* u = rounded_f32_unary(k_.exprs[static_cast<size_t>(e)]);
+      return u && u->unary == op ? u->a : -1;
     };
-    std::vector<int> erf_args;  // resolved, from the inputs, and round_f32(p · q)
-    for (int e : reached) {
+    struct ErfArg {
+      int u;     ///< resolved, and from the inputs alone
+      int p, q;  ///< u = round_f32(p · q)
+    };
+    std::vector<ErfArg> erf_args;
+    for (int e : computed) {
       const int u = resolved(rounded_unary(e, runtime::UnaryOp::Erf), sets);
-      if (valid_expr(u) && from_inputs(u) && f32_product(u, sets)) erf_args.push_back(u);
+      if (!valid_expr(u) || !from_inputs(u)) continue;
+      if (const auto pq = f32_product(u, sets)) erf_args.push_back({u, pq->first, pq->second});
     }
     std::map<int, int> partners;
-    for (int e : reached) {
+    for (int e : computed) {
       const auto w = f32_product(rounded_unary(e, runtime::UnaryOp::Exp), sets);
       if (!w) continue;
       for (int factor : {w->first, w->second}) {
         const auto square = f32_product(factor, sets);
         if (!square || !same_value(square->first, square->second, sets)) continue;
-        for (int u : erf_args) {
-          const auto [p, q] = *f32_product(u, sets);
-          if (same_value(p, square->first, sets) || same_value(q, square->first, sets)) partners.emplace(e, u);
-        }
+        for (const ErfArg& a : erf_args)
+          if (same_value(a.p, square->first, sets) || same_value(a.q, square->first, sets)) partners.emplace(e, a.u);
       }
     }
     return partners;

@@ -145,19 +145,11 @@ kernel::Kernel gelu_gradient_kernel(int64_t n, bool square_of_ct = false) {
   const int out = b.buffer(ElemType::F32, {n});
   const int i = b.new_loop_var();
   const Affine at{0, {{i, 1}}};
-  Stmt loop;
-  loop.kind = StmtKind::Loop;
-  loop.var = i;
-  loop.extent = n;
+  Stmt loop = kernel::loop_stmt(i, n, {}, /*independent=*/true);
   loop.lanes = 8;
-  loop.independent = true;
   auto set = [&](int expr) {
-    Stmt st;
-    st.kind = StmtKind::Set;
-    st.scalar = b.new_scalar();
-    st.expr = expr;
-    loop.body.push_back(st);
-    return b.scalar(st.scalar);
+    loop.body.push_back(kernel::set_stmt(b.new_scalar(), expr));
+    return b.scalar(loop.body.back().scalar);
   };
   auto f32 = [&](int e) { return b.round(FloatType::F32, e); };
   using runtime::BinaryOp;
@@ -173,12 +165,7 @@ kernel::Kernel gelu_gradient_kernel(int64_t n, bool square_of_ct = false) {
   const int s7 = set(f32(b.binary(BinaryOp::Mul, constant(4), s6)));
   const int s8 = set(f32(b.binary(BinaryOp::Mul, b.load(x, at), s7)));
   const int s9 = set(f32(b.binary(BinaryOp::Add, s3, s8)));
-  Stmt store;
-  store.kind = StmtKind::Store;
-  store.buffer = out;
-  store.index = at;
-  store.expr = f32(b.binary(BinaryOp::Mul, b.load(ct, at), s9));
-  loop.body.push_back(store);
+  loop.body.push_back(kernel::store_stmt(out, at, f32(b.binary(BinaryOp::Mul, b.load(ct, at), s9))));
   b.kernel().body.push_back(loop);
   return b.take();
 }
@@ -217,40 +204,20 @@ kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums 
   KernelBuilder b(of_rows ? "row sums" : "column sums");
   const int x = b.buffer(ElemType::F32, {rows, cols});
   const int out = b.buffer(f64_sums ? ElemType::F64 : ElemType::F32, {of_rows ? rows : cols});
+  // j: the sums' loop (the lanes), i: the fold's.
   const int j = b.new_loop_var(), i = b.new_loop_var();
-  if (of_rows) std::swap(rows, cols);  // the outer loop runs over the rows, the fold over the columns
-  const int64_t row_stride = of_rows ? rows : cols;
   const int s0 = b.new_scalar(), s1 = b.new_scalar(), s2 = b.new_scalar();
-  auto set = [](int scalar, int expr) {
-    Stmt s;
-    s.kind = StmtKind::Set;
-    s.scalar = scalar;
-    s.expr = expr;
-    return s;
-  };
-  Stmt outer;
-  outer.kind = StmtKind::Loop;
-  outer.var = j;
-  outer.extent = cols;
-  outer.independent = true;
-  outer.lanes = lanes;
-  outer.body.push_back(set(s0, b.constant(0.0)));
-  Stmt inner;
-  inner.kind = StmtKind::Loop;
-  inner.var = i;
-  inner.extent = rows;
-  const Affine at = of_rows ? Affine{0, {{j, row_stride}, {i, 1}}} : Affine{0, {{i, row_stride}, {j, 1}}};
+  using kernel::set_stmt;
+  const Affine at = of_rows ? Affine{0, {{j, cols}, {i, 1}}} : Affine{0, {{i, cols}, {j, 1}}};
   const int sum = b.binary(runtime::BinaryOp::Add, b.scalar(s0), b.load(x, at));
-  inner.body.push_back(set(s1, sum));
-  inner.body.push_back(set(s2, b.round(FloatType::BF16, sum)));
-  inner.body.push_back(set(s0, f64_sums ? sum : b.round(FloatType::F32, sum)));
-  outer.body.push_back(inner);
-  Stmt store;
-  store.kind = StmtKind::Store;
-  store.buffer = out;
-  store.index = Affine{0, {{j, 1}}};
-  store.expr = b.scalar(s0);
-  outer.body.push_back(store);
+  Stmt inner = kernel::loop_stmt(i, of_rows ? cols : rows,
+                                 {set_stmt(s1, sum), set_stmt(s2, b.round(FloatType::BF16, sum)),
+                                  set_stmt(s0, f64_sums ? sum : b.round(FloatType::F32, sum))});
+  Stmt outer = kernel::loop_stmt(
+      j, of_rows ? rows : cols,
+      {set_stmt(s0, b.constant(0.0)), inner, kernel::store_stmt(out, Affine{0, {{j, 1}}}, b.scalar(s0))},
+      /*independent=*/true);
+  outer.lanes = lanes;
   b.kernel().body.push_back(outer);
   return b.take();
 }

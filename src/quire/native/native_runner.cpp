@@ -19,6 +19,7 @@ NativeRunner::NativeRunner(CompilerSettings settings) : compiler_(std::move(sett
 void NativeRunner::add(int kernel_id, const kernel::Kernel& k) {
   void* address = compiler_.load(emit_c(k), kKernelSymbol);
   functions_[kernel_id] = reinterpret_cast<KernelFunction>(address);
+  as_is_[kernel_id] = kernel::stores_product_as_is(k);
 }
 
 runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
@@ -34,12 +35,12 @@ runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,
           int64_t b_cs, float* c) { sgemm(m, n, kk, a, a_rs, a_cs, b, b_rs, b_cs, c, n, false, threads); },
       scratch);
   if (inputs != given) ++packed_products_;
+  if (!functions_.count(kernel_id)) add(kernel_id, k);
   // A nest that only copies the product out: the product is the output.
-  if (inputs != given && kernel::stores_product_as_is(k)) {
+  if (inputs != given && as_is_.at(kernel_id)) {
     ++products_as_is_;
     return scratch;
   }
-  if (!functions_.count(kernel_id)) add(kernel_id, k);
   // The narrow float buffers as f32 (c_emit.h), the others as f64 or int64.
   runtime::Tensor out = kernel::output_for(k, /*narrow=*/true);
   std::vector<const void*> data;

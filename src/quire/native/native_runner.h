@@ -48,6 +48,7 @@ class NativeRunner : public kernel::KernelRunner {
 
   CCompiler compiler_;
   std::map<int, KernelFunction> functions_;  ///< by kernel id
+  std::map<int, bool> as_is_;                ///< by kernel id: kernel::stores_product_as_is, asked when added
   int threads_ = 1;
   int64_t split_launches_ = 0;
   int64_t packed_products_ = 0;

@@ -86,28 +86,10 @@ struct Nest {
   explicit Nest(std::string title) : b(std::move(title)) {}
 
   static Stmt loop(int var, int64_t extent, std::vector<Stmt> body) {
-    Stmt s;
-    s.kind = StmtKind::Loop;
-    s.var = var;
-    s.extent = extent;
-    s.body = std::move(body);
-    return s;
+    return kernel::loop_stmt(var, extent, std::move(body));
   }
-  static Stmt store(int buffer, Affine index, int expr) {
-    Stmt s;
-    s.kind = StmtKind::Store;
-    s.buffer = buffer;
-    s.index = std::move(index);
-    s.expr = expr;
-    return s;
-  }
-  static Stmt set(int scalar, int expr) {
-    Stmt s;
-    s.kind = StmtKind::Set;
-    s.scalar = scalar;
-    s.expr = expr;
-    return s;
-  }
+  static Stmt store(int buffer, Affine index, int expr) { return kernel::store_stmt(buffer, std::move(index), expr); }
+  static Stmt set(int scalar, int expr) { return kernel::set_stmt(scalar, expr); }
   /// An expression node the builder will not make (a round to f64 or an fp8 type).
   int raw_round(runtime::FloatType t, int a) {
     kernel::Expr e;

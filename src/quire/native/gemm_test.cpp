@@ -138,12 +138,14 @@ testing::AssertionResult same_bits(const std::vector<float>& got, const std::vec
 struct Shape {
   int64_t m, n, k;
 };
-// Edge sizes around the tile (14 × 32) and the k block (256 f32, 512 bf16 on
-// VDPBF16PS, 256 widened), and sizes that make several row tiles (> 512 rows)
-// and column tiles.
-const Shape kEdgeShapes[] = {{1, 1, 1},     {1, 15, 16},   {15, 16, 17},  {16, 17, 33},  {17, 33, 100},
-                             {33, 100, 1},  {14, 32, 15},  {15, 33, 257}, {20, 40, 260}, {3, 1, 600},
-                             {100, 33, 15}, {9, 20, 1030}, {530, 40, 3},  {5, 1100, 20}};
+// Edge sizes around the tile (14 × 32) and the k block (1024 f32, 2048 bf16
+// on VDPBF16PS, 1024 widened: 1025 makes two f32 blocks, 2050 two of each
+// kind, and the odd 3101 four f32 blocks and two of bf16 pairs, the last one
+// shorter), and sizes that make several row tiles (> 512 rows) and column
+// tiles.
+const Shape kEdgeShapes[] = {{1, 1, 1},     {1, 15, 16},   {15, 16, 17},  {16, 17, 33}, {17, 33, 100}, {33, 100, 1},
+                             {14, 32, 15},  {15, 33, 257}, {20, 40, 260}, {3, 1, 600},  {100, 33, 15}, {9, 20, 1025},
+                             {3, 35, 2050}, {2, 17, 3101}, {530, 40, 3},  {5, 1100, 20}};
 
 struct EdgeCase {
   Shape shape;

@@ -304,6 +304,33 @@ TEST(OptimizerClipTest, TheNormSumsSixteenInterleavedPartialsPairwise) {
   EXPECT_NE(r.grad_norm, 1.0);
 }
 
+TEST(OptimizerClipTest, AnF32GradientsNormTakesTheSameOrder) {
+  // A gradient held as f32 (a kernel's output), long enough for several
+  // vectors and a tail: the norm is the documented order's, computed here
+  // one element at a time, and not one chain's.
+  const size_t n = 16 * 37 + 5;
+  runtime::RealStorage narrow = runtime::RealStorage::narrow_for_overwrite(n);
+  float* f = narrow.narrow_for_writing();
+  for (size_t i = 0; i < n; ++i) f[i] = i % 16 == 3 ? 1.0f : std::ldexp(1.0f + static_cast<float>(i % 7), -27);
+  double partial[16] = {}, chain = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = f[i];
+    partial[i % 16] += x * x;
+    chain += x * x;
+  }
+  for (size_t width = 8; width > 0; width /= 2)
+    for (size_t j = 0; j < width; ++j) partial[j] = partial[2 * j] + partial[2 * j + 1];
+  ASSERT_NE(partial[0], chain);
+  Tensor grad;
+  grad.shape = {static_cast<int64_t>(n)};
+  grad.reals = std::move(narrow);
+  OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  ParamMap params{{"w", reals({static_cast<int64_t>(n)}, std::vector<double>(n, 0.0))}};
+  Optimizer opt(c, params);
+  const StepReport r = opt.step(params, {{"w", std::move(grad)}}, FloatType::F64, 1);
+  EXPECT_EQ(r.grad_norm, std::sqrt(partial[0]));
+}
+
 TEST(OptimizerClipTest, NormBelowTheBoundLeavesGradientsAlone) {
   OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Sgd);
   c.lr = 1;

@@ -24,7 +24,12 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::ContractGradA:
     case Op::ContractGradB:
       return LaunchKind::Product;
+    // A reduction's cotangent repeated along the axes it removed (a mean's
+    // share divided by their count): each element reads one element of its
+    // operand, as a broadcast operand of `add` or `mul` is read, so it shares
+    // its readers' nest instead of filling memory with the copies.
     case Op::Expand:
+      return LaunchKind::ElementWise;
     case Op::ZerosLike:
     case Op::OneHot:
       return LaunchKind::DataMovement;
@@ -56,6 +61,8 @@ LaunchKind launch_kind(const Instr& in) {
   if (core::copies_elements(in.op)) return LaunchKind::DataMovement;
   return LaunchKind::None;
 }
+
+bool reads_elements(const Instr& in, size_t k) { return !(in.op == Op::Expand && k == 1); }
 
 const char* launch_kind_name(LaunchKind k) {
   switch (k) {
@@ -170,9 +177,12 @@ class FunctionGrouper {
     out.group_of.assign(values, -1);
     readers_.assign(values, {});
     for (const Instr& in : fn_.body)
-      for (int a : in.args)
-        if (a >= 1 && static_cast<size_t>(a) < values && (readers_[a].empty() || readers_[a].back() != in.id))
+      for (size_t k = 0; k < in.args.size(); ++k) {
+        const int a = in.args[k];
+        if (reads_elements(in, k) && a >= 1 && static_cast<size_t>(a) < values &&
+            (readers_[a].empty() || readers_[a].back() != in.id))
           readers_[a].push_back(in.id);
+      }
     mark_result(fn_.result_value, 0);
 
     // Last instruction first: a value's readers are placed before it is.
@@ -415,6 +425,9 @@ std::string step_name(const Instr& in) {
       return fmt::format("cast {}", in.text);
     case Op::Dot:
       if (!in.text.empty()) return fmt::format("dot {}", in.text);
+      break;
+    case Op::Expand:
+      if (in.integer == 1) return "expand_mean";
       break;
     default:
       break;

@@ -69,14 +69,20 @@ inline constexpr int kMaxGroupSteps = 16;
 /// What an instruction does at run time, for fusion.
 enum class LaunchKind : uint8_t {
   None,          ///< not a launch: structure, constants, parameter reads, calls, folds
-  ElementWise,   ///< one element at a time: fusion's unit
+  ElementWise,   ///< one element at a time: fusion's unit (expand among them: a broadcast read)
   Reduction,     ///< sums/maxes over axes (sum_to and gather_grad included)
   Product,       ///< dot, contract, contract_grad_a/b
-  DataMovement,  ///< copies and broadcasts: transpose, concat, slice, gather, expand, zeros_like, …
+  DataMovement,  ///< copies: transpose, concat, slice, gather, zeros_like, …
   Draw,          ///< uniform, normal, bernoulli
 };
 LaunchKind launch_kind(const core::Instr& in);
 const char* launch_kind_name(LaunchKind k);  ///< "element-wise", "a reduction", …
+
+/// Whether `in` reads the elements of its operand k: every operand but the
+/// second of `expand` (a reduction's cotangent repeated along the axes it
+/// removed), whose shape alone it takes. Only element reads count as
+/// readers for fusion; the shape's value is still an input of the group.
+bool reads_elements(const core::Instr& in, size_t k);
 
 /// Why a value reaches memory: a closed list (docs/backends.md#fusion).
 enum class MemoryReason : uint8_t {

@@ -84,7 +84,8 @@ class GroupLowering {
       members_[in.id].shape = shape;
       members_[in.id].type = result_type(in);
     }
-    for (int v : g_.inputs) input_buffer(v);
+    for (int v : g_.inputs)
+      if (loaded(v)) input_buffer(v);
     if (packing_) {
       if (!is_product(first.op)) throw NotLowered{"no product to pack"};
       scratch_ = b_.buffer(ElemType::F32, result);
@@ -188,7 +189,19 @@ class GroupLowering {
     return maps;
   }
 
+  /// Whether a step of the group reads v's elements (expand's second operand
+  /// gives its shape alone: no buffer, no loads).
+  bool loaded(int v) const {
+    for (int s : g_.steps) {
+      const core::Instr& in = instr(s);
+      for (size_t k = 0; k < in.args.size(); ++k)
+        if (in.args[k] == v && reads_elements(in, k)) return true;
+    }
+    return false;
+  }
+
   Shape elementwise_shape(const core::Instr& in) const {
+    if (in.op == Op::Expand) return operand(in.args.at(1)).shape;
     if (!core::op_info(in.op).elementwise) throw NotLowered{fmt::format("{} is not element-wise", value_name(in.id))};
     int rank = 0;
     const std::vector<runtime::AxisMap> maps = elementwise_maps(in, rank);
@@ -219,6 +232,10 @@ class GroupLowering {
       return NotLowered{fmt::format("{} ({}) {}", value_name(in.id), core::op_info(in.op).spelling, what)};
     };
     if (is_product(in.op)) return real();
+    if (in.op == Op::Expand) {
+      if (kind(0) != runtime::ElemKind::Real) throw unsupported("repeats a cotangent that is not real");
+      return real();
+    }
     if (in.op == Op::SumTo) {
       if (kind(0) != runtime::ElemKind::Real) throw unsupported("sums a cotangent that is not real");
       return real();
@@ -341,6 +358,8 @@ class GroupLowering {
       value = emit_reduction(in, body);
     else if (in.op == Op::SumTo)
       value = emit_sum_to(in, body);
+    else if (in.op == Op::Expand)
+      value = emit_expand(in);
     else
       value = emit_elementwise(in);
     set(body, m.scalar, store_round(in, value));
@@ -369,6 +388,23 @@ class GroupLowering {
       return b_.where(two, b_.binary(runtime::BinaryOp::Mul, x[0], x[0]), b_.binary(op, x[0], x[1]));
     }
     return b_.binary(op, x[0], x[1]);
+  }
+
+  // expand(g, like): g's element at the result's kept axes, the axes the
+  // reduction removed read through a broadcast; a mean's share is that
+  // element divided by their count. The reference (interpreter.cpp) divides
+  // each element of g once and copies the quotient; dividing at every copy
+  // gives each the same quotient, rounded as the site stores it.
+  int emit_expand(const core::Instr& in) {
+    const Shape& shape = members_.at(in.id).shape;
+    const runtime::AxisMap map =
+        interp::reduced_map(static_cast<int>(shape.size()), rest_of(in, 1), in.all_axes, in.axes);
+    const int g = read_operand(in, 0, map);
+    if (in.integer != 1) return g;
+    int64_t count = 1;
+    for (size_t i = 0; i < map.size(); ++i)
+      if (map[i] < 0) count *= shape[i];
+    return b_.binary(runtime::BinaryOp::Div, g, b_.constant(static_cast<double>(count)));
   }
 
   Reduction reduction_geometry(const core::Instr& in) const {
@@ -680,8 +716,8 @@ std::variant<LoweredLaunch, std::string> lower_group(const core::Function& fn, c
                                                      const precision::FunctionRealization* table,
                                                      bool half_intermediates, const std::vector<interp::Value>& env) {
   const core::Instr& first = fn.body.at(static_cast<size_t>(g.steps.front() - static_cast<int>(fn.args.size()) - 1));
-  const bool computes = core::op_info(first.op).elementwise || is_product(first.op) || is_reduction(first.op) ||
-                        first.op == core::Op::SumTo;
+  const bool computes = launch_kind(first) == LaunchKind::ElementWise || is_product(first.op) ||
+                        is_reduction(first.op) || first.op == core::Op::SumTo;
   if (!computes) return fmt::format("{} is {}", core::op_info(first.op).spelling, launch_kind_name(launch_kind(first)));
   LoweredLaunch plain;
   try {

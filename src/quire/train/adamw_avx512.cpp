@@ -43,10 +43,18 @@ QUIRE_AVX512F inline __m512d round_master(__m512d x, bool f32) {
   return f32 ? widen(narrow(x)) : x;
 }
 
+QUIRE_AVX512F inline void store(void* base, bool is_f32, size_t i, __m512d x) {
+  if (is_f32)
+    _mm256_storeu_ps(static_cast<float*>(base) + i, narrow(x));
+  else
+    _mm512_storeu_pd(static_cast<double*>(base) + i, x);
+}
+
 }  // namespace
 
-QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, double* m, double* v,
-                                          void* p, bool p_is_f32, const void* grad, bool grad_is_f32) {
+QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v,
+                                          bool state_is_f32, void* p, bool p_is_f32, const void* grad,
+                                          bool grad_is_f32) {
   const bool f32 = c.master == runtime::FloatType::F32;
   const bool lerp_from_self = std::abs(c.m_weight) < 0.5;
   const __m512d coef = _mm512_set1_pd(c.coef), decay = _mm512_set1_pd(c.decay);
@@ -60,7 +68,7 @@ QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, si
     if (c.clipped) g = _mm512_mul_pd(g, coef);
     __m512d x = load(p, p_is_f32, i);
     if (c.decays) x = _mm512_mul_pd(x, decay);
-    const __m512d m0 = _mm512_loadu_pd(m + i), v0 = _mm512_loadu_pd(v + i);
+    const __m512d m0 = load(m, state_is_f32, i), v0 = load(v, state_is_f32, i);
     const __m512d diff = _mm512_sub_pd(g, m0);
     const __m512d lerp = lerp_from_self ? _mm512_add_pd(m0, _mm512_mul_pd(m_weight, diff))
                                         : _mm512_sub_pd(g, _mm512_mul_pd(diff, m_weight_rest));
@@ -73,12 +81,9 @@ QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, si
     const __mmask8 nan = _mm512_cmp_pd_mask(m1, m1, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(v1, v1, _CMP_UNORD_Q) |
                          _mm512_cmp_pd_mask(x1, x1, _CMP_UNORD_Q);
     if (nan) break;
-    _mm512_storeu_pd(m + i, m1);
-    _mm512_storeu_pd(v + i, v1);
-    if (p_is_f32)
-      _mm256_storeu_ps(static_cast<float*>(p) + i, narrow(x1));
-    else
-      _mm512_storeu_pd(static_cast<double*>(p) + i, x1);
+    store(m, state_is_f32, i, m1);
+    store(v, state_is_f32, i, v1);
+    store(p, p_is_f32, i, x1);
   }
   return i;
 }
@@ -87,7 +92,8 @@ QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, si
 
 bool adamw_avx512_available(runtime::FloatType) { return false; }
 
-size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, double*, double*, void*, bool, const void*, bool) {
+size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*,
+                            bool) {
   throw std::logic_error("adamw_vectors_avx512: not built for this processor");
 }
 

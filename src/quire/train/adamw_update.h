@@ -1,8 +1,10 @@
 // One AdamW update of an element (optimizer.cpp's adamw_pass), written once
 // for the scalar loop and stated again, operation for operation, by the
 // AVX-512 loop (adamw_avx512.cpp).
-// Requires: the constants of one update (AdamWConstants); m and v as f64
-// arrays; the parameter and the gradient each as f64 or as an f32 view.
+// Requires: the constants of one update (AdamWConstants); m and v both as f64
+// arrays or both as f32 ones (an f32 master's state, whose values its
+// rounding makes f32 numbers); the parameter and the gradient each as f64 or
+// as an f32 view.
 // Keeps: torch.optim.AdamW's order of operations in f64, every result rounded
 // once to the master type. The vector loop gives the scalar loop's bits: each
 // of its operations is the same IEEE operation (no contraction; the f32
@@ -38,16 +40,18 @@ inline double adamw_lerp(double self, double end, double weight) {
   return std::abs(weight) < 0.5 ? self + weight * (end - self) : end - (end - self) * (1.0 - weight);
 }
 
-/// Element i's update. P and G are double or float (an f32 view).
-template <typename P, typename G>
-inline void adamw_element(const AdamWConstants& c, size_t i, double* m, double* v, P* p, const G* grad) {
+/// Element i's update. S (the state), P and G are double or float (an f32 view).
+template <typename S, typename P, typename G>
+inline void adamw_element(const AdamWConstants& c, size_t i, S* m, S* v, P* p, const G* grad) {
   const double g = c.clipped ? grad[i] * c.coef : grad[i];
   double x = p[i];
   if (c.decays) x = x * c.decay;
-  m[i] = runtime::round_to(c.master, adamw_lerp(m[i], g, c.m_weight));
-  v[i] = runtime::round_to(c.master, v[i] * c.beta2 + c.v_weight * g * g);
-  const double denom = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
-  p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m[i] / denom));
+  const double m1 = runtime::round_to(c.master, adamw_lerp(m[i], g, c.m_weight));
+  const double v1 = runtime::round_to(c.master, static_cast<double>(v[i]) * c.beta2 + c.v_weight * g * g);
+  m[i] = static_cast<S>(m1);
+  v[i] = static_cast<S>(v1);
+  const double denom = std::sqrt(v1) / c.bias_correction2_sqrt + c.eps;
+  p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m1 / denom));
 }
 
 /// Whether this CPU runs adamw_vectors_avx512 (AVX-512F), for masters f64
@@ -57,8 +61,9 @@ bool adamw_avx512_available(runtime::FloatType master);
 /// Updates whole vectors of 8 elements from `lo` while 8 remain before `hi`
 /// and no result of the vector is a NaN; returns the first element it did not
 /// update (the caller updates that one, or the tail, with adamw_element).
-/// The parameter and gradient are f32 views where the flags say so.
-size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, double* m, double* v, void* p,
-                            bool p_is_f32, const void* grad, bool grad_is_f32);
+/// The state (m and v), the parameter and the gradient are f32 views where
+/// the flags say so.
+size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32,
+                            void* p, bool p_is_f32, const void* grad, bool grad_is_f32);
 
 }  // namespace quire::train

@@ -148,8 +148,8 @@ class Optimizer {
   struct ParamState {
     std::string path;
     runtime::Shape shape;
-    std::vector<double> first;   ///< exp_avg, or the momentum buffer
-    std::vector<double> second;  ///< exp_avg_sq
+    runtime::RealStorage first;   ///< exp_avg, or the momentum buffer
+    runtime::RealStorage second;  ///< exp_avg_sq
   };
   /// The kinds of state tensor, in state_tensors() order: {"exp_avg",
   /// "exp_avg_sq"}, {"momentum_buffer"} or none. Kind k lives in `first`

@@ -461,6 +461,26 @@ TEST(OptimizerStateTest, RoundTripContinuesBitForBit) {
   expect_round_trip_continues_exactly(sgd, FloatType::F32);
 }
 
+TEST(OptimizerStateTest, AnF32MastersStateIsHeldAsF32UnlessItHoldsOtherNumbers) {
+  // Under an f32 master every state value is an f32 number, held as f32
+  // (half the bytes the update streams); a restored state holding another
+  // number (an f64 run's) stays f64, and the update reads it as it is.
+  ParamMap params = initial_params(FloatType::F32);
+  Optimizer opt(adamw_config(), params);
+  opt.step(params, gradients(params, 0, FloatType::F32), FloatType::F32, 10);
+  io::NamedTensors state = opt.state_tensors();
+  for (const auto& [name, t] : state) EXPECT_TRUE(t.reals.holds_narrow()) << name;
+
+  // blocks.proj.w's exp_avg, the first state tensor: its two moments stay f64.
+  state.front().second.reals = state.front().second.reals.to_vector();
+  state.front().second.reals[0] += 0x1p-40;  // not an f32 number
+  Optimizer restored(adamw_config(), params);
+  restored.restore(state, opt.state_json());
+  restored.step(params, gradients(params, 1, FloatType::F32), FloatType::F32, 10);
+  for (const auto& [name, t] : restored.state_tensors())
+    EXPECT_EQ(t.reals.holds_narrow(), name.find("blocks.proj.w") == std::string::npos) << name;
+}
+
 TEST(OptimizerStateTest, NamesAndJson) {
   ParamMap params = initial_params(FloatType::F64);
   Optimizer opt(adamw_config(), params);

@@ -211,11 +211,10 @@ bool holds_f32_numbers(const runtime::RealStorage& x) {
 
 /// Calls update(state...) with the state's elements (one storage or two) as
 /// f32 under an f32 master, else as f64. An f32 master rounds every new
-/// state value to f32, so its state holds f32 numbers and f32 storage keeps
-/// their bits at half the bytes: the update streams the state through memory
-/// (about 27 GB/s, the memory's rate, at D = 256), and its f64 state was 9.6
-/// of its 26 MB a step. A state that holds other numbers (restored from an
-/// f64 run) stays f64 until written.
+/// state value to f32, so its state holds f32 numbers, and f32 storage keeps
+/// their bits in half the memory (as PyTorch holds an f32 run's moments). A
+/// state that holds other numbers (restored from an f64 run) stays f64 until
+/// an update has rounded it.
 template <class F, class... State>
 void with_state_views(runtime::FloatType master, F&& update, State*... state) {
   if (master == runtime::FloatType::F32 && (holds_f32_numbers(*state) && ...))

@@ -141,8 +141,8 @@ TEST(FusionTutorial, TheGradientsReverseSweep) {
   // by the call of Tower.apply.vjp; %14 = neg %13 is a part of the result.
   EXPECT_EQ(t.groups("loss.vjp"),
             (std::vector<std::string>{"%13 = expand_mean(i0,i1);mul(i2,i3);mul(s0,s1) [ct %8 %11 %7]"}));
-  EXPECT_EQ(t.stored("loss.vjp"), (std::vector<std::string>{"%7 several_groups", "%8 read_by_reduction %9",
-                                                            "%9 result", "%13 read_by_call %15", "%14 result"}));
+  EXPECT_EQ(t.stored("loss.vjp"), (std::vector<std::string>{"%7 several_groups", "%8 read_by_reduction %9", "%9 result",
+                                                            "%13 read_by_call %15", "%14 result"}));
   EXPECT_EQ(t.fn("loss.vjp").launches, 7);
   EXPECT_EQ(t.fn("loss.vjp").fused_launches, 5);
   // Linear.apply.vjp: the forward's dot and add, then the three products of

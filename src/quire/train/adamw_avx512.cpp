@@ -92,8 +92,7 @@ QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, si
 
 bool adamw_avx512_available(runtime::FloatType) { return false; }
 
-size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*,
-                            bool) {
+size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*, bool) {
   throw std::logic_error("adamw_vectors_avx512: not built for this processor");
 }
 

@@ -63,7 +63,7 @@ bool adamw_avx512_available(runtime::FloatType master);
 /// update (the caller updates that one, or the tail, with adamw_element).
 /// The state (m and v), the parameter and the gradient are f32 views where
 /// the flags say so.
-size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32,
-                            void* p, bool p_is_f32, const void* grad, bool grad_is_f32);
+size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32, void* p,
+                            bool p_is_f32, const void* grad, bool grad_is_f32);
 
 }  // namespace quire::train

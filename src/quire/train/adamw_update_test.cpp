@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <type_traits>
-#include <cmath>
 #include <vector>
 
 namespace quire::train {

@@ -93,17 +93,7 @@ class GroupLowering {
     }
     // The output is the last buffer: inputs are all declared before it.
     const int out = b_.buffer(members_.at(g_.root()).type, result);
-    std::vector<Stmt>* body = &b_.kernel().body;
-    for (int64_t extent : result) {
-      Stmt loop;
-      loop.kind = StmtKind::Loop;
-      loop.var = b_.new_loop_var();
-      loop.extent = extent;
-      loop.independent = true;
-      result_vars_.push_back(loop.var);
-      body->push_back(std::move(loop));
-      body = &body->back().body;
-    }
+    std::vector<Stmt>* body = open_nest(b_.kernel().body, result, /*independent=*/true, result_vars_);
     for (int v : g_.steps) emit_step(instr(v), *body);
     body->push_back(store_stmt(out, contiguous_index(result, result_vars_), b_.scalar(members_.at(g_.root()).scalar)));
     LoweredLaunch l;
@@ -333,19 +323,21 @@ class GroupLowering {
 
   void set(std::vector<Stmt>& body, int scalar, int expr) { body.push_back(set_stmt(scalar, expr)); }
 
-  // A fold loop nest over `shape` (not independent), appended to `body`; returns its innermost body.
-  std::vector<Stmt>* open_fold(std::vector<Stmt>& body, const Shape& shape, std::vector<int>& vars) {
+  // A loop nest over `shape`, one loop an axis, appended to `body`; its
+  // variables are appended to `vars`. Returns the innermost body.
+  std::vector<Stmt>* open_nest(std::vector<Stmt>& body, const Shape& shape, bool independent, std::vector<int>& vars) {
     std::vector<Stmt>* at = &body;
     for (int64_t extent : shape) {
-      Stmt loop;
-      loop.kind = StmtKind::Loop;
-      loop.var = b_.new_loop_var();
-      loop.extent = extent;
-      vars.push_back(loop.var);
-      at->push_back(std::move(loop));
+      vars.push_back(b_.new_loop_var());
+      at->push_back(loop_stmt(vars.back(), extent, {}, independent));
       at = &at->back().body;
     }
     return at;
+  }
+
+  // A fold loop nest over `shape` (not independent).
+  std::vector<Stmt>* open_fold(std::vector<Stmt>& body, const Shape& shape, std::vector<int>& vars) {
+    return open_nest(body, shape, /*independent=*/false, vars);
   }
 
   void emit_step(const core::Instr& in, std::vector<Stmt>& body) {

@@ -60,6 +60,17 @@ void RealStorage::detach_wide() const {
   offset_ = 0;
 }
 
+namespace {
+/// Whether x is an f32 number (a NaN counts as one).
+bool is_f32_number(double x) { return static_cast<double>(static_cast<float>(x)) == x || std::isnan(x); }
+}  // namespace
+
+bool RealStorage::holds_f32_numbers() const {
+  if (holds_narrow() || size_ == 0) return true;
+  const double* d = data();
+  return std::all_of(d, d + size_, is_f32_number);
+}
+
 const float* RealStorage::narrow_view() const {
   if (!block_->narrow && size_ != block_->size) detach_wide();
   Block& b = *block_;
@@ -67,11 +78,10 @@ const float* RealStorage::narrow_view() const {
     auto narrow = std::make_unique_for_overwrite<float[]>(b.size);
     const double* wide = b.wide.get();
     for (size_t i = 0; i < b.size; ++i) {
-      const float f = static_cast<float>(wide[i]);
-      if (static_cast<double>(f) != wide[i] && !std::isnan(wide[i]))
+      if (!is_f32_number(wide[i]))
         throw std::logic_error(
             fmt::format("internal: a value held in a narrow type is not an f32 number: element {} is {}", i, wide[i]));
-      narrow[i] = f;
+      narrow[i] = static_cast<float>(wide[i]);
     }
     b.narrow = std::move(narrow);
   }

@@ -109,6 +109,9 @@ class RealStorage {
   float* narrow_for_writing();
   /// Whether the f32 view exists now (a reader of narrow() would not make it).
   bool holds_narrow() const { return block_ && block_->narrow; }
+  /// Whether every element is an f32 number (a NaN counts as one): what
+  /// narrow() requires. True at once where the f32 view exists.
+  bool holds_f32_numbers() const;
   /// Whether the f64 view exists now.
   bool holds_wide() const { return block_ && block_->wide; }
 

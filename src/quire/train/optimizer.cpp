@@ -181,6 +181,12 @@ void for_parts(size_t n, int threads, const std::function<void(size_t lo, size_t
   });
 }
 
+/// Whether a view's pointer is to f32 elements (else f64).
+template <typename T>
+constexpr bool is_f32_view(T*) {
+  return std::is_same_v<std::remove_const_t<T>, float>;
+}
+
 /// Calls update(p, grad) with the parameter's elements in the view an update
 /// writes them in, and the gradient's in the view it has: an f32 master is
 /// updated in its f32 view (exactly: every new value is rounded to f32), which
@@ -200,15 +206,6 @@ void with_views(const Slot& s, runtime::FloatType master, F&& update) {
     with_param(s.grad->data());
 }
 
-/// Whether every element of `x` is an f32 number (a NaN counts as one).
-bool holds_f32_numbers(const runtime::RealStorage& x) {
-  if (x.holds_narrow()) return true;
-  const double* d = std::as_const(x).data();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (static_cast<double>(static_cast<float>(d[i])) != d[i] && !std::isnan(d[i])) return false;
-  return true;
-}
-
 /// Calls update(state...) with the state's elements (one storage or two) as
 /// f32 under an f32 master, else as f64. An f32 master rounds every new
 /// state value to f32, so its state holds f32 numbers, and f32 storage keeps
@@ -217,7 +214,7 @@ bool holds_f32_numbers(const runtime::RealStorage& x) {
 /// an update has rounded it.
 template <class F, class... State>
 void with_state_views(runtime::FloatType master, F&& update, State*... state) {
-  if (master == runtime::FloatType::F32 && (holds_f32_numbers(*state) && ...))
+  if (master == runtime::FloatType::F32 && (state->holds_f32_numbers() && ...))
     update(state->narrow_for_writing()...);
   else
     update(state->data()...);
@@ -250,14 +247,11 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
     with_state_views(
         master,
         [&](auto* m, auto* v) {
-          constexpr bool state_is_f32 = std::is_same_v<std::remove_pointer_t<decltype(m)>, float>;
           with_views(s, master, [&](auto* p, const auto* grad) {
-            constexpr bool p_is_f32 = std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(p)>>, float>;
-            constexpr bool grad_is_f32 =
-                std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(grad)>>, float>;
             for_parts(n, threads, [&](size_t lo, size_t hi) {
               for (size_t i = lo; i < hi;) {
-                if (vectors) i = adamw_vectors_avx512(k, i, hi, m, v, state_is_f32, p, p_is_f32, grad, grad_is_f32);
+                if (vectors)
+                  i = adamw_vectors_avx512(k, i, hi, m, v, is_f32_view(m), p, is_f32_view(p), grad, is_f32_view(grad));
                 // The tail, or a vector with a NaN result.
                 for (const size_t stop = std::min(hi, i + 8); i < stop; ++i) adamw_element(k, i, m, v, p, grad);
               }

@@ -13,8 +13,9 @@
 
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
-#include "quire/kernel/kernel_testing.h"
+#include "quire/kernel/generated_programs.h"
 #include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/kernel_testing.h"
 #include "quire/kernel/layout.h"
 #include "quire/native/native_runner.h"
 #include "quire/native/native_testing.h"
@@ -318,6 +319,41 @@ TEST_F(NativeBackend, OneAndTwoThreadsGiveTheSameBits) {
     EXPECT_EQ(one.split_launches(), 0);
     EXPECT_GT(two.split_launches(), 0) << "the shipped profile's plan splits the product over 2 threads";
   }
+}
+
+TEST_F(NativeBackend, GeneratedProgramsHaveTheReferenceBits) {
+  // Random functions and towers (kernel/generated_programs.h; the kernel
+  // interpreter runs many more of them, and compiling is what costs here):
+  // each on its arguments and its vjp on finite ones, under three policies,
+  // with every kernel at its widest layout on 2 threads.
+  const machine::Profile eager = kernel::testing::eager_profile();
+  NativeRunner runner;
+  runner.set_threads(2);
+  std::vector<precision::RealizeOptions> policies(3);
+  policies[0].policy = Policy::F64;
+  policies[1].policy = Policy::F32;
+  policies[1].fused_products = true;
+  policies[2].policy = Policy::BF16;
+  int64_t launches = 0;
+  for (bool towers : {false, true}) {
+    for (int seed = 0; seed < kernel::testing::generated_program_count(towers ? 3 : 4); ++seed) {
+      const kernel::testing::GeneratedCase c = kernel::testing::generated_case(static_cast<uint64_t>(seed), towers);
+      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
+      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
+      for (const precision::RealizeOptions& o : policies) {
+        SCOPED_TRACE(label(o));
+        const kernel::testing::Runs forward =
+            kernel::testing::run_both(*c.e->prog, c.f, c.specials, {}, o, runner, interp::Remat::Recompute, &eager, 2);
+        expect_same(forward.kernels, forward.reference, "f");
+        const kernel::testing::Runs backward =
+            kernel::testing::run_both(*c.e->prog, c.vjp, c.finite, {}, o, runner, interp::Remat::Store, &eager, 2);
+        expect_same(backward.kernels, backward.reference, "f.vjp");
+        launches += forward.kernel_launches + backward.kernel_launches;
+      }
+      if (HasFailure()) return;  // one program's failures at a time
+    }
+  }
+  EXPECT_GT(launches, 0);
 }
 
 class NativeCli : public quire::testing::CliTest {

@@ -1,4 +1,5 @@
-// Random programs (generated_programs.h) through the kernel engine on the
+// Fusion's promises (fusion.h) checked on random programs and their vjps,
+// and the programs (generated_programs.h) through the kernel engine on the
 // kernel interpreter, against the reference interpreter, bit for bit: each
 // function on arguments with special values, each tower (parameters, a stack
 // folded) on its initial parameters, and their vjps on finite values
@@ -9,8 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 
+#include "quire/kernel/fusion.h"
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/kernel/kernel_testing.h"
 
@@ -47,6 +51,97 @@ void expect_reference_bits(bool module_programs, int count) {
     if (::testing::Test::HasFailure()) return;  // one program's failures at a time
   }
   EXPECT_GT(launches, 0) << "the programs' operations run as kernels";
+}
+
+/// Every promise of fusion.h on one function: each launch is either a
+/// member of a group that is not its root or stored with one reason; a
+/// member is not the result and all its element readers are in its group; a
+/// group holds at most kMaxGroupSteps steps, element-wise ones after at most
+/// one product; a named reader reads the value and is of the reason's kind;
+/// an unread value has no reader; the counts add up.
+void expect_fusion_promises(const core::Function& fn, const FunctionFusion& ff) {
+  std::map<int, const core::Instr*> instr;
+  std::map<int, std::vector<const core::Instr*>> readers;
+  for (const core::Instr& in : fn.body) {
+    instr[in.id] = &in;
+    for (size_t k = 0; k < in.args.size(); ++k)
+      if (reads_elements(in, k)) readers[in.args[k]].push_back(&in);
+  }
+  std::map<int, const StoredValue*> stored;
+  for (const StoredValue& s : ff.stored) {
+    EXPECT_TRUE(stored.emplace(s.value, &s).second) << fn.value_name(s.value) << " is stored twice";
+    if (s.group >= 0) {
+      EXPECT_EQ(ff.groups.at(static_cast<size_t>(s.group)).root(), s.value);
+    }
+  }
+  int launches = 0, alone = 0;
+  for (const core::Instr& in : fn.body) {
+    const std::string name = fn.value_name(in.id);
+    const int g = ff.group_of.at(static_cast<size_t>(in.id));
+    if (launch_kind(in) == LaunchKind::None) {
+      EXPECT_EQ(g, -1) << name;
+      EXPECT_FALSE(stored.count(in.id)) << name;
+      continue;
+    }
+    ++launches;
+    const bool member = g >= 0 && ff.groups.at(static_cast<size_t>(g)).root() != in.id;
+    EXPECT_NE(member, stored.count(in.id) == 1) << name << ": a member, or stored";
+    if (stored.count(in.id) && g < 0) ++alone;
+    if (member) {
+      EXPECT_NE(in.id, fn.result_value) << name;
+      for (const core::Instr* r : readers[in.id]) EXPECT_EQ(ff.group_of.at(static_cast<size_t>(r->id)), g) << name;
+    }
+  }
+  for (const FusionGroup& group : ff.groups) {
+    EXPECT_LE(group.steps.size(), static_cast<size_t>(kMaxGroupSteps));
+    for (size_t i = 0; i < group.steps.size(); ++i) {
+      const LaunchKind kind = launch_kind(*instr.at(group.steps[i]));
+      EXPECT_EQ(kind, i == 0 && group.epilogue ? LaunchKind::Product : LaunchKind::ElementWise)
+          << fn.value_name(group.steps[i]);
+    }
+  }
+  for (const StoredValue& s : ff.stored) {
+    const std::vector<const core::Instr*>& r = readers[s.value];
+    if (s.reason == MemoryReason::Unread) {
+      EXPECT_TRUE(r.empty()) << fn.value_name(s.value);
+    }
+    if (s.reader > 0) {
+      EXPECT_TRUE(std::any_of(r.begin(), r.end(), [&](const core::Instr* in) { return in->id == s.reader; }) ||
+                  std::count(instr.at(s.reader)->args.begin(), instr.at(s.reader)->args.end(), s.value) > 0)
+          << fn.value_name(s.value) << " is not read by the reader its reason names";
+      static const std::map<MemoryReason, LaunchKind> kReaderKind = {
+          {MemoryReason::ReadByReduction, LaunchKind::Reduction},   {MemoryReason::ReadByProduct, LaunchKind::Product},
+          {MemoryReason::ReadByMovement, LaunchKind::DataMovement}, {MemoryReason::ReadByDraw, LaunchKind::Draw},
+          {MemoryReason::OtherShape, LaunchKind::ElementWise},
+      };
+      if (auto it = kReaderKind.find(s.reason); it != kReaderKind.end()) {
+        EXPECT_EQ(launch_kind(*instr.at(s.reader)), it->second) << fn.value_name(s.value);
+      }
+    }
+  }
+  EXPECT_EQ(ff.launches, launches);
+  EXPECT_EQ(ff.fused_launches, static_cast<int>(ff.groups.size()) + alone);
+  EXPECT_LE(ff.fused_launches, ff.launches);
+}
+
+TEST(GeneratedPrograms, KeepFusionsPromises) {
+  for (bool towers : {false, true}) {
+    for (int seed = 0; seed < testing::generated_program_count(towers ? 60 : 200); ++seed) {
+      const testing::GeneratedCase c = testing::generated_case(static_cast<uint64_t>(seed), towers);
+      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
+      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
+      for (int entry : {c.f, c.vjp}) {
+        const Fusion fusion = fuse(*c.e->prog, entry, {});
+        ASSERT_TRUE(fusion.launches && fusion.fused_launches) << fusion.unknown;
+        EXPECT_LE(*fusion.fused_launches, *fusion.launches);
+        for (const FunctionFusion& ff : fusion.functions) {
+          SCOPED_TRACE(c.e->prog->functions[static_cast<size_t>(ff.function)].name);
+          expect_fusion_promises(c.e->prog->functions[static_cast<size_t>(ff.function)], ff);
+        }
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
 }
 
 TEST(GeneratedPrograms, HaveTheReferenceBitsOnTheKernelInterpreter) { expect_reference_bits(false, 200); }

@@ -1,5 +1,6 @@
-// Fusion's promises (fusion.h) checked on random programs and their vjps,
-// and the programs (generated_programs.h) through the kernel engine on the
+// Fusion's promises (fusion.h) checked on random programs and their vjps;
+// every layout of their kernels giving the kernel's bits; and the programs
+// (generated_programs.h) through the kernel engine on the
 // kernel interpreter, against the reference interpreter, bit for bit: each
 // function on arguments with special values, each tower (parameters, a stack
 // folded) on its initial parameters, and their vjps on finite values
@@ -17,6 +18,7 @@
 #include "quire/kernel/fusion.h"
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/kernel/kernel_testing.h"
+#include "quire/kernel/layout.h"
 
 namespace quire::kernel {
 namespace {
@@ -142,6 +144,48 @@ TEST(GeneratedPrograms, KeepFusionsPromises) {
       if (::testing::Test::HasFailure()) return;
     }
   }
+}
+
+/// Runs each kernel as lowered and at every point of its layout space but
+/// the packed product's (sgemm's own tests cover it), expecting the same
+/// bits at every point.
+class EveryLayoutRunner : public KernelRunner {
+ public:
+  runtime::Tensor run(int, const Kernel& k, const std::vector<const runtime::Tensor*>& inputs) override {
+    const runtime::Tensor want = run_kernel(k, inputs);
+    for (const RankedLayout& r : plan_kernel(k, profile_, 2).ranked) {
+      if (r.layout.pack) continue;
+      Kernel laid = k;
+      apply_layout(laid, r.layout);
+      ++points_;
+      reordered_ += r.layout.tile > 1 || r.layout.swap;
+      expect_same(interp::Value::of(run_kernel(laid, inputs)), interp::Value::of(want),
+                  k.title + " at " + layout_text(r.layout));
+    }
+    return want;
+  }
+  int points_ = 0, reordered_ = 0;
+
+ private:
+  machine::Profile profile_ = machine::shipped_profile();
+};
+
+TEST(GeneratedPrograms, GiveTheirKernelsBitsAtEveryLayout) {
+  EveryLayoutRunner runner;
+  for (bool towers : {false, true}) {
+    for (int seed = 0; seed < testing::generated_program_count(towers ? 30 : 100); ++seed) {
+      const testing::GeneratedCase c = testing::generated_case(static_cast<uint64_t>(seed), towers);
+      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
+      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
+      precision::RealizeOptions f32;
+      f32.policy = precision::Policy::F32;
+      testing::run_both(*c.e->prog, c.f, c.specials, {}, f32, runner);
+      testing::run_both(*c.e->prog, c.vjp, c.finite, {}, f32, runner);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(runner.reordered_, 0) << "some nests are reordered or tiled";
+  EXPECT_GT(runner.points_, 0);
 }
 
 TEST(GeneratedPrograms, HaveTheReferenceBitsOnTheKernelInterpreter) { expect_reference_bits(false, 200); }

@@ -17,7 +17,7 @@
 //     and `numerics(high)` regions, powers,
 //     reductions over one or two axes, `·` and `contract` (batched or not),
 //     `transpose`, and `slice`, `concat`, `merge` and `split` of arguments
-//     shaped for them;
+//     shaped for them, `gather` of a table by i32 ids and `one_hot` of ids;
 //   - every tensor of at most three axes; arguments made as the expression
 //     needs them.
 //
@@ -49,7 +49,10 @@ namespace quire::kernel::testing {
 struct GeneratedProgram {
   std::string source;                           ///< the program; its entry is `f`
   std::vector<runtime::Shape> argument_shapes;  ///< f's arguments, in order
-  runtime::Shape result_shape;                  ///< f's result
+  /// For each argument: 0 for a real tensor, else an i32 tensor of ids in
+  /// [0, this bound) (what `gather` and `one_hot` read).
+  std::vector<int64_t> id_bounds;
+  runtime::Shape result_shape;  ///< f's result
 };
 
 namespace generated_detail {
@@ -98,6 +101,7 @@ class Generator {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       header += (i ? ", " : "") + inputs_[i].name + " : " + type(inputs_[i]);
       out.argument_shapes.push_back(shape(inputs_[i]));
+      out.id_bounds.push_back(inputs_[i].id_bound);
     }
     const Named result_value{"", result, {}};
     header += ") -> " + type(result_value) + " =\n";
@@ -139,6 +143,7 @@ class Generator {
     std::string name;
     Axes axes;
     std::vector<int64_t> sizes;  // an argument's, where an axis stretches (size 1); else empty
+    int64_t id_bound = 0;        // > 0: i32 ids below it
   };
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
@@ -152,7 +157,7 @@ class Generator {
   }
   std::string type(const Named& n) const {
     const runtime::Shape s = shape(n);
-    std::string t = "ℝ[";
+    std::string t = n.id_bound > 0 ? "i32[" : "ℝ[";
     for (size_t i = 0; i < n.axes.size(); ++i)
       t += (i ? ", " : "") + std::string(1, n.axes[i]) + ": " + std::to_string(s[i]);
     return t + "]";
@@ -198,7 +203,7 @@ class Generator {
     }
     if (module_ && no_x_ == 0 && axes == Axes{model_} && chance(0.8)) return "x";
     for (const Named& n : module_ ? params_ : inputs_)
-      if (n.axes == axes && n.sizes.empty() && chance(0.6)) return n.name;
+      if (n.axes == axes && n.sizes.empty() && n.id_bound == 0 && chance(0.6)) return n.name;
     return argument(axes, {});
   }
 
@@ -263,14 +268,43 @@ class Generator {
     return s;
   }
 
-  /// `slice`, `concat`, `merge` or `split` of new arguments, giving axes `t`.
+  /// New i32 ids of these axes, each below `bound`.
+  std::string ids(const Axes& axes, int64_t bound) {
+    inputs_.push_back({"i" + std::to_string(inputs_.size()), axes, {}, bound});
+    return inputs_.back().name;
+  }
+
+  /// `slice`, `concat`, `merge` or `split` of new arguments, giving axes `t`;
+  /// or `gather` of a table by ids, or `one_hot` of ids (not in a module's
+  /// function, whose leaves are x and parameters).
   std::string restructured(const Axes& t) {
     if (t.empty()) return leaf(t);
     const size_t i = static_cast<size_t>(pick(static_cast<int>(t.size())));
     const int64_t size = sizes_.at(t[i]);
     const std::string axis = std::string(1, t[i]);
     std::vector<int64_t> sizes = sizes_of(t);
-    switch (pick(4)) {
+    switch (pick(module_ ? 4 : 6)) {
+      case 4: {  // gather(axis v, table, ids): the table's axes before v, the ids' axes, the table's after v
+        const size_t j = i + static_cast<size_t>(pick(static_cast<int>(t.size() - i) + 1));
+        const char v = fresh(t);
+        const int64_t rows = 1 + pick(9);
+        const Axes before(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(i)),
+            id_axes(t.begin() + static_cast<std::ptrdiff_t>(i), t.begin() + static_cast<std::ptrdiff_t>(j)),
+            after(t.begin() + static_cast<std::ptrdiff_t>(j), t.end());
+        Axes table = before;
+        table.push_back(v);
+        table.insert(table.end(), after.begin(), after.end());
+        if (table.size() > kMaxAxes) return leaf(t);
+        std::vector<int64_t> table_sizes = sizes_of(table);
+        table_sizes[before.size()] = rows;
+        // The ids' axes may be none: one row, the table's axis v removed.
+        return std::string("gather(axis ") + v + ", " + argument(table, table_sizes) + ", " + ids(id_axes, rows) + ")";
+      }
+      case 5: {  // one_hot(ids, v: V) appends v: the result's last axis
+        const Axes id_axes(t.begin(), t.end() - 1);
+        return "one_hot(" + ids(id_axes, sizes_.at(t.back())) + ", " + t.back() + ": " +
+               std::to_string(sizes_.at(t.back())) + ")";
+      }
       case 0: {  // slice(axis a, x, start, stop, step) of a longer axis
         const int64_t start = pick(4), step = 1 + pick(3);
         sizes[i] = start + (size - 1) * step + 1 + pick(3);
@@ -470,8 +504,16 @@ inline GeneratedCase generated_case(uint64_t seed, bool module_program = false) 
   }
   for (size_t i = 0; i < c.program.argument_shapes.size(); ++i) {
     const runtime::Shape& s = c.program.argument_shapes[i];
-    c.specials.push_back(interp::Value::of(
-        interp::testing::reals(s, specials_and_random(static_cast<size_t>(runtime::element_count(s)), seed * 31 + i))));
+    const size_t n = static_cast<size_t>(runtime::element_count(s));
+    if (const int64_t bound = c.program.id_bounds[i]; bound > 0) {
+      std::mt19937_64 rng(seed * 43 + i);
+      std::vector<int64_t> ids(n);
+      for (int64_t& id : ids) id = std::uniform_int_distribution<int64_t>(0, bound - 1)(rng);
+      c.specials.push_back(interp::Value::of(interp::testing::ints(runtime::ElemKind::I32, s, ids)));
+      c.finite.push_back(c.specials.back());
+      continue;
+    }
+    c.specials.push_back(interp::Value::of(interp::testing::reals(s, specials_and_random(n, seed * 31 + i))));
     c.finite.push_back(interp::Value::of(finite_values(s, seed * 37 + i)));
   }
   c.finite.push_back(interp::Value::of(finite_values(c.program.result_shape, seed * 41)));

@@ -19,7 +19,9 @@
 //     `transpose`, and `slice`, `concat`, `merge` and `split` of arguments
 //     shaped for them, `gather` of a table by i32 ids and `one_hot` of ids;
 //   - every tensor of at most three axes; arguments made as the expression
-//     needs them.
+//     needs them;
+//   - now and then a second function, `g`, generated the same way, which
+//     `f` calls where it needs a value of g's axes.
 //
 // generate_module_program writes a tower instead: a stack of blocks folded,
 // then one more block, each block's `apply` x plus such an expression of x
@@ -74,15 +76,21 @@ class Generator {
   }
 
   GeneratedProgram program() {
+    std::string helper;
+    if (chance(0.4)) helper = make_helper();
     const int lets = pick(4);
     std::string body;
+    if (!helper.empty()) {  // g is called at least once
+      body += "  let gv = " + call_helper(2) + "\n";
+      lets_.push_back({"gv", helper_.result, {}});
+    }
     for (int i = 0; i < lets; ++i) {
       const Axes axes = random_axes(1 + pick(3));
       const std::string name = "v" + std::to_string(i);
       body += "  let " + name + " = " + expr(axes, 3) + "\n";
       lets_.push_back({name, axes, {}});
     }
-    const Axes result = random_axes(pick(3));
+    const Axes result = !helper_.name.empty() && chance(0.5) ? helper_.result : random_axes(pick(3));
     std::string value = expr(result, 4);
     // Every let is read at least once more: reduced over the axes the result
     // lacks, it broadcasts by name onto the result.
@@ -106,7 +114,7 @@ class Generator {
     const Named result_value{"", result, {}};
     header += ") -> " + type(result_value) + " =\n";
     out.result_shape = shape(result_value);
-    out.source = header + body;
+    out.source = helper + header + body;
     return out;
   }
 
@@ -349,6 +357,7 @@ class Generator {
   std::string expr(const Axes& t, int depth) {
     if (depth <= 0 || chance(0.2)) return leaf(t);
     const int d = depth - 1;
+    if (!helper_.name.empty() && t == helper_.result && chance(0.5)) return call_helper(d);
     switch (pick(13)) {
       case 0:
       case 1:
@@ -437,7 +446,46 @@ class Generator {
     return e;
   }
 
+  /// A second function, `g`, that `f` may call: its own generated body over
+  /// its own arguments, of the program's axis sizes. Returns its source.
+  std::string make_helper() {
+    Generator g(rng_(), sizes_);
+    helper_.name = "g";
+    helper_.result = g.random_axes(1 + g.pick(2));
+    const std::string body = g.expr(helper_.result, 3);
+    helper_.params = g.inputs_;
+    std::string source = "fn g(";
+    for (size_t i = 0; i < g.inputs_.size(); ++i)
+      source += (i ? ", " : "") + g.inputs_[i].name + " : " + g.type(g.inputs_[i]);
+    return source + ") -> " + type(Named{"", helper_.result, {}}) + " =\n  " + body + "\n";
+  }
+  /// A call of the helper: each argument an expression of its axes, or a new
+  /// argument of f where the helper's has sizes of its own or holds ids.
+  std::string call_helper(int depth) {
+    std::string call = helper_.name + "(";
+    for (size_t i = 0; i < helper_.params.size(); ++i) {
+      const Named& p = helper_.params[i];
+      std::string a;
+      if (p.id_bound > 0)
+        a = ids(p.axes, p.id_bound);
+      else if (!p.sizes.empty())
+        a = argument(p.axes, p.sizes);
+      else
+        a = expr(p.axes, depth);
+      call += (i ? ", " : "") + a;
+    }
+    return call + ")";
+  }
+  Generator(uint64_t seed, std::map<char, int64_t> sizes) : rng_(seed), sizes_(std::move(sizes)) {}
+
+  struct Helper {
+    std::string name;  // empty: none
+    std::vector<Named> params;
+    Axes result;
+  };
+
   std::mt19937_64 rng_;
+  Helper helper_;
   bool module_ = false;  // generating Block.apply: leaves are x and parameters
   char model_ = 'a';     // x's explicit axis there
   int no_x_ = 0;         // > 0 while generating an operand without `...`

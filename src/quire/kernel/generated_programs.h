@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -227,39 +228,27 @@ class Generator {
   }
 
   std::string unary(const std::string& x) {
-    switch (pick(16)) {
+    // Functions called as they are, then forms that keep an argument in
+    // (or, half the time, take it out of) the function's domain.
+    static const char* kPlain[] = {"abs", "tanh", "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "exp"};
+    constexpr int kPlainCount = static_cast<int>(std::size(kPlain));
+    const int i = pick(kPlainCount + 7);
+    if (i < kPlainCount) return std::string(kPlain[i]) + "(" + x + ")";
+    switch (i - kPlainCount) {
       case 0:
         return "-(" + x + ")";  // not "-" + x: "--" begins a comment
       case 1:
-        return "abs(" + x + ")";
-      case 2:
         return "exp(" + x + " * 0.25)";
-      case 3:
+      case 2:
         return chance(0.5) ? "log(abs(" + x + ") + 1.0)" : "log(" + x + ")";
-      case 4:
+      case 3:
         return chance(0.5) ? "sqrt(abs(" + x + "))" : "sqrt(" + x + ")";
-      case 5:
+      case 4:
         return "rsqrt(abs(" + x + ") + 0.5)";
-      case 6:
-        return "tanh(" + x + ")";
-      case 7:
-        return "erf(" + x + ")";
-      case 8:
-        return "sigmoid(" + x + ")";
-      case 9:
-        return "relu(" + x + ")";
-      case 10:
-        return "gelu(" + x + ")";
-      case 11:
-        return "gelu_tanh(" + x + ")";
-      case 12:
-        return "silu(" + x + ")";
-      case 13:
+      case 5:
         return "(" + x + ")^2";
-      case 14:
-        return "(" + x + ")^3";
       default:
-        return "exp(" + x + ")";
+        return "(" + x + ")^3";
     }
   }
 

@@ -76,6 +76,8 @@ class Generator {
     }
   }
 
+  /// A function `f`: lets, then a value of random axes that reads each let
+  /// again; before it, now and then, a function `g` that f calls.
   GeneratedProgram program() {
     std::string helper;
     if (chance(0.4)) helper = make_helper();
@@ -151,7 +153,8 @@ class Generator {
   struct Named {
     std::string name;
     Axes axes;
-    std::vector<int64_t> sizes;  // an argument's, where an axis stretches (size 1); else empty
+    std::vector<int64_t>
+        sizes;  // an argument's own (axes that stretch, or shaped for a restructuring); empty: the program's
     int64_t id_bound = 0;        // > 0: i32 ids below it
   };
 

@@ -500,10 +500,16 @@ inline GeneratedProgram generate_module_program(uint64_t seed) {
 }
 
 /// How many programs a test runs: `count`, or QUIRE_GENERATED_PROGRAMS
-/// (to run many more locally).
+/// (to run many more locally). The sanitizers' build (unoptimized, and
+/// AddressSanitizer's checks) runs them about twenty times slower, so there
+/// a test runs a fifth of its programs.
 inline int generated_program_count(int count) {
   if (const char* n = std::getenv("QUIRE_GENERATED_PROGRAMS")) return std::atoi(n);
+#if defined(__SANITIZE_ADDRESS__)
+  return std::max(1, count / 5);
+#else
   return count;
+#endif
 }
 
 /// A generated program elaborated, with its vjp and the calls the tests make.

@@ -1,11 +1,11 @@
-// Fusion's promises (fusion.h) checked on random programs and their vjps;
-// every layout of their kernels giving the kernel's bits; and the programs
-// (generated_programs.h) through the kernel engine on the
-// kernel interpreter, against the reference interpreter, bit for bit: each
-// function on arguments with special values, each tower (parameters, a stack
-// folded) on its initial parameters, and their vjps on finite values
-// (forward values recomputed, and stored), under every policy, unplanned and
-// with every kernel at its widest layout.
+// Random programs (generated_programs.h) and their vjps through the kernel
+// stages: fusion keeps its promises (fusion.h); every layout of every kernel
+// gives the kernel's bits; and the kernel engine on the kernel interpreter
+// gives the reference interpreter's bits: each function on arguments with
+// special values, each tower (parameters, a stack folded) on its initial
+// parameters, and their vjps on finite values (forward values recomputed,
+// and stored), under every policy, unplanned and with every kernel at its
+// widest layout.
 
 #include "quire/kernel/generated_programs.h"
 
@@ -27,6 +27,8 @@ using testing::every_policy;
 using testing::expect_same;
 using testing::label;
 
+/// `count` generated functions (or towers) and their vjps: the kernel
+/// engine's bits against the reference interpreter's, as the file's head says.
 void expect_reference_bits(bool module_programs, int count) {
   const machine::Profile eager = testing::eager_profile();
   InterpretingRunner runner;

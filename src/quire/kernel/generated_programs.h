@@ -37,6 +37,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,13 +80,12 @@ class Generator {
   /// A function `f`: lets, then a value of random axes that reads each let
   /// again; before it, now and then, a function `g` that f calls.
   GeneratedProgram program() {
-    std::string helper;
-    if (chance(0.4)) helper = make_helper();
+    const std::string helper = chance(0.4) ? make_helper() : "";
     const int lets = pick(4);
     std::string body;
-    if (!helper.empty()) {  // g is called at least once
+    if (helper_) {  // g is called at least once
       body += "  let gv = " + call_helper(2) + "\n";
-      lets_.push_back({"gv", helper_.result, {}});
+      lets_.push_back({"gv", helper_->result, {}});
     }
     for (int i = 0; i < lets; ++i) {
       const Axes axes = random_axes(1 + pick(3));
@@ -93,7 +93,7 @@ class Generator {
       body += "  let " + name + " = " + expr(axes, 3) + "\n";
       lets_.push_back({name, axes, {}});
     }
-    const Axes result = !helper_.name.empty() && chance(0.5) ? helper_.result : random_axes(pick(3));
+    const Axes result = helper_ && chance(0.5) ? helper_->result : random_axes(pick(3));
     std::string value = expr(result, 4);
     // Every let is read at least once more: reduced over the axes the result
     // lacks, it broadcasts by name onto the result.
@@ -130,8 +130,8 @@ class Generator {
     const Axes x_axes = {model_};
     std::string residual = expr(x_axes, 4);
     if (params_.empty()) residual = "(" + residual + ") * " + argument(x_axes, {});  // a parameter to train
-    const Named x{"", x_axes, {}};
-    const std::string x_type = "ℝ[..., " + type(x).substr(std::string("ℝ[").size());
+    const std::string x_axis = type(Named{"", x_axes, {}}).substr(std::string("ℝ[").size());  // "m: 5]"
+    const std::string x_type = "ℝ[..., " + x_axis;
     std::string block = "module Block {\n";
     for (const Named& p : params_) block += "  param " + p.name + " : " + type(p) + "  init = uniform(-1, 1)\n";
     block += "  fn apply(x : " + x_type + ") -> " + x_type + " =\n    x + " + residual + "\n}\n";
@@ -141,7 +141,7 @@ class Generator {
     out.source = block + "module Net {\n  use blocks : stack{" + std::to_string(1 + pick(3)) +
                  "}(Block)\n  use head : Block\n  fn apply(x : " + x_type + ") -> " + x_type +
                  " = head.apply(blocks.apply(x))\n}\nfn f(θ : params Net, x : ℝ[batch: " + std::to_string(batch) +
-                 ", " + type(x).substr(std::string("ℝ[").size()) + ") -> ℝ[] = mean(Net.apply(θ, x)^2)\n";
+                 ", " + x_axis + ") -> ℝ[] = mean(Net.apply(θ, x)^2)\n";
     out.argument_shapes = {{batch, sizes_.at(model_)}};
     return out;
   }
@@ -161,12 +161,7 @@ class Generator {
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
-  runtime::Shape shape(const Named& n) const {
-    if (!n.sizes.empty()) return n.sizes;
-    runtime::Shape s;
-    for (char a : n.axes) s.push_back(sizes_.at(a));
-    return s;
-  }
+  runtime::Shape shape(const Named& n) const { return n.sizes.empty() ? sizes_of(n.axes) : n.sizes; }
   std::string type(const Named& n) const {
     const runtime::Shape s = shape(n);
     std::string t = n.id_bound > 0 ? "i32[" : "ℝ[";
@@ -349,7 +344,7 @@ class Generator {
   std::string expr(const Axes& t, int depth) {
     if (depth <= 0 || chance(0.2)) return leaf(t);
     const int d = depth - 1;
-    if (!helper_.name.empty() && t == helper_.result && chance(0.5)) return call_helper(d);
+    if (helper_ && t == helper_->result && chance(0.5)) return call_helper(d);
     switch (pick(13)) {
       case 0:
       case 1:
@@ -442,21 +437,20 @@ class Generator {
   /// its own arguments, of the program's axis sizes. Returns its source.
   std::string make_helper() {
     Generator g(rng_(), sizes_);
-    helper_.name = "g";
-    helper_.result = g.random_axes(1 + g.pick(2));
-    const std::string body = g.expr(helper_.result, 3);
-    helper_.params = g.inputs_;
+    const Axes result = g.random_axes(1 + g.pick(2));
+    const std::string body = g.expr(result, 3);
+    helper_ = Helper{g.inputs_, result};
     std::string source = "fn g(";
     for (size_t i = 0; i < g.inputs_.size(); ++i)
       source += (i ? ", " : "") + g.inputs_[i].name + " : " + g.type(g.inputs_[i]);
-    return source + ") -> " + type(Named{"", helper_.result, {}}) + " =\n  " + body + "\n";
+    return source + ") -> " + type(Named{"", result, {}}) + " =\n  " + body + "\n";
   }
   /// A call of the helper: each argument an expression of its axes, or a new
   /// argument of f where the helper's has sizes of its own or holds ids.
   std::string call_helper(int depth) {
-    std::string call = helper_.name + "(";
-    for (size_t i = 0; i < helper_.params.size(); ++i) {
-      const Named& p = helper_.params[i];
+    std::string call = "g(";
+    for (size_t i = 0; i < helper_->params.size(); ++i) {
+      const Named& p = helper_->params[i];
       std::string a;
       if (p.id_bound > 0)
         a = ids(p.axes, p.id_bound);
@@ -471,13 +465,12 @@ class Generator {
   Generator(uint64_t seed, std::map<char, int64_t> sizes) : rng_(seed), sizes_(std::move(sizes)) {}
 
   struct Helper {
-    std::string name;  // empty: none
     std::vector<Named> params;
     Axes result;
   };
 
   std::mt19937_64 rng_;
-  Helper helper_;
+  std::optional<Helper> helper_;  // g, where the program has one
   bool module_ = false;  // generating Block.apply: leaves are x and parameters
   char model_ = 'a';     // x's explicit axis there
   int no_x_ = 0;         // > 0 while generating an operand without `...`
@@ -564,6 +557,48 @@ inline GeneratedCase generated_case(uint64_t seed, bool module_program = false) 
   }
   c.finite.push_back(interp::Value::of(finite_values(c.program.result_shape, seed * 41)));
   return c;
+}
+
+/// Calls check(c) on the generated cases of seeds 0 … count − 1 (functions,
+/// or towers), each under a trace of its seed and source once it is shown
+/// to elaborate; stops after the first program with a failure.
+template <typename Check>
+void for_each_generated_case(bool towers, int count, Check check) {
+  for (int seed = 0; seed < generated_program_count(count); ++seed) {
+    const GeneratedCase c = generated_case(static_cast<uint64_t>(seed), towers);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
+    ASSERT_TRUE(c.e->ok()) << c.e->rendered();
+    check(c);
+    if (::testing::Test::HasFailure()) return;  // one program's failures at a time
+  }
+}
+
+/// Each generated case's f on its arguments, and its vjp on finite values
+/// under each of `remats`, through the kernel engine with `runner` on 2
+/// threads, under each policy and plan (nullptr: unplanned): the reference
+/// interpreter's bits. Returns the kernel launches counted.
+inline int64_t expect_generated_reference_bits(KernelRunner& runner, bool towers, int count,
+                                               const std::vector<precision::RealizeOptions>& policies,
+                                               const std::vector<const machine::Profile*>& plans,
+                                               const std::vector<interp::Remat>& remats) {
+  int64_t launches = 0;
+  for_each_generated_case(towers, count, [&](const GeneratedCase& c) {
+    for (const precision::RealizeOptions& o : policies) {
+      for (const machine::Profile* plan : plans) {
+        SCOPED_TRACE(label(o) + (plan ? ", every kernel at its widest layout" : ", unplanned"));
+        const Runs forward = run_both(*c.e->prog, c.f, c.specials, {}, o, runner, interp::Remat::Recompute, plan, 2);
+        expect_same(forward.kernels, forward.reference, "f");
+        launches += forward.kernel_launches;
+        for (interp::Remat remat : remats) {
+          const Runs backward = run_both(*c.e->prog, c.vjp, c.finite, {}, o, runner, remat, plan, 2);
+          expect_same(backward.kernels, backward.reference,
+                      remat == interp::Remat::Store ? "f.vjp (remat store)" : "f.vjp");
+          launches += backward.kernel_launches;
+        }
+      }
+    }
+  });
+  return launches;
 }
 
 }  // namespace quire::kernel::testing

@@ -29,31 +29,11 @@ using testing::label;
 
 /// `count` generated functions (or towers) and their vjps: the kernel
 /// engine's bits against the reference interpreter's, as the file's head says.
-void expect_reference_bits(bool module_programs, int count) {
+void expect_reference_bits(bool towers, int count) {
   const machine::Profile eager = testing::eager_profile();
   InterpretingRunner runner;
-  int64_t launches = 0;
-  for (int seed = 0; seed < testing::generated_program_count(count); ++seed) {
-    const testing::GeneratedCase c = testing::generated_case(static_cast<uint64_t>(seed), module_programs);
-    SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
-    ASSERT_TRUE(c.e->ok()) << c.e->rendered();
-    for (const precision::RealizeOptions& o : every_policy()) {
-      for (const machine::Profile* plan : {static_cast<const machine::Profile*>(nullptr), &eager}) {
-        SCOPED_TRACE(label(o) + (plan ? ", every kernel at its widest layout" : ", unplanned"));
-        const testing::Runs forward =
-            testing::run_both(*c.e->prog, c.f, c.specials, {}, o, runner, interp::Remat::Recompute, plan, 2);
-        expect_same(forward.kernels, forward.reference, "f");
-        launches += forward.kernel_launches;
-        for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
-          const testing::Runs backward = testing::run_both(*c.e->prog, c.vjp, c.finite, {}, o, runner, remat, plan, 2);
-          expect_same(backward.kernels, backward.reference,
-                      remat == interp::Remat::Store ? "f.vjp (remat store)" : "f.vjp");
-          launches += backward.kernel_launches;
-        }
-      }
-    }
-    if (::testing::Test::HasFailure()) return;  // one program's failures at a time
-  }
+  const int64_t launches = testing::expect_generated_reference_bits(
+      runner, towers, count, every_policy(), {nullptr, &eager}, {interp::Remat::Recompute, interp::Remat::Store});
   EXPECT_GT(launches, 0) << "the programs' operations run as kernels";
 }
 
@@ -129,11 +109,8 @@ void expect_fusion_promises(const core::Function& fn, const FunctionFusion& ff) 
 }
 
 TEST(GeneratedPrograms, KeepFusionsPromises) {
-  for (bool towers : {false, true}) {
-    for (int seed = 0; seed < testing::generated_program_count(towers ? 60 : 200); ++seed) {
-      const testing::GeneratedCase c = testing::generated_case(static_cast<uint64_t>(seed), towers);
-      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
-      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
+  for (bool towers : {false, true})
+    testing::for_each_generated_case(towers, towers ? 60 : 200, [](const testing::GeneratedCase& c) {
       for (int entry : {c.f, c.vjp}) {
         const Fusion fusion = fuse(*c.e->prog, entry, {});
         ASSERT_TRUE(fusion.launches && fusion.fused_launches) << fusion.unknown;
@@ -143,9 +120,7 @@ TEST(GeneratedPrograms, KeepFusionsPromises) {
           expect_fusion_promises(c.e->prog->functions[static_cast<size_t>(ff.function)], ff);
         }
       }
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
+    });
 }
 
 /// Runs each kernel as lowered and at every point of its layout space but
@@ -174,18 +149,13 @@ class EveryLayoutRunner : public KernelRunner {
 
 TEST(GeneratedPrograms, GiveTheirKernelsBitsAtEveryLayout) {
   EveryLayoutRunner runner;
-  for (bool towers : {false, true}) {
-    for (int seed = 0; seed < testing::generated_program_count(towers ? 30 : 100); ++seed) {
-      const testing::GeneratedCase c = testing::generated_case(static_cast<uint64_t>(seed), towers);
-      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
-      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
-      precision::RealizeOptions f32;
-      f32.policy = precision::Policy::F32;
+  precision::RealizeOptions f32;
+  f32.policy = precision::Policy::F32;
+  for (bool towers : {false, true})
+    testing::for_each_generated_case(towers, towers ? 30 : 100, [&](const testing::GeneratedCase& c) {
       testing::run_both(*c.e->prog, c.f, c.specials, {}, f32, runner);
       testing::run_both(*c.e->prog, c.vjp, c.finite, {}, f32, runner);
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
+    });
   EXPECT_GT(runner.reordered_, 0) << "some nests are reordered or tiled";
   EXPECT_GT(runner.points_, 0);
 }

@@ -335,24 +335,9 @@ TEST_F(NativeBackend, GeneratedProgramsHaveTheReferenceBits) {
   policies[1].fused_products = true;
   policies[2].policy = Policy::BF16;
   int64_t launches = 0;
-  for (bool towers : {false, true}) {
-    for (int seed = 0; seed < kernel::testing::generated_program_count(towers ? 2 : 3); ++seed) {
-      const kernel::testing::GeneratedCase c = kernel::testing::generated_case(static_cast<uint64_t>(seed), towers);
-      SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + c.program.source);
-      ASSERT_TRUE(c.e->ok()) << c.e->rendered();
-      for (const precision::RealizeOptions& o : policies) {
-        SCOPED_TRACE(label(o));
-        const kernel::testing::Runs forward =
-            kernel::testing::run_both(*c.e->prog, c.f, c.specials, {}, o, runner, interp::Remat::Recompute, &eager, 2);
-        expect_same(forward.kernels, forward.reference, "f");
-        const kernel::testing::Runs backward =
-            kernel::testing::run_both(*c.e->prog, c.vjp, c.finite, {}, o, runner, interp::Remat::Store, &eager, 2);
-        expect_same(backward.kernels, backward.reference, "f.vjp");
-        launches += forward.kernel_launches + backward.kernel_launches;
-      }
-      if (HasFailure()) return;  // one program's failures at a time
-    }
-  }
+  for (bool towers : {false, true})
+    launches += kernel::testing::expect_generated_reference_bits(runner, towers, towers ? 2 : 3, policies, {&eager},
+                                                                 {interp::Remat::Store});
   EXPECT_GT(launches, 0);
 }
 

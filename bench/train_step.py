@@ -167,7 +167,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1, help="alternate quire (fma) and PyTorch this many times")
     ap.add_argument("--product-step", choices=("separate", "fma", "both"), default="both")
+    ap.add_argument("--write-program", metavar="PATH",
+                    help="write the tower's program to PATH and stop (bench_host_overhead reads it)")
     args = ap.parse_args()
+    if args.write_program:
+        with open(args.write_program, "w") as f:
+            f.write(PROGRAM)
+        return
 
     workdir = tempfile.mkdtemp(prefix="quire-train-step-")
     try:

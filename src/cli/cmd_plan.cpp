@@ -1,12 +1,12 @@
-// quire plan FILE --entry E [--dim B=4] [--precision P] [--seed S] [--profile P.json] [--threads N]
+// quire plan FILE --entry E [--dim B=4] [--precision P] [--profile P.json] [--threads N]
 //   [--cost] [--out plan.json]
 //
 // The layout plan of one call of the entry (kernel/layout.h): every kernel
 // the call launches, its operands, the points of its layout space, the best
 // prediction, how many points the model cannot tell from it, and the layout
 // taken; with --cost, every point's prediction in its terms. The kernels are
-// those `dump --stage kernel` prints, lowered at the shapes of the arguments
-// `run` draws.
+// those `dump --stage kernel` prints: the compiled program's, lowered at the
+// shapes of the call.
 
 #include <fmt/format.h>
 
@@ -15,8 +15,8 @@
 
 #include "commands.h"
 #include "common.h"
+#include "quire/compile/compile.h"
 #include "quire/io/atomic_file.h"
-#include "quire/kernel/engine.h"
 #include "quire/kernel/layout.h"
 #include "quire/precision/realization.h"
 
@@ -51,7 +51,6 @@ Handler setup_plan(CLI::App& sub) {
   struct Options {
     std::string file, entry, precision = "f64", profile, out;
     std::vector<std::string> dims;
-    int64_t seed = 0;
     std::optional<int> threads;
     bool cost = false;
     bool fused_products = false;
@@ -62,8 +61,6 @@ Handler setup_plan(CLI::App& sub) {
   sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
   sub.add_option("--precision", o->precision, "the run policy (f64, f32, bf16, f16)")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
-  sub.add_option("--seed", o->seed, "seed of the drawn arguments, as `quire run` draws them (default 0)")
-      ->check(CLI::NonNegativeNumber);
   sub.add_option("--profile", o->profile, "the machine profile (default: the one that ships, profiles/ci-2core-avx512.json)");
   sub.add_option("--threads", o->threads, "threads a split may use (default: the profile's cores)")
       ->check(CLI::Range(1, 256));
@@ -78,14 +75,17 @@ Handler setup_plan(CLI::App& sub) {
     const machine::Profile profile = machine::planning_profile(o->profile);
     // The profile's cores by default, so that a plan depends on the profile alone.
     const int threads = o->threads.value_or(profile.cores);
-    precision::RealizeOptions options;
-    options.policy = *precision::parse_policy(o->precision);
-    options.fused_products = o->fused_products;
-    const precision::Realization r = precision::realize(*prog, entry, options, dims);
-    kernel::InterpretingRunner runner;
-    kernel::KernelEngine engine(*prog, entry, dims, false, runner);
-    engine.set_plan(profile, threads);
-    call_through(*prog, entry, dims, r, static_cast<uint64_t>(o->seed), engine);
+    // The call compiled, not run: a plan needs the shapes, not the arguments'
+    // values (so an entry of token ids is planned as any other).
+    compile::CompileRequest request;
+    request.entry = entry;
+    request.dims = dims;
+    request.realize.policy = *precision::parse_policy(o->precision);
+    request.realize.fused_products = o->fused_products;
+    request.profile = &profile;
+    request.threads = threads;
+    const compile::CompiledProgram compiled = compile::compile(*prog, request);
+    const std::vector<kernel::KernelRecord>& records = compiled.catalog->kernels();
 
     const machine::LayoutModel& m = *profile.layout;
     std::cout << fmt::format("plan of `{}` under the profile `{}` ({} cores, {} threads allowed): u = {:.3g}, p = {:.3g}\n\n",
@@ -94,8 +94,8 @@ Handler setup_plan(CLI::App& sub) {
                              "predicted", "undecided", "layout");
     int points = 0;
     nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
-    for (size_t k = 0; k < engine.kernels().size(); ++k) {
-      const kernel::KernelRecord& rec = engine.kernels()[k];
+    for (size_t k = 0; k < records.size(); ++k) {
+      const kernel::KernelRecord& rec = records[k];
       const kernel::KernelPlan& plan = *rec.plan;
       points += static_cast<int>(plan.ranked.size());
       std::string sites;
@@ -115,7 +115,7 @@ Handler setup_plan(CLI::App& sub) {
       kernels.push_back({{"nest", fmt::format("k{}", k)},
                          {"title", rec.kernel.title},
                          {"sites", rec.sites},
-                         {"launches", rec.launches},
+                         {"launches", compiled.host.launches.at(k)},
                          {"operands", operands(rec.kernel)},
                          {"facts",
                           {{"ops", plan.facts.ops},
@@ -134,13 +134,13 @@ Handler setup_plan(CLI::App& sub) {
                          {"undecided", plan.undecided},
                          {"ranked", ranked}});
     }
-    std::cout << fmt::format("-- {} nests, {} points costed; u = {:.3g}\n", engine.kernels().size(), points, m.error);
+    std::cout << fmt::format("-- {} nests, {} points costed; u = {:.3g}\n", records.size(), points, m.error);
     if (o->cost) {
       std::cout << "\nEach point's prediction in its terms, in µs: λ a launch, spawn starting a split launch, fresh its\n"
                    "output's allocation, product a packed product ahead of the nest, then work, loads, library calls\n"
                    "and the traffic from L2, L3 and memory, combined by the p-norm; `bound by` names the largest.\n";
-      for (size_t k = 0; k < engine.kernels().size(); ++k) {
-        const kernel::KernelRecord& rec = engine.kernels()[k];
+      for (size_t k = 0; k < records.size(); ++k) {
+        const kernel::KernelRecord& rec = records[k];
         std::cout << fmt::format("\nk{} {} {} — {} points\n", k, rec.kernel.title, operands(rec.kernel),
                                  rec.plan->ranked.size());
         std::cout << fmt::format("      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n",

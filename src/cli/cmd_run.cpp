@@ -17,14 +17,15 @@
 
 #include "commands.h"
 #include "common.h"
+#include "quire/compile/compile.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
-#include "quire/kernel/engine.h"
-#include "quire/native/native_runner.h"
 #include "quire/io/npy.h"
 #include "quire/io/safetensors.h"
+#include "quire/kernel/engine.h"
+#include "quire/native/native_runner.h"
 #include "quire/precision/realization.h"
 
 namespace quire::cli {
@@ -225,24 +226,37 @@ Handler setup_run(CLI::App& sub) {
       options.policy = solved->assignment.policy;
       options.assignment = &solved->assignment;
     }
-    const precision::Realization realization = precision::realize(*prog, entry, options, dims);
-    if (!o->params_out.empty()) {
-      // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
-      io::StoreTypes types;
-      for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = io::store_type_of(p.stored);
-      interp::save_params(o->params_out, *prog, fn.args[0].type.params, *params, types);
-    }
-    interp::Interpreter interp(*prog, dims, &realization);
-    interp.set_remat(*interp::parse_remat(o->remat));
+    auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
+    // The call compiled once (kernels lowered at its shapes, planned, and
+    // given to the runner) before it runs; `--repeat` reuses it.
     std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
     std::optional<kernel::KernelEngine> engine;
     const machine::Profile profile = machine::planning_profile(o->profile);
+    std::unique_ptr<precision::Realization> realization;
     if (runner) {
-      engine.emplace(*prog, entry, dims, options.half_intermediates, *runner, native::warn_native_unavailable);
-      engine->set_plan(profile, o->threads);
-      interp.set_launcher(&*engine);
+      compile::CompileRequest request;
+      request.entry = entry;
+      request.dims = dims;
+      request.realize = options;
+      request.remat = *interp::parse_remat(o->remat);
+      request.profile = &profile;
+      request.threads = o->threads;
+      request.arguments = &args;
+      compile::CompiledProgram compiled = compile::compile(*prog, request);
+      realization = std::move(compiled.realization);
+      engine.emplace(compiled.catalog, *runner, native::warn_native_unavailable);
+    } else {
+      realization = std::make_unique<precision::Realization>(precision::realize(*prog, entry, options, dims));
     }
-    auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
+    if (!o->params_out.empty()) {
+      // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
+      io::StoreTypes types;
+      for (const precision::ParamStorage& p : realization->params) types.by_name[p.path] = io::store_type_of(p.stored);
+      interp::save_params(o->params_out, *prog, fn.args[0].type.params, *params, types);
+    }
+    interp::Interpreter interp(*prog, dims, realization.get());
+    interp.set_remat(*interp::parse_remat(o->remat));
+    if (engine) interp.set_launcher(&*engine);
     interp::Value result = interp.call(entry, args);
     // Timed after the first call, so that lowering and compiling are not in it.
     std::optional<double> median_ms;

@@ -84,17 +84,6 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
   return file;
 }
 
-void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
-                  const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine) {
-  const core::Function& fn = prog.functions[static_cast<size_t>(entry)];
-  std::optional<interp::ParamMap> params = entry_params(prog, fn, "", seed, dims);
-  std::vector<interp::Value> args =
-      interp::entry_arguments(prog, entry, params ? &*params : nullptr, dims, seed, std::nullopt);
-  interp::Interpreter interp(prog, dims, &realization);
-  interp.set_launcher(&engine);
-  interp.call(entry, args);
-}
-
 void add_product_step_option(CLI::App& sub, bool& fused) {
   sub.add_option_function<std::string>(
          "--product-step", [&fused](const std::string& v) { fused = v == "fma"; },

@@ -2,6 +2,7 @@
 // What the subcommands share: loading and elaborating a program with its
 // diagnostics printed, and parsing `--dim NAME=N` flags.
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -9,12 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "quire/elab/program.h"
 #include "quire/interp/value.h"
-#include "quire/kernel/engine.h"
 #include "quire/machine/profile.h"
+#include "quire/precision/realization.h"
 #include "quire/precision/realization_file.h"
 
 namespace quire::cli {
@@ -43,12 +42,6 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 /// program's marks; a UsageError naming the file and every problem.
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
                                             const std::map<std::string, int64_t>& dims);
-
-/// One call of `entry` under `realization` on the arguments `quire run`
-/// draws from `seed`, with its launches handed to `engine`: how `dump --stage
-/// kernel` and `plan` see the kernels of a call.
-void call_through(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
-                  const precision::Realization& realization, uint64_t seed, kernel::KernelEngine& engine);
 
 /// Adds `--product-step separate|fma` to `sub`, writing `fused` (true for
 /// fma): how a product's steps round (precision::RealizeOptions::fused_products).

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "quire/core/verify.h"
 #include "quire/elab/elaborator_impl.h"
 #include "quire/grad/vjp.h"
 #include "quire/prelude/prelude.h"
@@ -122,6 +123,8 @@ std::unique_ptr<Program> Elaborator::run(const std::string& path) {
     for (const ast::OptimizerDecl& o : asts_[f]->optimizers) elaborate_optimizer(f, o);
   for (int f : prog_->file_order)
     for (const ast::TrainingDecl& t : asts_[f]->trainings) elaborate_training(f, t);
+  // Core's invariants, checked where a broken one is cheap to find (core/verify.h).
+  if (core::kVerifyCore && !diags_.has_errors()) core::verify_or_throw(prog_->functions);
   return std::move(prog_);
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "quire/core/verify.h"
+
 namespace quire::grad {
 
 using core::Instr;
@@ -627,10 +629,13 @@ int vjp(elab::Program& prog, int function, const std::vector<int>& wrt) {
   const std::string name = vjp_name(f, wrt);
   for (size_t k = 0; k < prog.functions.size(); ++k)
     if (prog.functions[k].name == name && prog.functions[k].file == f.file) return static_cast<int>(k);
+  const size_t first_new = prog.functions.size();
   Builder b(prog, function, wrt);
   core::Function built = b.build(name);
   built.primal = function;
   prog.functions.push_back(std::move(built));
+  // The sweep and the vjps it added for its callees keep Core's invariants (core/verify.h).
+  if (core::kVerifyCore) core::verify_or_throw(prog.functions, first_new);
   return static_cast<int>(prog.functions.size()) - 1;
 }
 

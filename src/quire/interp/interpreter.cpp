@@ -102,18 +102,6 @@ FloatType cast_target(const std::string& target) {
   return runtime::parse_float_type(target).value_or(FloatType::F64);
 }
 
-/// The realized type of a value passed to a function (see precision::Carry).
-precision::Carry carry_of(const Value& v, int depth = 0) {
-  precision::Carry c;
-  if (depth > 64) return c;
-  if (v.kind == Value::Kind::Tensor && v.tensor.is_real()) c.type = v.type;
-  if (v.kind == Value::Kind::Tuple) {
-    c.tuple = true;
-    for (const Value& e : v.elements) c.elements.push_back(carry_of(e, depth + 1));
-  }
-  return c;
-}
-
 /// Copy `i` of a stack: every leaf loses its leading axis.
 ParamMap slice_copy(const ParamMap& tree, int64_t i) {
   ParamMap out;
@@ -127,6 +115,17 @@ ParamMap slice_copy(const ParamMap& tree, int64_t i) {
 }
 
 }  // namespace
+
+precision::Carry carry_of(const Value& v, int depth) {
+  precision::Carry c;
+  if (depth > 64) return c;
+  if (v.kind == Value::Kind::Tensor && v.tensor.is_real()) c.type = v.type;
+  if (v.kind == Value::Kind::Tuple) {
+    c.tuple = true;
+    for (const Value& e : v.elements) c.elements.push_back(carry_of(e, depth + 1));
+  }
+  return c;
+}
 
 Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims,
                          const precision::Realization* realization)

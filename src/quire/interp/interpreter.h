@@ -60,6 +60,10 @@ enum class Remat {
   Store,
 };
 
+/// The realized type of a value passed to a function (see precision::Carry):
+/// what the realization's tables are keyed by.
+precision::Carry carry_of(const Value& v, int depth = 0);
+
 /// "store", "recompute"; nullopt for anything else.
 std::optional<Remat> parse_remat(std::string_view name);
 const char* remat_name(Remat r);

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <set>
 
+#include "quire/compile/compile.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -210,17 +211,28 @@ void Trainer::set_up() {
     policy_label_ = fmt::format("{}+solved:{}", precision::policy_name(file.assignment.policy),
                                 sha256_hex(decisions).substr(0, 12));
   }
-  realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
-  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
-  interp_->set_remat(options_.remat);
   runner_ = native::make_runner(options_.backend, options_.threads);
   if (runner_) {
-    engine_ = std::make_unique<kernel::KernelEngine>(prog_, vjp_, dims_, realize.half_intermediates, *runner_,
-                                                     native::warn_native_unavailable);
+    // The step compiled once, here: every kernel lowered, planned and given
+    // to the runner (compiled, for native) before the first step, which then
+    // only looks its kernels up.
     profile_ = machine::planning_profile(options_.profile);
-    engine_->set_plan(profile_, options_.threads);
-    interp_->set_launcher(engine_.get());
+    compile::CompileRequest request;
+    request.entry = vjp_;
+    request.dims = dims_;
+    request.realize = realize;
+    request.remat = options_.remat;
+    request.profile = &profile_;
+    request.threads = options_.threads;
+    compile::CompiledProgram step = compile::compile(prog_, request);
+    realization_ = std::move(step.realization);
+    engine_ = std::make_unique<kernel::KernelEngine>(step.catalog, *runner_, native::warn_native_unavailable);
+  } else {
+    realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
   }
+  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
+  interp_->set_remat(options_.remat);
+  if (engine_) interp_->set_launcher(engine_.get());
   master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
   if (realize.policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
 

@@ -1,0 +1,40 @@
+#include "quire/compile/compile.h"
+
+#include "quire/compile/build_host.h"
+#include "quire/grad/vjp.h"
+
+namespace quire::compile {
+
+const std::vector<std::string_view>& stage_names() {
+  static const std::vector<std::string_view> names = {"vjp", "realize", "fuse", "lower"};
+  return names;
+}
+
+CompiledProgram compile(elab::Program& prog, const CompileRequest& request, const StageHook& after) {
+  auto done = [&](std::string_view stage, const CompiledProgram& so_far) {
+    if (after) after(stage, so_far);
+  };
+  CompiledProgram out;
+  out.dims = request.dims;
+  out.entry = request.entry;
+  // 1. vjp: requires a checked entry; adds its reverse sweep (and its callees') to prog.
+  if (!request.wrt.empty()) out.entry = grad::vjp(prog, request.entry, request.wrt);
+  done("vjp", out);
+  // 2. realize: requires what the entry reaches; keeps Core unchanged.
+  out.realization =
+      std::make_unique<precision::Realization>(precision::realize(prog, out.entry, request.realize, request.dims));
+  done("realize", out);
+  // 3. fuse: requires Core; groups per function, independent of the types.
+  out.catalog =
+      std::make_shared<kernel::KernelCatalog>(prog, out.entry, request.dims, request.realize.half_intermediates);
+  if (request.profile) out.catalog->set_plan(*request.profile, request.threads);
+  done("fuse", out);
+  // 4–5. lower and plan: requires the realization's tables (the catalog keys
+  // by their addresses, so they stay where they are from here on).
+  out.host =
+      build_host(prog, out.entry, request.dims, out.realization.get(), out.catalog, request.remat, request.arguments);
+  done("lower", out);
+  return out;
+}
+
+}  // namespace quire::compile

@@ -1,0 +1,62 @@
+#include "quire/core/verify.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "quire/core/printer.h"
+
+namespace quire::core {
+
+std::vector<std::string> verify(const Function& fn, size_t functions) {
+  std::vector<std::string> problems;
+  if (!fn.checked) return problems;  // a function with errors never reaches the later stages
+  auto problem = [&](int id, const std::string& what) {
+    problems.push_back(fmt::format("{}: {}", site_name(fn, id), what));
+  };
+  for (size_t i = 0; i < fn.args.size(); ++i)
+    if (fn.args[i].id != static_cast<int>(i) + 1)
+      problems.push_back(fmt::format("{}: argument {} is numbered %{}", fn.name, i, fn.args[i].id));
+  const int values = fn.value_count();
+  for (size_t k = 0; k < fn.body.size(); ++k) {
+    const Instr& in = fn.body[k];
+    const int want = static_cast<int>(fn.args.size() + k) + 1;
+    if (in.id != want) {
+      problem(in.id,
+              fmt::format("instruction {} is numbered %{}, not %{}: sites must follow body order", k, in.id, want));
+      continue;
+    }
+    const OpInfo& info = op_info(in.op);
+    if (info.arity >= 0 && static_cast<int>(in.args.size()) != info.arity &&
+        !(in.op == Op::Pow && in.args.size() == 1))  // `pow` of a literal exponent reads one operand
+      problem(in.id, fmt::format("`{}` takes {} operands, it has {}", info.spelling, info.arity, in.args.size()));
+    for (int a : in.args)
+      if (a < 1 || a >= in.id) problem(in.id, fmt::format("operand %{} is not defined before its use", a));
+    if (info.elementwise && in.op != Op::Real && in.align.size() != in.args.size())
+      problem(in.id, fmt::format("element-wise `{}` has {} alignments for {} operands", info.spelling, in.align.size(),
+                                 in.args.size()));
+    if (info.elementwise || info.reduction)
+      for (int a : in.args)
+        if (a >= 1 && a < in.id && in.op != Op::Real && !fn.type_of(a).is_tensor())
+          problem(in.id, fmt::format("operand %{} of `{}` is not a tensor", a, info.spelling));
+    if (in.op == Op::Call || in.op == Op::Fold || in.op == Op::FoldVjp)
+      if (in.callee < 0 || static_cast<size_t>(in.callee) >= functions)
+        problem(in.id,
+                fmt::format("`{}` names function {}, which the program does not have", info.spelling, in.callee));
+    if (in.op == Op::FoldVjp && (in.integer < 0 || static_cast<size_t>(in.integer) >= functions))
+      problem(in.id, fmt::format("`fold_vjp` names vjp {}, which the program does not have", in.integer));
+  }
+  if (fn.result_value < 1 || fn.result_value > values)
+    problems.push_back(fmt::format("{}: its result %{} is not one of its values", fn.name, fn.result_value));
+  return problems;
+}
+
+void verify_or_throw(const std::vector<Function>& functions, size_t first) {
+  std::vector<std::string> all;
+  for (size_t f = first; f < functions.size(); ++f)
+    for (std::string& p : verify(functions[f], functions.size())) all.push_back(std::move(p));
+  if (all.empty()) return;
+  throw std::logic_error(fmt::format("internal: Core breaks its invariants:\n  {}", fmt::join(all, "\n  ")));
+}
+
+}  // namespace quire::core

@@ -112,7 +112,8 @@ class Interpreter {
   /// non-finite values, runs each launch alone so that every value exists.
   void set_launcher(Launcher* launcher) { launcher_ = launcher; }
 
-  /// Recompute unless set.
+  /// Recompute unless set (the interpreter's own default; `quire run` and
+  /// `quire train` set Store, their `--remat` default).
   void set_remat(Remat r) { remat_ = r; }
   Remat remat() const { return remat_; }
   const EvalStats& stats() const { return stats_; }

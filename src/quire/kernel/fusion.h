@@ -43,7 +43,9 @@
 // Launch counts are over one call of the entry: each function's launches
 // times the number of times the entry evaluates it, calls and fold copies at
 // the run's dimensions. A vjp is counted as its Core is written: its forward
-// part in full, as `--remat recompute` (the default) runs it.
+// part in full, as `--remat recompute` runs it (`quire run` and `quire train`
+// default to `store`, which takes a call's forward values from the forward
+// sweep instead; the compiled host program counts either, compile/host_program.h).
 //
 // Requires: an elaborated program without errors (for a gradient, the entry's
 // vjp built by grad::vjp). Keeps: the program unchanged; nothing here depends

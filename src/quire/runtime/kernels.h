@@ -16,8 +16,10 @@
 //
 // NaN: where a result is NaN, the kernels promise "a NaN", not its sign or
 // payload, except that Max/Min (binary and reduction) return the first NaN
-// operand itself. Transcendental functions (exp, log, tanh, erf, pow) are the
-// C library's (glibc's libm), so their bits are those of that libm.
+// operand itself. exp and erf (and so sigmoid, silu and the erf GELU, which are
+// written with them) are quire's own (elementary.h), compiled into the
+// runtime and pasted into every kernel, so their bits do not depend on a libm;
+// log, tanh, sqrt and pow are the C library's (glibc's libm).
 
 #include <array>
 #include <cmath>

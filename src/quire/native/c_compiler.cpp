@@ -18,7 +18,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "quire/train/sha256.h"
+#include "quire/support/sha256.h"
 
 extern char** environ;
 
@@ -215,7 +215,7 @@ std::string CCompiler::cache_key(const std::string& source) {
   identity += '\0' + compiler_version(settings_.command);
   identity += '\0' + command_text(compile_flags());
   identity += '\0' + cpu_features();
-  return train::sha256_hex(identity);
+  return support::sha256_hex(identity);
 }
 
 void CCompiler::compile(const std::string& source, const std::string& key, const std::string& object) {

@@ -14,9 +14,11 @@
 
 #include "quire/io/atomic_file.h"
 #include "quire/io/safetensors.h"
-#include "quire/train/sha256.h"
+#include "quire/support/sha256.h"
 
 namespace quire::train {
+
+using support::sha256_hex;
 
 namespace {
 

@@ -9,10 +9,12 @@
 #include <fstream>
 
 #include "quire/io/atomic_file.h"
-#include "quire/train/sha256.h"
+#include "quire/support/sha256.h"
 #include "quire/support/testing.h"
 
 namespace quire::train {
+
+using support::sha256_hex;
 
 namespace {
 

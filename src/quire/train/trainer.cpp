@@ -19,15 +19,17 @@
 #include "quire/precision/realization.h"
 #include "quire/runtime/element_scan.h"
 #include "quire/support/diagnostics.h"
+#include "quire/support/sha256.h"
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
 #include "quire/train/loss_curve.h"
 #include "quire/train/metrics.h"
 #include "quire/train/optimizer.h"
 #include "quire/train/progress.h"
-#include "quire/train/sha256.h"
 
 namespace quire::train {
+
+using support::sha256_hex;
 
 namespace {
 

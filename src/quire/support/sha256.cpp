@@ -1,10 +1,10 @@
-#include "quire/train/sha256.h"
+#include "quire/support/sha256.h"
 
 #include <openssl/evp.h>
 
 #include <stdexcept>
 
-namespace quire::train {
+namespace quire::support {
 
 std::string sha256_hex(std::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -23,4 +23,4 @@ std::string sha256_hex(std::string_view bytes) {
   return hex;
 }
 
-}  // namespace quire::train
+}  // namespace quire::support

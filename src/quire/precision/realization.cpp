@@ -52,7 +52,7 @@ const char* reason_name(Reason r) {
     case Reason::Frozen: return "frozen";
     case Reason::Master: return "master";
     case Reason::Cast: return "cast";
-    case Reason::OutRequest: return "out = f32";
+    case Reason::OutRequest: return "out request";
     case Reason::Carried: return "carried";
     case Reason::Input: return "input";
     case Reason::Solved: return "solved";
@@ -208,6 +208,17 @@ class Realizer {
       return {r, reduces ? half_acc(r) : r, true, false, Reason::Region,
               fmt::format("inside precision({}): operands cast down, stored {}", name(r), name(r)), r};
     }
+    // `matmul(…, out = f64)`: the f64 accumulator is stored under any policy
+    // narrower than f64 (under f64 it changes nothing); a half policy still
+    // reads the operands down. Inside a region the region wins (above).
+    if (product && in.text == "out=f64" && p != FloatType::F64)
+      return {FloatType::F64,
+              FloatType::F64,
+              half_policy(),
+              false,
+              Reason::OutRequest,
+              fmt::format("{} operands, the f64 accumulator stored (`out = f64`)", name(p)),
+              half_policy() ? p : FloatType::F64};
     if (mode == Numerics::High) {
       FloatType t = half_policy() ? FloatType::F32 : p;
       Reason reason = from_prelude(in) ? Reason::LibraryMark : Reason::Island;

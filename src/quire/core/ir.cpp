@@ -58,8 +58,68 @@ bool copies_elements(Op op) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
       return true;
-    default: return false;
+    case core::Op::Const:
+    case core::Op::ConstInt:
+    case core::Op::ConstBool:
+    case core::Op::HostConst:
+    case core::Op::Real:
+    case core::Op::Field:
+    case core::Op::TupleGet:
+    case core::Op::MakeTuple:
+    case core::Op::Neg:
+    case core::Op::Abs:
+    case core::Op::Exp:
+    case core::Op::Log:
+    case core::Op::Sqrt:
+    case core::Op::Rsqrt:
+    case core::Op::Tanh:
+    case core::Op::Erf:
+    case core::Op::Sigmoid:
+    case core::Op::Relu:
+    case core::Op::Gelu:
+    case core::Op::GeluTanh:
+    case core::Op::Silu:
+    case core::Op::Not:
+    case core::Op::Cast:
+    case core::Op::Add:
+    case core::Op::Sub:
+    case core::Op::Mul:
+    case core::Op::Div:
+    case core::Op::Pow:
+    case core::Op::Min:
+    case core::Op::Max:
+    case core::Op::Lt:
+    case core::Op::Le:
+    case core::Op::Gt:
+    case core::Op::Ge:
+    case core::Op::Eq:
+    case core::Op::Ne:
+    case core::Op::Where:
+    case core::Op::Sum:
+    case core::Op::Mean:
+    case core::Op::ReduceMax:
+    case core::Op::ReduceMin:
+    case core::Op::LogSumExp:
+    case core::Op::Dot:
+    case core::Op::Contract:
+    case core::Op::OneHot:
+    case core::Op::KeySplit:
+    case core::Op::Uniform:
+    case core::Op::Normal:
+    case core::Op::Bernoulli:
+    case core::Op::Call:
+    case core::Op::Fold:
+    case core::Op::SumTo:
+    case core::Op::Expand:
+    case core::Op::ContractGradA:
+    case core::Op::ContractGradB:
+    case core::Op::GatherGrad:
+    case core::Op::ZerosLike:
+    case core::Op::MakeParams:
+    case core::Op::FoldVjp:
+      return false;
   }
+  throw std::logic_error("internal: an operation outside ops.def");
 }
 
 const elab::Type& Function::type_of(int id) const {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <stdexcept>
 
 namespace quire::core {
 
@@ -146,8 +147,41 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("fold_vjp {} {} then {}(stacked {}; acc {}; ct {})", in.sizes.empty() ? "?" : in.sizes[0].str(),
                          callee ? callee->name : "?", vjp ? vjp->name : "?", arg(0), arg(1), arg(2));
     }
-    default: return fmt::format("{} {}", info.spelling, fmt::join(args, ", "));
+    case core::Op::Real:
+    case core::Op::Neg:
+    case core::Op::Abs:
+    case core::Op::Exp:
+    case core::Op::Log:
+    case core::Op::Sqrt:
+    case core::Op::Rsqrt:
+    case core::Op::Tanh:
+    case core::Op::Erf:
+    case core::Op::Sigmoid:
+    case core::Op::Relu:
+    case core::Op::Gelu:
+    case core::Op::GeluTanh:
+    case core::Op::Silu:
+    case core::Op::Not:
+    case core::Op::Add:
+    case core::Op::Sub:
+    case core::Op::Mul:
+    case core::Op::Div:
+    case core::Op::Min:
+    case core::Op::Max:
+    case core::Op::Lt:
+    case core::Op::Le:
+    case core::Op::Gt:
+    case core::Op::Ge:
+    case core::Op::Eq:
+    case core::Op::Ne:
+    case core::Op::Where:
+    case core::Op::KeySplit:
+    case core::Op::ReshapeAs:
+    case core::Op::MergeGrad:
+    case core::Op::ZerosLike:
+      return fmt::format("{} {}", info.spelling, fmt::join(args, ", "));
   }
+  throw std::logic_error("internal: an operation outside ops.def");
 }
 
 static std::string signature(const elab::Program& prog, const Function& fn) {

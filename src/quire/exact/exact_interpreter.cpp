@@ -116,7 +116,63 @@ Big apply_unary(Op op, const Big& x) {
     case Op::Gelu: return gelu(x);
     case Op::GeluTanh: return gelu_tanh(x);
     case Op::Silu: return silu(x);
-    default: break;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
   throw std::logic_error(fmt::format("internal: `{}` is not a real unary operation", core::op_info(op).spelling));
 }
@@ -134,7 +190,69 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::Pow: return pow(a, b);
     case Op::Min: return min(a, b);
     case Op::Max: return max(a, b);
-    default: break;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
   throw std::logic_error(fmt::format("internal: `{}` is not a real binary operation", core::op_info(op).spelling));
 }
@@ -146,8 +264,74 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::Gt: return gt(a, b);
     case Op::Ge: return ge(a, b);
     case Op::Eq: return eq(a, b);
-    default: return ne(a, b);
+    case Op::Ne:
+      return ne(a, b);
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
+  throw std::logic_error(fmt::format("internal: `{}` is not a comparison", core::op_info(op).spelling));
 }
 
 // ---------------------------------------------------------------------------
@@ -445,8 +629,70 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::ContractGradA:
     case Op::ContractGradB:
     case Op::GatherGrad: return true;
-    default: return false;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::Expand:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      return false;
   }
+  throw std::logic_error("internal: an operation outside ops.def");
 }
 
 ExactValue ExactInterpreter::absolute_terms(const core::Function& fn, const core::Instr& in,
@@ -550,7 +796,67 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       // To a float type: no realization, so the value stays exact.
       return ExactValue::of(real_arg(0));
     }
-    default: break;
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
   if (info.elementwise) {
     int64_t result_rest = 0;
@@ -905,7 +1211,44 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       }
       return carried;
     }
-    default: break;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+      break;
   }
   throw EvalError(fmt::format("the exact interpreter has no case for `{}`", info.spelling));
 }

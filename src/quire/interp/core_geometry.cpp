@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace quire::interp {
 
@@ -54,8 +55,67 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::Gelu: return runtime::UnaryOp::Gelu;
     case Op::GeluTanh: return runtime::UnaryOp::GeluTanh;
     case Op::Silu: return runtime::UnaryOp::Silu;
-    default: return runtime::UnaryOp::Not;
+    case Op::Not:
+      return runtime::UnaryOp::Not;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
+  throw std::logic_error(
+      fmt::format("internal: `{}` is not a unary element-wise operation", core::op_info(op).spelling));
 }
 
 runtime::BinaryOp binary_op(Op op) {
@@ -72,8 +132,68 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::Gt: return runtime::BinaryOp::Gt;
     case Op::Ge: return runtime::BinaryOp::Ge;
     case Op::Eq: return runtime::BinaryOp::Eq;
-    default: return runtime::BinaryOp::Ne;
+    case Op::Ne:
+      return runtime::BinaryOp::Ne;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
+  throw std::logic_error(
+      fmt::format("internal: `{}` is not a binary element-wise operation", core::op_info(op).spelling));
 }
 
 runtime::ReduceOp reduce_op(Op op) {
@@ -82,8 +202,75 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::Mean: return runtime::ReduceOp::Mean;
     case Op::ReduceMax: return runtime::ReduceOp::Max;
     case Op::ReduceMin: return runtime::ReduceOp::Min;
-    default: return runtime::ReduceOp::LogSumExp;
+    case Op::LogSumExp:
+      return runtime::ReduceOp::LogSumExp;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
+  throw std::logic_error(fmt::format("internal: `{}` is not a reduction", core::op_info(op).spelling));
 }
 
 runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,

@@ -386,7 +386,67 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       round_in_place(r, cast_target(t));
       return Value::of(std::move(r));
     }
-    default: break;
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
+      break;
   }
   if (info.elementwise) {
     int64_t result_rest = 0;
@@ -723,7 +783,44 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
       }
       return carried;
     }
-    default: break;
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+      break;
   }
   throw EvalError(fmt::format("the interpreter has no case for `{}`", info.spelling));
 }

@@ -58,6 +58,25 @@ TEST(TypedInterpreter, F64PolicyGivesTheBitsOfThePlainInterpreter) {
   EXPECT_EQ(typed.type, FloatType::F64);
 }
 
+// `matmul(x, w, out = f64)` under bf16: the operands enter as f32 and are
+// read down to bf16, the product accumulates left to right in f64 and the
+// f64 accumulator is stored: the bits of that sum computed here in double.
+TEST(TypedInterpreter, OutF64ProductUnderBf16StoresTheF64Accumulator) {
+  Program p(R"(fn f(x : ℝ[b: 3, 64], w : ℝ[64, 5]) -> ℝ[b: 3, 5] =
+  matmul(x, w, out = f64)
+)");
+  const std::vector<double> xs = random_values(3 * 64, 11), ws = random_values(64 * 5, 12);
+  Value r = run_under(p, "f", {Value::of(reals({3, 64}, xs)), Value::of(reals({64, 5}, ws))}, Policy::BF16);
+  EXPECT_EQ(r.type, FloatType::F64);
+  auto read = [](double v) { return bf16(static_cast<float>(v)); };  // entered as f32, read down
+  for (int b = 0; b < 3; ++b)
+    for (int o = 0; o < 5; ++o) {
+      double acc = 0.0;
+      for (int k = 0; k < 64; ++k) acc = acc + read(xs[b * 64 + k]) * read(ws[k * 5 + o]);
+      EXPECT_TRUE(same_bits(r.tensor.reals[b * 5 + o], acc)) << b << "," << o;
+    }
+}
+
 // A half value computes in f32 and rounds once on store: the reference is
 // binary32 arithmetic on the rounded operands, then one rounding to bf16.
 TEST(TypedInterpreter, HalfArithmeticIsF32ArithmeticRoundedOnceOnStore) {

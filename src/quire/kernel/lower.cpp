@@ -473,7 +473,71 @@ class GroupLowering {
         // ±inf or NaN: the result is the maximum itself.
         return b_.where(b_.finite(mv), lse, mv);
       }
-      default: break;
+      case Op::Const:
+      case Op::ConstInt:
+      case Op::ConstBool:
+      case Op::HostConst:
+      case Op::Real:
+      case Op::Field:
+      case Op::TupleGet:
+      case Op::MakeTuple:
+      case Op::Neg:
+      case Op::Abs:
+      case Op::Exp:
+      case Op::Log:
+      case Op::Sqrt:
+      case Op::Rsqrt:
+      case Op::Tanh:
+      case Op::Erf:
+      case Op::Sigmoid:
+      case Op::Relu:
+      case Op::Gelu:
+      case Op::GeluTanh:
+      case Op::Silu:
+      case Op::Not:
+      case Op::Cast:
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Pow:
+      case Op::Min:
+      case Op::Max:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne:
+      case Op::Where:
+      case Op::Dot:
+      case Op::Contract:
+      case Op::SplitAxis:
+      case Op::MergeAxes:
+      case Op::Transpose:
+      case Op::Concat:
+      case Op::Slice:
+      case Op::Gather:
+      case Op::OneHot:
+      case Op::KeySplit:
+      case Op::Uniform:
+      case Op::Normal:
+      case Op::Bernoulli:
+      case Op::Call:
+      case Op::Fold:
+      case Op::SumTo:
+      case Op::Expand:
+      case Op::ContractGradA:
+      case Op::ContractGradB:
+      case Op::ReshapeAs:
+      case Op::MergeGrad:
+      case Op::ConcatGrad:
+      case Op::SliceGrad:
+      case Op::GatherGrad:
+      case Op::ZerosLike:
+      case Op::MakeParams:
+      case Op::FoldVjp:
+        break;
     }
     throw NotLowered{"not a reduction"};
   }

@@ -94,9 +94,68 @@ bool library_function(Op op) {
     case Op::Silu:
     case Op::Pow:
       return true;
-    default:
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Sqrt:
+    case Op::Relu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
       return false;
   }
+  throw std::logic_error("internal: an operation outside ops.def");
 }
 
 /// Element-wise operations whose result is one of its operands' elements
@@ -813,7 +872,61 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       out.params = std::move(tree);
       return out;
     }
-    default:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::OneHot:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
       break;
   }
 
@@ -942,10 +1055,63 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
           case Op::Not:
             L = 1;
             break;
-          default:
-            L = kInf;
-            why[r] = fmt::format("not covered: `{}`", info.spelling);
-            break;
+          case Op::Const:
+          case Op::ConstInt:
+          case Op::ConstBool:
+          case Op::HostConst:
+          case Op::Real:
+          case Op::Field:
+          case Op::TupleGet:
+          case Op::MakeTuple:
+          case Op::Cast:
+          case Op::Add:
+          case Op::Sub:
+          case Op::Mul:
+          case Op::Div:
+          case Op::Min:
+          case Op::Max:
+          case Op::Lt:
+          case Op::Le:
+          case Op::Gt:
+          case Op::Ge:
+          case Op::Eq:
+          case Op::Ne:
+          case Op::Where:
+          case Op::Sum:
+          case Op::Mean:
+          case Op::ReduceMax:
+          case Op::ReduceMin:
+          case Op::LogSumExp:
+          case Op::Dot:
+          case Op::Contract:
+          case Op::SplitAxis:
+          case Op::MergeAxes:
+          case Op::Transpose:
+          case Op::Concat:
+          case Op::Slice:
+          case Op::Gather:
+          case Op::OneHot:
+          case Op::KeySplit:
+          case Op::Uniform:
+          case Op::Normal:
+          case Op::Bernoulli:
+          case Op::Call:
+          case Op::Fold:
+          case Op::SumTo:
+          case Op::Expand:
+          case Op::ContractGradA:
+          case Op::ContractGradB:
+          case Op::ReshapeAs:
+          case Op::MergeGrad:
+          case Op::ConcatGrad:
+          case Op::SliceGrad:
+          case Op::GatherGrad:
+          case Op::ZerosLike:
+          case Op::MakeParams:
+          case Op::FoldVjp:
+            // Not one operand's element-wise function: Real and Cast returned above,
+            // and every other operation has no one-operand element-wise form.
+            throw std::logic_error(fmt::format("internal: the bound of `{}` has no Lipschitz constant", info.spelling));
         }
         if (L >= 0) out.error[r] = times(L, d);
       }
@@ -1001,7 +1167,68 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
             why[r] = "not covered: `pow` with an exponent that is a tensor";
           }
           break;
-        default:
+        case Op::Const:
+        case Op::ConstInt:
+        case Op::ConstBool:
+        case Op::HostConst:
+        case Op::Real:
+        case Op::Field:
+        case Op::TupleGet:
+        case Op::MakeTuple:
+        case Op::Neg:
+        case Op::Abs:
+        case Op::Exp:
+        case Op::Log:
+        case Op::Sqrt:
+        case Op::Rsqrt:
+        case Op::Tanh:
+        case Op::Erf:
+        case Op::Sigmoid:
+        case Op::Relu:
+        case Op::Gelu:
+        case Op::GeluTanh:
+        case Op::Silu:
+        case Op::Not:
+        case Op::Cast:
+        case Op::Lt:
+        case Op::Le:
+        case Op::Gt:
+        case Op::Ge:
+        case Op::Eq:
+        case Op::Ne:
+        case Op::Where:
+        case Op::Sum:
+        case Op::Mean:
+        case Op::ReduceMax:
+        case Op::ReduceMin:
+        case Op::LogSumExp:
+        case Op::Dot:
+        case Op::Contract:
+        case Op::SplitAxis:
+        case Op::MergeAxes:
+        case Op::Transpose:
+        case Op::Concat:
+        case Op::Slice:
+        case Op::Gather:
+        case Op::OneHot:
+        case Op::KeySplit:
+        case Op::Uniform:
+        case Op::Normal:
+        case Op::Bernoulli:
+        case Op::Call:
+        case Op::Fold:
+        case Op::SumTo:
+        case Op::Expand:
+        case Op::ContractGradA:
+        case Op::ContractGradB:
+        case Op::ReshapeAs:
+        case Op::MergeGrad:
+        case Op::ConcatGrad:
+        case Op::SliceGrad:
+        case Op::GatherGrad:
+        case Op::ZerosLike:
+        case Op::MakeParams:
+        case Op::FoldVjp:
           out.error[r] = kInf;
           why[r] = fmt::format("not covered: `{}`", info.spelling);
           break;
@@ -1245,7 +1472,58 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       lies_in = std::nullopt;
       return out;
     }
-    default:
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::SplitAxis:
+    case Op::MergeAxes:
+    case Op::Transpose:
+    case Op::Concat:
+    case Op::Slice:
+    case Op::Gather:
+    case Op::KeySplit:
+    case Op::Call:
+    case Op::Fold:
+    case Op::ReshapeAs:
+    case Op::MergeGrad:
+    case Op::ConcatGrad:
+    case Op::SliceGrad:
+    case Op::MakeParams:
+    case Op::FoldVjp:
       break;
   }
 
@@ -1323,7 +1601,65 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       shape.at(axis) = arg(1 + static_cast<size_t>(in.integer)).shape.at(axis);
       break;
     }
-    default:
+    case Op::Const:
+    case Op::ConstInt:
+    case Op::ConstBool:
+    case Op::HostConst:
+    case Op::Real:
+    case Op::Field:
+    case Op::TupleGet:
+    case Op::MakeTuple:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Erf:
+    case Op::Sigmoid:
+    case Op::Relu:
+    case Op::Gelu:
+    case Op::GeluTanh:
+    case Op::Silu:
+    case Op::Not:
+    case Op::Cast:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Min:
+    case Op::Max:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Where:
+    case Op::Sum:
+    case Op::Mean:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::Dot:
+    case Op::Contract:
+    case Op::OneHot:
+    case Op::KeySplit:
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+    case Op::Call:
+    case Op::Fold:
+    case Op::SumTo:
+    case Op::Expand:
+    case Op::ContractGradA:
+    case Op::ContractGradB:
+    case Op::GatherGrad:
+    case Op::ZerosLike:
+    case Op::MakeParams:
+    case Op::FoldVjp:
       tensor_result(x.shape);
       for (int r = 0; r < kBoundRules; ++r) {
         out.error[r] = kInf;

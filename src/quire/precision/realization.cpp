@@ -52,7 +52,7 @@ const char* reason_name(Reason r) {
     case Reason::Frozen: return "frozen";
     case Reason::Master: return "master";
     case Reason::Cast: return "cast";
-    case Reason::OutRequest: return "out = f32";
+    case Reason::OutRequest: return "out request";
     case Reason::Carried: return "carried";
     case Reason::Input: return "input";
     case Reason::Solved: return "solved";
@@ -208,6 +208,17 @@ class Realizer {
       return {r, reduces ? half_acc(r) : r, true, false, Reason::Region,
               fmt::format("inside precision({}): operands cast down, stored {}", name(r), name(r)), r};
     }
+    // `matmul(…, out = f64)`: the f64 accumulator is stored under any policy
+    // narrower than f64 (under f64 it changes nothing); a half policy still
+    // reads the operands down. Inside a region the region wins (above).
+    if (product && in.text == "out=f64" && p != FloatType::F64)
+      return {FloatType::F64,
+              FloatType::F64,
+              half_policy(),
+              false,
+              Reason::OutRequest,
+              fmt::format("{} operands, the f64 accumulator stored (`out = f64`)", name(p)),
+              half_policy() ? p : FloatType::F64};
     if (mode == Numerics::High) {
       FloatType t = half_policy() ? FloatType::F32 : p;
       Reason reason = from_prelude(in) ? Reason::LibraryMark : Reason::Island;
@@ -428,7 +439,70 @@ class Realizer {
           if (decl && decl->numerics_high) high_reads.insert(in.id);
           break;
         }
-        default: break;
+        case Op::Const:
+        case Op::ConstInt:
+        case Op::ConstBool:
+        case Op::HostConst:
+        case Op::Real:
+        case Op::Neg:
+        case Op::Abs:
+        case Op::Exp:
+        case Op::Log:
+        case Op::Sqrt:
+        case Op::Rsqrt:
+        case Op::Tanh:
+        case Op::Erf:
+        case Op::Sigmoid:
+        case Op::Relu:
+        case Op::Gelu:
+        case Op::GeluTanh:
+        case Op::Silu:
+        case Op::Not:
+        case Op::Cast:
+        case Op::Add:
+        case Op::Sub:
+        case Op::Mul:
+        case Op::Div:
+        case Op::Pow:
+        case Op::Min:
+        case Op::Max:
+        case Op::Lt:
+        case Op::Le:
+        case Op::Gt:
+        case Op::Ge:
+        case Op::Eq:
+        case Op::Ne:
+        case Op::Where:
+        case Op::Sum:
+        case Op::Mean:
+        case Op::ReduceMax:
+        case Op::ReduceMin:
+        case Op::LogSumExp:
+        case Op::Dot:
+        case Op::Contract:
+        case Op::SplitAxis:
+        case Op::MergeAxes:
+        case Op::Transpose:
+        case Op::Concat:
+        case Op::Slice:
+        case Op::Gather:
+        case Op::OneHot:
+        case Op::KeySplit:
+        case Op::Uniform:
+        case Op::Normal:
+        case Op::Bernoulli:
+        case Op::SumTo:
+        case Op::Expand:
+        case Op::ContractGradA:
+        case Op::ContractGradB:
+        case Op::ReshapeAs:
+        case Op::MergeGrad:
+        case Op::ConcatGrad:
+        case Op::SliceGrad:
+        case Op::GatherGrad:
+        case Op::ZerosLike:
+        case Op::MakeParams:
+          break;
       }
       if (!is_real_tensor(in.type)) continue;
       bool reads_high = false;

@@ -7,7 +7,9 @@
 //     under any policy, and its instructions read their float operands cast down.
 //   - `numerics(high) { … }` (and the prelude's marks): an island; under a half
 //     policy its sites are f32; under f32 or f64 nothing changes.
-//   - `x as T`: T. `matmul(x, w, out = f32)`: the f32 accumulator is stored.
+//   - `x as T`: T. `matmul(x, w, out = f32)`: the f32 accumulator is stored
+//     under a half policy. `matmul(x, w, out = f64)`: the f64 accumulator is
+//     stored under any policy but f64 (a half's operands still read down).
 //   - `param … numerics high`: its reads, and the instructions that use them, are f32.
 //   - `param … frozen`: stored in the type its readers read.
 //   - otherwise the policy. Under f64 or f32 every site takes its type. Under
@@ -54,7 +56,7 @@ enum class Reason : uint8_t {
   Frozen,       ///< a frozen parameter, stored as its readers read it
   Master,       ///< a trained parameter's master copy
   Cast,         ///< an explicit `as T`
-  OutRequest,   ///< `matmul(…, out = f32)`
+  OutRequest,   ///< `matmul(…, out = f32|f64)`: that accumulator is stored
   Carried,      ///< another site's value passed along (a call's or fold's result, a tuple element)
   Input,        ///< an argument of the entry, cast on entry
   Solved,       ///< the solver's decision (`quire solve`, read back with `--realize @file`)

@@ -77,7 +77,9 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
         case Reason::Cast:
         case Reason::OutRequest:
           f.fixed = true;
-          f.fixed_why = in.op == core::Op::Cast ? fmt::format("an explicit `as {}`", in.text) : "an explicit `out = f32`";
+          f.fixed_why = in.op == core::Op::Cast ? fmt::format("an explicit `as {}`", in.text)
+                        : in.text == "out=f64"  ? "an explicit `out = f64`"
+                                                : "an explicit `out = f32`";
           break;
         case Reason::Region:
           f.fixed = true;
@@ -97,6 +99,11 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
         // Under a wide policy the request changes nothing; narrowed, it is a floor.
         f.at_least_f32 = true;
         f.floor_why = "`out = f32` asks for the f32 accumulator";
+      }
+      if (in.text == "out=f64" && !f.fixed) {
+        // Under f64 the request changes nothing, but it is a floor of f64: nothing to decide.
+        f.fixed = true;
+        f.fixed_why = "an explicit `out = f64`: the f64 accumulator is stored";
       }
       if (in.op == core::Op::Field) {
         f.fixed = true;

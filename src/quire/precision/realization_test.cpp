@@ -1,5 +1,6 @@
 #include "quire/precision/realization.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "quire/elab/elab_testing.h"
@@ -85,6 +86,49 @@ TEST(Realization, ProductStepFmaWhereTheAccumulatorHoldsTheOperands) {
   const std::string text = print_realization(*half.e->prog, half.r);
   EXPECT_NE(text.find("--half-intermediates --product-step fma"), std::string::npos) << text;
   EXPECT_NE(text.find("each step one fused multiply-add"), std::string::npos) << text;
+}
+
+// `out = T` on a product stores the T accumulator wherever the policy is
+// narrower than T (reason `out request`; a half policy still reads the
+// operands down), and changes nothing where the policy is T or wider.
+TEST(Realization, OutRequestStoresTheRequestedAccumulatorUnderEveryPolicy) {
+  struct Want {
+    Policy policy;
+    FloatType type;
+    Reason reason;
+    bool read_down;
+  };
+  const char* source = R"(fn f(x : ℝ[b: 2, 4], w : ℝ[4, 3]) -> (ℝ[b: 2, 3], ℝ[b: 2, 3]) =
+  let p64 = matmul(x, w, out = f64)
+  let p32 = matmul(x, w, out = f32)
+  (p64, p32)
+)";
+  const Want out_f64[] = {{Policy::F64, FloatType::F64, Reason::Policy, false},
+                          {Policy::F32, FloatType::F64, Reason::OutRequest, false},
+                          {Policy::BF16, FloatType::F64, Reason::OutRequest, true},
+                          {Policy::F16, FloatType::F64, Reason::OutRequest, true}};
+  const Want out_f32[] = {{Policy::F64, FloatType::F64, Reason::Policy, false},
+                          {Policy::F32, FloatType::F32, Reason::Policy, false},
+                          {Policy::BF16, FloatType::F32, Reason::OutRequest, true},
+                          {Policy::F16, FloatType::F32, Reason::OutRequest, true}};
+  for (const auto& [let, wants] : {std::pair{"p64", out_f64}, std::pair{"p32", out_f32}}) {
+    for (int i = 0; i < 4; ++i) {
+      const Want& want = wants[i];
+      Realized x;
+      x.e = elaborate_text(source);
+      ASSERT_TRUE(x.e->ok()) << x.e->rendered();
+      x.r = realize(*x.e->prog, x.e->prog->find_function("f"), {want.policy, false}, {});
+      const SiteType& st = x.site("f", let);
+      const std::string at = fmt::format("{} under {}", let, policy_name(want.policy));
+      EXPECT_EQ(st.storage, want.type) << at;
+      EXPECT_EQ(st.accumulator, want.type) << at;
+      EXPECT_EQ(st.reason, want.reason) << at;
+      EXPECT_EQ(st.read_down, want.read_down) << at;
+      if (want.read_down) {
+        EXPECT_EQ(st.read_as, policy_type(want.policy)) << at;
+      }
+    }
+  }
 }
 
 TEST(Realization, ParametersUnderAHalfPolicy) {

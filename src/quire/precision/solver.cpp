@@ -39,8 +39,71 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::Eq:
     case core::Op::Ne:
     case core::Op::Bernoulli: return true;
-    default: return false;
+    case core::Op::Const:
+    case core::Op::ConstInt:
+    case core::Op::ConstBool:
+    case core::Op::HostConst:
+    case core::Op::Real:
+    case core::Op::Field:
+    case core::Op::TupleGet:
+    case core::Op::MakeTuple:
+    case core::Op::Neg:
+    case core::Op::Abs:
+    case core::Op::Exp:
+    case core::Op::Log:
+    case core::Op::Sqrt:
+    case core::Op::Rsqrt:
+    case core::Op::Tanh:
+    case core::Op::Erf:
+    case core::Op::Sigmoid:
+    case core::Op::Relu:
+    case core::Op::Gelu:
+    case core::Op::GeluTanh:
+    case core::Op::Silu:
+    case core::Op::Not:
+    case core::Op::Cast:
+    case core::Op::Add:
+    case core::Op::Sub:
+    case core::Op::Mul:
+    case core::Op::Div:
+    case core::Op::Pow:
+    case core::Op::Min:
+    case core::Op::Max:
+    case core::Op::Where:
+    case core::Op::Sum:
+    case core::Op::Mean:
+    case core::Op::ReduceMax:
+    case core::Op::ReduceMin:
+    case core::Op::LogSumExp:
+    case core::Op::Dot:
+    case core::Op::Contract:
+    case core::Op::SplitAxis:
+    case core::Op::MergeAxes:
+    case core::Op::Transpose:
+    case core::Op::Concat:
+    case core::Op::Slice:
+    case core::Op::Gather:
+    case core::Op::OneHot:
+    case core::Op::KeySplit:
+    case core::Op::Uniform:
+    case core::Op::Normal:
+    case core::Op::Call:
+    case core::Op::Fold:
+    case core::Op::SumTo:
+    case core::Op::Expand:
+    case core::Op::ContractGradA:
+    case core::Op::ContractGradB:
+    case core::Op::ReshapeAs:
+    case core::Op::MergeGrad:
+    case core::Op::ConcatGrad:
+    case core::Op::SliceGrad:
+    case core::Op::GatherGrad:
+    case core::Op::ZerosLike:
+    case core::Op::MakeParams:
+    case core::Op::FoldVjp:
+      return false;
   }
+  throw std::logic_error("internal: an operation outside ops.def");
 }
 
 /// max and min pick an operand: where two tie, an error in the one not picked

@@ -287,6 +287,9 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -368,6 +371,9 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -564,6 +570,9 @@ Value Walk::step(int id, const core::Function& fn, const core::Instr& in, Frame&
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:

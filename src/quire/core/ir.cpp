@@ -79,6 +79,9 @@ bool copies_elements(Op op) {
     case core::Op::Gelu:
     case core::Op::GeluTanh:
     case core::Op::Silu:
+    case core::Op::Log1p:
+    case core::Op::Expm1:
+    case core::Op::Softplus:
     case core::Op::Not:
     case core::Op::Cast:
     case core::Op::Add:

@@ -161,6 +161,9 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     case core::Op::Gelu:
     case core::Op::GeluTanh:
     case core::Op::Silu:
+    case core::Op::Log1p:
+    case core::Op::Expm1:
+    case core::Op::Softplus:
     case core::Op::Not:
     case core::Op::Add:
     case core::Op::Sub:

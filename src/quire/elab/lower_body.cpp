@@ -46,6 +46,9 @@ const std::map<std::string, Op>& unary_builtins() {
                                                   {"gelu", Op::Gelu},
                                                   {"gelu_tanh", Op::GeluTanh},
                                                   {"silu", Op::Silu},
+                                                  {"log1p", Op::Log1p},
+                                                  {"expm1", Op::Expm1},
+                                                  {"softplus", Op::Softplus},
                                                   {"not", Op::Not}};
   return table;
 }

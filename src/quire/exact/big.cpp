@@ -184,6 +184,15 @@ Big gelu_tanh(const Big& x) {
 }
 
 Big silu(const Big& x) { return mul(x, sigmoid(x)); }
+Big log1p(const Big& x) { return unary(x, mpfr_log1p); }
+Big expm1(const Big& x) { return unary(x, mpfr_expm1); }
+
+Big softplus(const Big& x) {
+  // The threshold is part of the operation (F.softplus returns x above 20),
+  // so the exact value is the same piecewise function; NaN falls to log1p.
+  if (gt(x, Big(20.0, x.bits()))) return x;
+  return log1p(exp(x));
+}
 
 bool lt(const Big& a, const Big& b) { return mpfr_less_p(a.get(), b.get()) != 0; }
 bool le(const Big& a, const Big& b) { return mpfr_lessequal_p(a.get(), b.get()) != 0; }

@@ -87,6 +87,9 @@ Big relu(const Big& x);       ///< NaN stays; x > 0 ? x : +0
 Big gelu(const Big& x);       ///< 0.5 · x · (1 + erf(x / √2))
 Big gelu_tanh(const Big& x);  ///< 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x)))
 Big silu(const Big& x);       ///< x · sigmoid(x)
+Big log1p(const Big& x);      ///< log(1 + x) correctly rounded (mpfr_log1p)
+Big expm1(const Big& x);      ///< exp(x) − 1 correctly rounded (mpfr_expm1)
+Big softplus(const Big& x);   ///< x > 20 ? x : log(1 + exp(x)), the kernel's threshold (F.softplus)
 
 // IEEE comparisons: false when either is NaN, except ne.
 bool lt(const Big& a, const Big& b);

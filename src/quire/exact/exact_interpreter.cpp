@@ -116,6 +116,12 @@ Big apply_unary(Op op, const Big& x) {
     case Op::Gelu: return gelu(x);
     case Op::GeluTanh: return gelu_tanh(x);
     case Op::Silu: return silu(x);
+    case Op::Log1p:
+      return log1p(x);
+    case Op::Expm1:
+      return expm1(x);
+    case Op::Softplus:
+      return softplus(x);
     case Op::Const:
     case Op::ConstInt:
     case Op::ConstBool:
@@ -211,6 +217,9 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Lt:
@@ -287,6 +296,9 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -650,6 +662,9 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -809,6 +824,9 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Add:
     case Op::Sub:
@@ -1232,6 +1250,9 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:

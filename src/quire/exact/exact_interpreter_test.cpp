@@ -140,6 +140,9 @@ fn sigmoid_(x : ℝ[6]) -> ℝ[6] = sigmoid(x)
 fn silu_(x : ℝ[6]) -> ℝ[6] = silu(x)
 fn gelu_(x : ℝ[6]) -> ℝ[6] = gelu(x)
 fn gelu_tanh_(x : ℝ[6]) -> ℝ[6] = gelu_tanh(x)
+fn log1p_(x : ℝ[6]) -> ℝ[6] = log1p(abs(x) - 0.5)
+fn expm1_(x : ℝ[6]) -> ℝ[6] = expm1(x)
+fn softplus_(x : ℝ[6]) -> ℝ[6] = softplus(x * 8.0)
 )");
   Tensor x = reals({6}, kX), y = reals({6}, {0.5, 3.0, -1.25, 2.0, 0.1, 7.0});
   // One correctly rounded operation in both: the same bits.
@@ -150,7 +153,11 @@ fn gelu_tanh_(x : ℝ[6]) -> ℝ[6] = gelu_tanh(x)
   expect_agree(p, "ints", {v(ints(ElemKind::I32, {3}, {1, -7, 9})), v(ints(ElemKind::I32, {3}, {3, 2, 9}))});
   expect_agree(p, "mixed", {v(reals({3}, {0.1, 0.2, 0.3})), v(ints(ElemKind::I32, {3}, {3, -2, 5}))});
   // libm is within an ulp of the correctly rounded value; the exact one rounds once.
-  for (const char* f : {"exp_", "log_", "rsqrt_", "tanh_", "erf_", "cube"}) expect_agree(p, f, {v(x)}, 1);
+  for (const char* f : {"exp_", "log_", "rsqrt_", "tanh_", "erf_", "cube", "log1p_", "expm1_"})
+    expect_agree(p, f, {v(x)}, 1);
+  // softplus: quire's exp, then log1p (two roundings); x · 8 reaches 28 and -32,
+  // beyond the threshold both ways (above 20 both give x exactly).
+  expect_agree(p, "softplus_", {v(x)}, 2);
   expect_agree(p, "pow_", {v(x), v(y)}, 1);
   // Compositions round at each step in f64 (and gelu's 1 + erf(x/√2) cancels at x = -4).
   for (const char* f : {"sigmoid_", "silu_"}) expect_agree(p, f, {v(x)}, 4);

@@ -345,6 +345,9 @@ class Builder {
       case Op::Gelu:
       case Op::GeluTanh:
       case Op::Silu:
+      case Op::Log1p:
+      case Op::Expm1:
+      case Op::Softplus:
       case Op::Not:
       case Op::Cast:
       case Op::Add:
@@ -456,6 +459,12 @@ class Builder {
                     in);
         return add(in.args[0], op2(Op::Mul, same(g), same(d), in), in);
       }
+      case Op::Log1p:  // g / (1 + x)
+        return add(in.args[0], op2(Op::Div, same(g), same(op2(Op::Add, scalar(1.0, in), same(x(0)), in)), in), in);
+      case Op::Expm1:  // g · exp(x)
+        return add(in.args[0], op2(Op::Mul, same(g), same(unary(Op::Exp, x(0), in)), in), in);
+      case Op::Softplus:  // g · sigmoid(x)
+        return add(in.args[0], op2(Op::Mul, same(g), same(unary(Op::Sigmoid, x(0), in)), in), in);
       case Op::Cast:
         if (real_operand(0)) add(in.args[0], g, in);  // a rounding: its cotangent passes as it is
         return;

@@ -85,6 +85,16 @@ fn g(x : ℝ[a: 3, b: 4]) -> ℝ[a: 3, b: 4] = log(x) + sqrt(x) + rsqrt(x) + x^3
   check_gradients(text, "g", random_args({{3, 4}}, 2, 0.5, 2.0));
 }
 
+// d log1p = 1/(1 + x), d expm1 = exp(x), d softplus = sigmoid(x); softplus on
+// both sides of its threshold (20), where the forward becomes x.
+TEST(Vjp, Log1pExpm1Softplus) {
+  const char* text = R"(fn f(x : ℝ[a: 3, b: 4]) -> ℝ[a: 3, b: 4] = log1p(x) + expm1(x) * softplus(x)
+fn g(x : ℝ[a: 3, b: 4]) -> ℝ[a: 3, b: 4] = softplus(x)
+)";
+  check_gradients(text, "f", random_args({{3, 4}}, 11, -0.9, 2.0));
+  check_gradients(text, "g", random_args({{3, 4}}, 12, -30.0, 30.0));
+}
+
 TEST(Vjp, BroadcastingBinaryAndWhere) {
   const char* text = R"(fn f(x : ℝ[a: 3, b: 4], y : ℝ[b: 4], s : ℝ[]) -> ℝ[a: 3, b: 4] =
   let m = max(x, y) - min(x * s, y)

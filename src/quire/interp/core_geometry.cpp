@@ -55,6 +55,12 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::Gelu: return runtime::UnaryOp::Gelu;
     case Op::GeluTanh: return runtime::UnaryOp::GeluTanh;
     case Op::Silu: return runtime::UnaryOp::Silu;
+    case Op::Log1p:
+      return runtime::UnaryOp::Log1p;
+    case Op::Expm1:
+      return runtime::UnaryOp::Expm1;
+    case Op::Softplus:
+      return runtime::UnaryOp::Softplus;
     case Op::Not:
       return runtime::UnaryOp::Not;
     case Op::Const:
@@ -155,6 +161,9 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Where:
@@ -225,6 +234,9 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:

@@ -399,6 +399,9 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Add:
     case Op::Sub:
@@ -804,6 +807,9 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:

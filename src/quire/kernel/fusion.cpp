@@ -63,6 +63,9 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -209,6 +212,9 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -560,6 +566,9 @@ std::string step_name(const Instr& in) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Add:
     case Op::Sub:

@@ -228,9 +228,10 @@ class Generator {
   std::string unary(const std::string& x) {
     // Functions called as they are, then forms that keep an argument in
     // (or, half the time, take it out of) the function's domain.
-    static const char* kPlain[] = {"abs", "tanh", "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "exp"};
+    static const char* kPlain[] = {"abs",       "tanh", "erf", "sigmoid", "relu",    "gelu",
+                                   "gelu_tanh", "silu", "exp", "expm1",   "softplus"};
     constexpr int kPlainCount = static_cast<int>(std::size(kPlain));
-    const int i = pick(kPlainCount + 7);
+    const int i = pick(kPlainCount + 8);
     if (i < kPlainCount) return std::string(kPlain[i]) + "(" + x + ")";
     switch (i - kPlainCount) {
       case 0:
@@ -245,6 +246,8 @@ class Generator {
         return "rsqrt(abs(" + x + ") + 0.5)";
       case 5:
         return "(" + x + ")^2";
+      case 6:
+        return chance(0.5) ? "log1p(abs(" + x + "))" : "log1p(" + x + ")";
       default:
         return "(" + x + ")^3";
     }

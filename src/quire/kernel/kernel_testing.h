@@ -152,6 +152,8 @@ inline const char* kOperations = R"(
 fn unary(x : ℝ[b: 3, n: 8]) -> ℝ[b: 3, n: 8] =
   let u = -x + abs(x) * exp(x * 0.25) - log(abs(x) + 1.0) + sqrt(abs(x)) + rsqrt(abs(x) + 0.5) + tanh(x)
   u + erf(x) + sigmoid(x) + relu(x) + gelu(x) + gelu_tanh(x) + silu(x) + x^3 + x^2
+fn unary_libm(x : ℝ[b: 3, n: 8]) -> (ℝ[b: 3, n: 8], ℝ[b: 3, n: 8], ℝ[b: 3, n: 8], ℝ[b: 3, n: 8]) =
+  (log1p(x), log1p(abs(x)), expm1(x), softplus(x * 4.0))
 fn binary(x : ℝ[b: 3, n: 8], y : ℝ[n: 8], e : ℝ[]) -> ℝ[b: 3, n: 8] =
   max(x, y) + min(x, y) * 2.0 + x / y + abs(x)^e + abs(x)^y + where(x > y, x, y) + where(x ≤ 0.0, 1.0, -1.0)
 fn tests(x : ℝ[b: 3, n: 8], y : ℝ[n: 8]) -> bool[b: 3, n: 8] = not(x < y) == (x ≠ y)
@@ -179,10 +181,13 @@ inline std::vector<std::pair<std::string, std::vector<runtime::Tensor>>> operati
   auto i = interp::testing::ints(runtime::ElemKind::I32, {8}, {-3, 0, 1, 2, 5, 100, -7, 9});
   const runtime::Tensor e = runtime::Tensor::scalar(2.0);
   return {
-      {"unary", {x}},        {"binary", {x, y, e}}, {"binary", {x, y, runtime::Tensor::scalar(0.5)}},
-      {"tests", {x, y}},     {"casts", {x}},        {"reductions", {x}},
-      {"whole", {x}},        {"lead", {lead}},      {"products", {x, w, a, c}},
-      {"region", {x, w}},    {"ints", {i, y}},      {"int_arith", {i}},
+      {"unary", {x}},        {"unary_libm", {x}},
+      {"binary", {x, y, e}}, {"binary", {x, y, runtime::Tensor::scalar(0.5)}},
+      {"tests", {x, y}},     {"casts", {x}},
+      {"reductions", {x}},   {"whole", {x}},
+      {"lead", {lead}},      {"products", {x, w, a, c}},
+      {"region", {x, w}},    {"ints", {i, y}},
+      {"int_arith", {i}},
   };
 }
 

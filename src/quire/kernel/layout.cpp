@@ -31,7 +31,11 @@ bool library_call(const Expr& e) {
     case runtime::UnaryOp::Sigmoid:
     case runtime::UnaryOp::Gelu:
     case runtime::UnaryOp::GeluTanh:
-    case runtime::UnaryOp::Silu: return true;
+    case runtime::UnaryOp::Silu:
+    case runtime::UnaryOp::Log1p:
+    case runtime::UnaryOp::Expm1:
+    case runtime::UnaryOp::Softplus:
+      return true;
     default: return false;
   }
 }

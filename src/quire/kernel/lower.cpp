@@ -494,6 +494,9 @@ class GroupLowering {
       case Op::Gelu:
       case Op::GeluTanh:
       case Op::Silu:
+      case Op::Log1p:
+      case Op::Expm1:
+      case Op::Softplus:
       case Op::Not:
       case Op::Cast:
       case Op::Add:

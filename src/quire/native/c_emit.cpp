@@ -793,7 +793,7 @@ std::string c_prelude() {
   text += fmt::format("static const double quire_sqrt1_2 = {};\n", c_double(M_SQRT1_2));
   text += fmt::format("static const double quire_sqrt2_over_pi = {};\n", c_double(0x1.9884533d43651p-1));
   text += fmt::format("static const double quire_gelu_tanh_cubic = {};\n", c_double(0.044715));
-  // exp and erf: the reference's own source (runtime/elementary.h).
+  // exp, erf, log1p, expm1 and softplus: the reference's own source (runtime/elementary.h).
   text += runtime::elementary_c_source();
   // Their f32 shortcuts need a fused multiply-add instruction to be fast.
   text +=

@@ -92,6 +92,9 @@ bool library_function(Op op) {
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Pow:
       return true;
     case Op::Const:
@@ -885,6 +888,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Add:
     case Op::Sub:
@@ -1017,6 +1023,21 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
           case Op::Silu:
             L = 1.1;
             break;  // max |silu'| = 1.0998…
+          case Op::Softplus:
+            L = 1;
+            break;  // softplus' = sigmoid ∈ (0, 1)
+          case Op::Expm1:
+            L = std::exp(M + d);
+            break;  // as exp
+          case Op::Log1p:
+            // log1p' = 1/(1 + x) ≤ 1/(1 − M − δ) where every x ≥ −(M + δ) > −1.
+            if (M + d < 1) {
+              L = 1 / (1 - (M + d));
+            } else {
+              L = kInf;
+              why[r] = fmt::format("log1p of values that may reach −1 (largest |x| {}, error {})", sci(M), sci(d));
+            }
+            break;
           case Op::Exp:
             L = std::exp(M + d);
             break;
@@ -1188,6 +1209,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         case Op::Gelu:
         case Op::GeluTanh:
         case Op::Silu:
+        case Op::Log1p:
+        case Op::Expm1:
+        case Op::Softplus:
         case Op::Not:
         case Op::Cast:
         case Op::Lt:
@@ -1493,6 +1517,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:
@@ -1622,6 +1649,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
+    case Op::Log1p:
+    case Op::Expm1:
+    case Op::Softplus:
     case Op::Not:
     case Op::Cast:
     case Op::Add:

@@ -60,6 +60,9 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::Gelu:
     case core::Op::GeluTanh:
     case core::Op::Silu:
+    case core::Op::Log1p:
+    case core::Op::Expm1:
+    case core::Op::Softplus:
     case core::Op::Not:
     case core::Op::Cast:
     case core::Op::Add:

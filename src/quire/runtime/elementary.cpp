@@ -15,6 +15,9 @@ namespace {
 
 double elementary_exp(double x) { return quire_exp(x); }
 double elementary_erf(double x) { return quire_erf(x); }
+double elementary_log1p(double x) { return quire_log1p(x); }
+double elementary_expm1(double x) { return quire_expm1(x); }
+double elementary_softplus(double x) { return quire_softplus(x); }
 
 const char* elementary_c_source() { return kElementarySource; }
 const char* elementary_fast_c_source() { return kElementaryFastSource; }

@@ -9,6 +9,11 @@ namespace quire::runtime {
 
 double elementary_exp(double x);
 double elementary_erf(double x);
+/// libm's log1p and expm1, called from elementary.inc as a kernel calls them.
+double elementary_log1p(double x);
+double elementary_expm1(double x);
+/// x > 20 ? x : log1p(elementary_exp(x)): F.softplus with beta 1 and threshold 20.
+double elementary_softplus(double x);
 
 /// elementary.inc's text: C that defines `static inline double quire_exp(double)`
 /// and `quire_erf`, for a kernel's C source (which must include <math.h>,

@@ -191,6 +191,9 @@ constexpr UnaryRow kUnaryTable[] = {
     {UnaryOp::GeluTanh, "gelu_tanh",
      [](double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x))); }},
     {UnaryOp::Silu, "silu", [](double x) { return x * sigmoid(x); }},
+    {UnaryOp::Log1p, "log1p", elementary_log1p},
+    {UnaryOp::Expm1, "expm1", elementary_expm1},
+    {UnaryOp::Softplus, "softplus", elementary_softplus},
     {UnaryOp::Not, "not", nullptr},  // Bool only
 };
 

@@ -50,7 +50,32 @@ TEST(Unary, EachOpIsItsDocumentedExpressionBitForBit) {
     EXPECT_TRUE(same(apply(UnaryOp::Gelu, x), 0.5 * x * (1.0 + elementary_erf(x * M_SQRT1_2))));
     EXPECT_TRUE(same(apply(UnaryOp::GeluTanh, x), 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)))));
     EXPECT_TRUE(same(apply(UnaryOp::Silu, x), x * (1.0 / (1.0 + elementary_exp(-x)))));
+    EXPECT_TRUE(same(apply(UnaryOp::Log1p, x), std::log1p(x)));
+    EXPECT_TRUE(same(apply(UnaryOp::Expm1, x), std::expm1(x)));
+    EXPECT_TRUE(same(apply(UnaryOp::Softplus, x), x > 20.0 ? x : std::log1p(elementary_exp(x))));
   }
+}
+
+/// Whether `got` is within `ulps` units in the last place of `want`.
+bool within_ulps(double got, double want, double ulps) {
+  const double w = std::fabs(want);
+  return std::fabs(got - want) <= ulps * (std::nextafter(w, INFINITY) - w);
+}
+
+// Values of the mathematical functions (60-digit decimal sums of their series
+// and of log(1 + e^x), rounded to f64), not of the kernels' expressions.
+TEST(Unary, Log1pExpm1AndSoftplusAgreeWithIndependentValues) {
+  // Near 0, where log(1 + x) and exp(x) - 1 lose every digit but the first few.
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Log1p, 1e-10), 9.999999999500001e-11, 1));
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Expm1, 1e-10), 1.00000000005e-10, 1));
+  EXPECT_FALSE(within_ulps(std::log(1.0 + 1e-10), 9.999999999500001e-11, 1e6));  // what they avoid
+  EXPECT_FALSE(within_ulps(std::exp(1e-10) - 1.0, 1.00000000005e-10, 1e6));
+  // softplus: log1p(exp(x)) up to 20, x above (F.softplus, beta 1, threshold 20).
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Softplus, -30.0), 9.357622968839737e-14, 2));
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Softplus, 0.0), 0.6931471805599453, 2));
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Softplus, 1.0), 1.3132616875182228, 2));
+  EXPECT_TRUE(within_ulps(apply(UnaryOp::Softplus, 20.0), 20.000000002061153, 2));  // not above 20
+  EXPECT_EQ(apply(UnaryOp::Softplus, 25.0), 25.0);  // log(1 + e^25) = 25.000000000013888
 }
 
 TEST(Unary, TheGeluTanhConstantIsRoundedSqrtTwoOverPi) {
@@ -77,26 +102,31 @@ TEST(Unary, SpecialValues) {
     double x, want;
   };
   const Case cases[] = {
-      {UnaryOp::Neg, 0.0, -0.0},        {UnaryOp::Neg, -0.0, 0.0},         {UnaryOp::Neg, kInf, -kInf},
-      {UnaryOp::Neg, kNaN, kNaN},       {UnaryOp::Abs, -0.0, 0.0},         {UnaryOp::Abs, -kInf, kInf},
-      {UnaryOp::Abs, kNaN, kNaN},       {UnaryOp::Exp, 0.0, 1.0},          {UnaryOp::Exp, -0.0, 1.0},
-      {UnaryOp::Exp, -kInf, 0.0},       {UnaryOp::Exp, kInf, kInf},        {UnaryOp::Exp, 1000.0, kInf},
-      {UnaryOp::Exp, kNaN, kNaN},       {UnaryOp::Log, 1.0, 0.0},          {UnaryOp::Log, 0.0, -kInf},
-      {UnaryOp::Log, -0.0, -kInf},      {UnaryOp::Log, -1.0, kNaN},        {UnaryOp::Log, kInf, kInf},
-      {UnaryOp::Sqrt, -0.0, -0.0},      {UnaryOp::Sqrt, 4.0, 2.0},         {UnaryOp::Sqrt, -1.0, kNaN},
-      {UnaryOp::Sqrt, kInf, kInf},      {UnaryOp::Rsqrt, 0.0, kInf},       {UnaryOp::Rsqrt, -0.0, -kInf},
-      {UnaryOp::Rsqrt, kInf, 0.0},      {UnaryOp::Rsqrt, -1.0, kNaN},      {UnaryOp::Tanh, -0.0, -0.0},
-      {UnaryOp::Tanh, kInf, 1.0},       {UnaryOp::Tanh, -kInf, -1.0},      {UnaryOp::Tanh, kNaN, kNaN},
-      {UnaryOp::Erf, -0.0, -0.0},       {UnaryOp::Erf, kInf, 1.0},         {UnaryOp::Erf, -kInf, -1.0},
-      {UnaryOp::Sigmoid, 0.0, 0.5},     {UnaryOp::Sigmoid, kInf, 1.0},     {UnaryOp::Sigmoid, -kInf, 0.0},
-      {UnaryOp::Sigmoid, -800.0, 0.0},  {UnaryOp::Sigmoid, kNaN, kNaN},    {UnaryOp::Relu, -0.0, 0.0},
-      {UnaryOp::Relu, 0.0, 0.0},        {UnaryOp::Relu, -2.0, 0.0},        {UnaryOp::Relu, 3.0, 3.0},
-      {UnaryOp::Relu, kInf, kInf},      {UnaryOp::Relu, -kInf, 0.0},       {UnaryOp::Relu, kNaN, kNaN},
-      {UnaryOp::Gelu, 0.0, 0.0},        {UnaryOp::Gelu, -0.0, -0.0},       {UnaryOp::Gelu, kInf, kInf},
-      {UnaryOp::Gelu, -kInf, kNaN},     {UnaryOp::Gelu, kNaN, kNaN},       {UnaryOp::GeluTanh, -0.0, -0.0},
-      {UnaryOp::GeluTanh, kInf, kInf},  {UnaryOp::GeluTanh, -kInf, kNaN},  {UnaryOp::Silu, 0.0, 0.0},
-      {UnaryOp::Silu, -0.0, -0.0},      {UnaryOp::Silu, kInf, kInf},       {UnaryOp::Silu, -kInf, kNaN},
-      {UnaryOp::Silu, kNaN, kNaN},
+      {UnaryOp::Neg, 0.0, -0.0},       {UnaryOp::Neg, -0.0, 0.0},        {UnaryOp::Neg, kInf, -kInf},
+      {UnaryOp::Neg, kNaN, kNaN},      {UnaryOp::Abs, -0.0, 0.0},        {UnaryOp::Abs, -kInf, kInf},
+      {UnaryOp::Abs, kNaN, kNaN},      {UnaryOp::Exp, 0.0, 1.0},         {UnaryOp::Exp, -0.0, 1.0},
+      {UnaryOp::Exp, -kInf, 0.0},      {UnaryOp::Exp, kInf, kInf},       {UnaryOp::Exp, 1000.0, kInf},
+      {UnaryOp::Exp, kNaN, kNaN},      {UnaryOp::Log, 1.0, 0.0},         {UnaryOp::Log, 0.0, -kInf},
+      {UnaryOp::Log, -0.0, -kInf},     {UnaryOp::Log, -1.0, kNaN},       {UnaryOp::Log, kInf, kInf},
+      {UnaryOp::Sqrt, -0.0, -0.0},     {UnaryOp::Sqrt, 4.0, 2.0},        {UnaryOp::Sqrt, -1.0, kNaN},
+      {UnaryOp::Sqrt, kInf, kInf},     {UnaryOp::Rsqrt, 0.0, kInf},      {UnaryOp::Rsqrt, -0.0, -kInf},
+      {UnaryOp::Rsqrt, kInf, 0.0},     {UnaryOp::Rsqrt, -1.0, kNaN},     {UnaryOp::Tanh, -0.0, -0.0},
+      {UnaryOp::Tanh, kInf, 1.0},      {UnaryOp::Tanh, -kInf, -1.0},     {UnaryOp::Tanh, kNaN, kNaN},
+      {UnaryOp::Erf, -0.0, -0.0},      {UnaryOp::Erf, kInf, 1.0},        {UnaryOp::Erf, -kInf, -1.0},
+      {UnaryOp::Sigmoid, 0.0, 0.5},    {UnaryOp::Sigmoid, kInf, 1.0},    {UnaryOp::Sigmoid, -kInf, 0.0},
+      {UnaryOp::Sigmoid, -800.0, 0.0}, {UnaryOp::Sigmoid, kNaN, kNaN},   {UnaryOp::Relu, -0.0, 0.0},
+      {UnaryOp::Relu, 0.0, 0.0},       {UnaryOp::Relu, -2.0, 0.0},       {UnaryOp::Relu, 3.0, 3.0},
+      {UnaryOp::Relu, kInf, kInf},     {UnaryOp::Relu, -kInf, 0.0},      {UnaryOp::Relu, kNaN, kNaN},
+      {UnaryOp::Gelu, 0.0, 0.0},       {UnaryOp::Gelu, -0.0, -0.0},      {UnaryOp::Gelu, kInf, kInf},
+      {UnaryOp::Gelu, -kInf, kNaN},    {UnaryOp::Gelu, kNaN, kNaN},      {UnaryOp::GeluTanh, -0.0, -0.0},
+      {UnaryOp::GeluTanh, kInf, kInf}, {UnaryOp::GeluTanh, -kInf, kNaN}, {UnaryOp::Silu, 0.0, 0.0},
+      {UnaryOp::Silu, -0.0, -0.0},     {UnaryOp::Silu, kInf, kInf},      {UnaryOp::Silu, -kInf, kNaN},
+      {UnaryOp::Silu, kNaN, kNaN},     {UnaryOp::Log1p, 0.0, 0.0},       {UnaryOp::Log1p, -0.0, -0.0},
+      {UnaryOp::Log1p, -1.0, -kInf},   {UnaryOp::Log1p, -2.0, kNaN},     {UnaryOp::Log1p, kInf, kInf},
+      {UnaryOp::Expm1, 0.0, 0.0},      {UnaryOp::Expm1, -0.0, -0.0},     {UnaryOp::Expm1, -kInf, -1.0},
+      {UnaryOp::Expm1, kInf, kInf},    {UnaryOp::Expm1, kNaN, kNaN},     {UnaryOp::Softplus, -kInf, 0.0},
+      {UnaryOp::Softplus, kInf, kInf}, {UnaryOp::Softplus, -800.0, 0.0}, {UnaryOp::Softplus, 1000.0, 1000.0},
+      {UnaryOp::Softplus, kNaN, kNaN},
   };
   for (const Case& c : cases) EXPECT_TRUE(same(apply(c.op, c.x), c.want)) << op_name(c.op) << "(" << c.x << ")";
 }

@@ -78,6 +78,9 @@ enum class UnaryOp : uint8_t {
   Gelu,      ///< 0.5 * x * (1.0 + elementary_erf(x * M_SQRT1_2))  (gelu(-inf) = NaN: -inf * 0)
   GeluTanh,  ///< 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))), k = √(2/π) = 0x1.9884533d43651p-1
   Silu,      ///< x * (1.0 / (1.0 + elementary_exp(-x)))  (silu(-inf) = NaN: -inf * 0)
+  Log1p,     ///< elementary_log1p(x): libm's log1p(x) (elementary.h)
+  Expm1,     ///< elementary_expm1(x): libm's expm1(x) (elementary.h)
+  Softplus,  ///< elementary_softplus(x): x > 20 ? x : log1p(elementary_exp(x)), as F.softplus (beta 1, threshold 20)
   Not,       ///< Bool only: 1 - x
 };
 

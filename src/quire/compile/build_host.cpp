@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
@@ -158,12 +159,13 @@ class Walk {
   }
 
  private:
-  /// Appends the steps of one instruction that is not a launch (or a launch
-  /// evaluated outside a group) and returns its value.
-  Value step(int id, const core::Function& fn, const core::Instr& in, Frame& frame, bool keeping, int depth);
-  /// The value an instruction computes, from its operands' shapes.
+  /// Walks a call, a fold or a fold_vjp, appends its step and returns its value.
+  Value call_step(int id, const core::Instr& in, Frame& frame, bool keeping, int depth);
+  /// The value an instruction computes, from its operands' shapes; a call's
+  /// is `call()`'s (null where none can be: a group's members).
   Value computed(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
-                 const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table) const;
+                 const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table,
+                 const std::function<Value()>& call = nullptr) const;
   runtime::Shape leading_axes(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env) const;
   std::string key_of(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                      core::Numerics context, FrameMode mode, int reuse_from) const;
@@ -321,7 +323,8 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
 }
 
 Value Walk::computed(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
-                     const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table) const {
+                     const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table,
+                     const std::function<Value()>& call) const {
   auto arg = [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); };
   Value v;
   switch (in.op) {
@@ -357,7 +360,9 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Call:
     case Op::Fold:
     case Op::FoldVjp:
-      throw std::logic_error(fmt::format("internal: {} is a call, not a computed value", core::site_name(fn, in.id)));
+      if (!call)
+        throw std::logic_error(fmt::format("internal: {} is a call inside a group", core::site_name(fn, in.id)));
+      return call();
     case Op::Neg:
     case Op::Abs:
     case Op::Exp:
@@ -445,11 +450,10 @@ Value copy_of(const Value& stacked) {
   return Value::of_params(std::move(tree));
 }
 
-Value Walk::step(int id, const core::Function& fn, const core::Instr& in, Frame& frame, bool keeping, int depth) {
+Value Walk::call_step(int id, const core::Instr& in, Frame& frame, bool keeping, int depth) {
   // Copied: the walk below adds instances, which moves out_.functions.
   const core::Numerics context = out_.functions[static_cast<size_t>(id)].context;
   const std::map<std::string, int64_t> dims = out_.functions[static_cast<size_t>(id)].dims;
-  const precision::FunctionRealization* table = out_.functions[static_cast<size_t>(id)].table;
   const std::vector<Value>& env = frame.env;
   auto arg = [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); };
   HostStep s;
@@ -457,170 +461,90 @@ Value Walk::step(int id, const core::Function& fn, const core::Instr& in, Frame&
   s.reads = in.args;
   const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
   Value result;
-  switch (in.op) {
-    case Op::Call: {
-      if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
-      const core::Function& callee = prog_.functions[static_cast<size_t>(in.callee)];
-      const auto cdims = interp::callee_dims(callee, in, 0, run_dims_, dims);
-      std::vector<Value> args;
-      for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-      int child = -1;
-      if (!keeping) {
-        child = instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
-      } else if (callee.primal >= 0) {
-        // A vjp: its operands are the forward call's, then the cotangent.
-        std::vector<int> forward(in.args.begin(), in.args.end() - 1);
-        auto it = frame.kept_calls.find({callee.primal, forward});
-        child = it != frame.kept_calls.end()
-                    ? instance(in.callee, args, cdims, mode, FrameMode::Reusing, it->second, depth + 1)
-                    : instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
-      } else {
-        child = instance(in.callee, args, cdims, mode, FrameMode::Kept, -1, depth + 1);
-        frame.kept_calls[{in.callee, in.args}] = child;
-      }
-      s.kind = HostStep::Kind::Call;
-      s.callee = child;
-      result = this->result(child);
-      break;
+  if (in.op == Op::Call) {
+    if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
+    const core::Function& callee = prog_.functions[static_cast<size_t>(in.callee)];
+    const auto cdims = interp::callee_dims(callee, in, 0, run_dims_, dims);
+    std::vector<Value> args;
+    for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
+    int child = -1;
+    if (!keeping) {
+      child = instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
+    } else if (callee.primal >= 0) {
+      // A vjp: its operands are the forward call's, then the cotangent.
+      std::vector<int> forward(in.args.begin(), in.args.end() - 1);
+      auto it = frame.kept_calls.find({callee.primal, forward});
+      child = it != frame.kept_calls.end()
+                  ? instance(in.callee, args, cdims, mode, FrameMode::Reusing, it->second, depth + 1)
+                  : instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
+    } else {
+      child = instance(in.callee, args, cdims, mode, FrameMode::Kept, -1, depth + 1);
+      frame.kept_calls[{in.callee, in.args}] = child;
     }
-    case Op::Fold: {
-      if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
-      const auto cdims = interp::callee_dims(prog_.functions[static_cast<size_t>(in.callee)], in, 1, run_dims_, dims);
-      const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-      const Value theta = copy_of(arg(0));
-      Value carried = arg(1);
-      Frame::KeptFold kept;
-      s.kind = HostStep::Kind::Fold;
-      s.count = copies;
+    s.kind = HostStep::Kind::Call;
+    s.callee = child;
+    result = this->result(child);
+  } else if (in.op == Op::Fold) {
+    if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
+    const auto cdims = interp::callee_dims(prog_.functions[static_cast<size_t>(in.callee)], in, 1, run_dims_, dims);
+    const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
+    const Value theta = copy_of(arg(0));
+    Value carried = arg(1);
+    Frame::KeptFold kept;
+    s.kind = HostStep::Kind::Fold;
+    s.count = copies;
+    for (int64_t i = 0; i < copies; ++i) {
+      if (keeping) kept.inputs.push_back(carried);
+      const int child = instance(in.callee, {theta, carried}, cdims, mode, keeping ? FrameMode::Kept : FrameMode::Fused,
+                                 -1, depth + 1);
+      if (i == 0) s.callee = child;
+      s.copies.push_back(child);
+      if (keeping) kept.copies.push_back(child);
+      carried = this->result(child);
+    }
+    if (keeping) {
+      kept.result = carried;
+      frame.kept_folds[{in.callee, in.args}] = std::move(kept);
+    }
+    result = carried;
+  } else {  // fold_vjp
+    const auto cdims = interp::callee_dims(prog_.functions.at(static_cast<size_t>(in.callee)), in, 1, run_dims_, dims);
+    const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
+    const Value theta = copy_of(arg(0));
+    const Frame::KeptFold* saved = nullptr;
+    if (keeping)
+      if (auto it = frame.kept_folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != frame.kept_folds.end())
+        saved = &it->second;
+    s.kind = HostStep::Kind::FoldVjp;
+    s.count = copies;
+    std::vector<Value> inputs;
+    Value carried = arg(1);
+    if (saved) {
+      inputs = saved->inputs;
+      carried = saved->result;
+    } else {
       for (int64_t i = 0; i < copies; ++i) {
-        if (keeping) kept.inputs.push_back(carried);
-        const int child = instance(in.callee, {theta, carried}, cdims, mode,
-                                   keeping ? FrameMode::Kept : FrameMode::Fused, -1, depth + 1);
+        inputs.push_back(carried);
+        const int child = instance(in.callee, {theta, carried}, cdims, mode, FrameMode::Fused, -1, depth + 1);
         if (i == 0) s.callee = child;
         s.copies.push_back(child);
-        if (keeping) kept.copies.push_back(child);
         carried = this->result(child);
       }
-      if (keeping) {
-        kept.result = carried;
-        frame.kept_folds[{in.callee, in.args}] = std::move(kept);
-      }
-      result = carried;
-      break;
     }
-    case Op::FoldVjp: {
-      const auto cdims =
-          interp::callee_dims(prog_.functions.at(static_cast<size_t>(in.callee)), in, 1, run_dims_, dims);
-      const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-      const Value theta = copy_of(arg(0));
-      const Frame::KeptFold* saved = nullptr;
-      if (keeping)
-        if (auto it = frame.kept_folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != frame.kept_folds.end())
-          saved = &it->second;
-      s.kind = HostStep::Kind::FoldVjp;
-      s.count = copies;
-      std::vector<Value> inputs;
-      Value carried = arg(1);
-      if (saved) {
-        inputs = saved->inputs;
-        carried = saved->result;
-      } else {
-        for (int64_t i = 0; i < copies; ++i) {
-          inputs.push_back(carried);
-          const int child = instance(in.callee, {theta, carried}, cdims, mode, FrameMode::Fused, -1, depth + 1);
-          if (i == 0) s.callee = child;
-          s.copies.push_back(child);
-          carried = this->result(child);
-        }
-      }
-      Value ct = arg(2);
-      std::vector<int> vjps(static_cast<size_t>(copies));
-      for (int64_t i = copies; i-- > 0;) {
-        const int child =
-            saved ? instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims, mode,
-                             FrameMode::Reusing, saved->copies.at(static_cast<size_t>(i)), depth + 1)
-                  : instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims, mode,
-                             FrameMode::Fused, -1, depth + 1);
-        vjps[static_cast<size_t>(i)] = child;
-        ct = this->result(child).elements.at(2);
-      }
-      s.vjp = vjps.empty() ? -1 : vjps.back();
-      s.vjp_copies = std::move(vjps);
-      result = Value::of_tuple({carried, ct, Value::of_params(arg(0).params)});
-      break;
+    Value ct = arg(2);
+    std::vector<int> vjps(static_cast<size_t>(copies));
+    for (int64_t i = copies; i-- > 0;) {
+      const int child = saved
+                            ? instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
+                                       mode, FrameMode::Reusing, saved->copies.at(static_cast<size_t>(i)), depth + 1)
+                            : instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
+                                       mode, FrameMode::Fused, -1, depth + 1);
+      vjps[static_cast<size_t>(i)] = child;
+      ct = this->result(child).elements.at(2);
     }
-    case Op::Const:
-    case Op::ConstInt:
-    case Op::ConstBool:
-    case Op::HostConst:
-    case Op::Real:
-    case Op::Field:
-    case Op::TupleGet:
-    case Op::MakeTuple:
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sqrt:
-    case Op::Rsqrt:
-    case Op::Tanh:
-    case Op::Erf:
-    case Op::Sigmoid:
-    case Op::Relu:
-    case Op::Gelu:
-    case Op::GeluTanh:
-    case Op::Silu:
-    case Op::Log1p:
-    case Op::Expm1:
-    case Op::Softplus:
-    case Op::Not:
-    case Op::Cast:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Pow:
-    case Op::Min:
-    case Op::Max:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Where:
-    case Op::Sum:
-    case Op::Mean:
-    case Op::ReduceMax:
-    case Op::ReduceMin:
-    case Op::LogSumExp:
-    case Op::Dot:
-    case Op::Contract:
-    case Op::SplitAxis:
-    case Op::MergeAxes:
-    case Op::Transpose:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Gather:
-    case Op::OneHot:
-    case Op::KeySplit:
-    case Op::Uniform:
-    case Op::Normal:
-    case Op::Bernoulli:
-    case Op::SumTo:
-    case Op::Expand:
-    case Op::ContractGradA:
-    case Op::ContractGradB:
-    case Op::ReshapeAs:
-    case Op::MergeGrad:
-    case Op::ConcatGrad:
-    case Op::SliceGrad:
-    case Op::GatherGrad:
-    case Op::ZerosLike:
-    case Op::MakeParams:
-      s.kind = HostStep::Kind::Host;
-      result = computed(fn, in, env, dims, table);
-      break;
+    s.vjp = vjps.empty() ? -1 : vjps.back();
+    s.vjp_copies = std::move(vjps);
+    result = Value::of_tuple({carried, ct, Value::of_params(arg(0).params)});
   }
   out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
   return result;
@@ -700,7 +624,19 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
       if (groups.computed_by[static_cast<size_t>(in.id)] != 0) continue;
       const std::vector<int>& members = groups.steps[static_cast<size_t>(in.id)];
       if (members.empty()) {
-        frame.env[static_cast<size_t>(in.id)] = step(id, fn, in, frame, keeping, depth);
+        // A host step, or a call that appends its own.
+        bool called = false;
+        Value v = computed(fn, in, frame.env, dims, table, [&] {
+          called = true;
+          return call_step(id, in, frame, keeping, depth);
+        });
+        if (!called) {
+          HostStep h;
+          h.value = in.id;
+          h.reads = in.args;
+          out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(h));
+        }
+        frame.env[static_cast<size_t>(in.id)] = std::move(v);
         continue;
       }
       const kernel::LaunchOutcome& o = catalog_.outcome(function, in.id, fused, frame.env, table);

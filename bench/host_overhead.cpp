@@ -1,6 +1,8 @@
 // The time one training step's gradient spends outside its kernels, with the
-// kernels lowered as the walk meets them (as every run did before the compile
-// step) and with them taken from the compiled program, in one process.
+// kernels lowered as the interpreter's walk meets them (as every run did
+// before the compile step), taken from the compiled program under that walk,
+// and with the compiled program run by the executor (as `quire train` runs
+// it now), in one process.
 //
 //   python3 bench/train_step.py --write-program tower.qr
 //   build/bench/bench_host_overhead tower.qr [--dim B=256] [--threads 1,2] [--steps 20] [--fma]
@@ -22,6 +24,7 @@
 
 #include "bench_common.h"
 #include "quire/compile/compile.h"
+#include "quire/compile/executor.h"
 #include "quire/elab/elaborator.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
@@ -54,9 +57,14 @@ struct Figures {
   double step = 0, kernels = 0;
 };
 
+/// Kernels lowered as the interpreter's walk meets them; taken from the
+/// compiled program under that walk; or the compiled program run by the
+/// executor, which does not walk Core.
+enum class Mode { AsMet, Compiled, Executed };
+
 Figures measure(elab::Program& prog, int vjp, const std::vector<interp::Value>& args,
                 const std::map<std::string, int64_t>& dims, const precision::RealizeOptions& options, int threads,
-                bool compiled, int steps) {
+                Mode mode, int steps) {
   std::unique_ptr<kernel::KernelRunner> native = native::make_runner(kernel::Backend::Native, threads);
   TimingRunner runner(*native);
   const machine::Profile profile = machine::shipped_profile();
@@ -69,7 +77,7 @@ Figures measure(elab::Program& prog, int vjp, const std::vector<interp::Value>& 
   request.threads = threads;
   compile::CompiledProgram c = compile::compile(prog, request);
   std::unique_ptr<kernel::KernelEngine> engine;
-  if (compiled) {
+  if (mode != Mode::AsMet) {
     engine = std::make_unique<kernel::KernelEngine>(c.catalog, runner);
   } else {
     engine = std::make_unique<kernel::KernelEngine>(prog, vjp, dims, options.half_intermediates, runner);
@@ -78,11 +86,15 @@ Figures measure(elab::Program& prog, int vjp, const std::vector<interp::Value>& 
   interp::Interpreter interp(prog, dims, c.realization.get());
   interp.set_remat(interp::Remat::Store);
   interp.set_launcher(engine.get());
+  compile::Executor executor(prog, c, *engine);
   std::vector<double> step, inside;
   for (int s = 0; s < steps + 2; ++s) {
     runner.seconds = 0;
     const auto start = bench::Clock::now();
-    interp.call(vjp, args);
+    if (mode == Mode::Executed)
+      executor.call(args);
+    else
+      interp.call(vjp, args);
     if (s < 2) continue;  // the first lowers and compiles (or loads) every kernel
     step.push_back(bench::seconds_since(start));
     inside.push_back(runner.seconds);
@@ -147,9 +159,10 @@ int main(int argc, char** argv) {
               fma ? "fma" : "separate", steps);
   std::printf("%-8s %-10s %10s %10s %10s %8s\n", "threads", "kernels", "step ms", "inside ms", "outside ms", "outside");
   for (int t : threads) {
-    for (bool compiled : {false, true}) {
-      const Figures f = measure(*prog, vjp, args, dims, options, t, compiled, steps);
-      std::printf("%-8d %-10s %10.3f %10.3f %10.3f %7.1f%%\n", t, compiled ? "compiled" : "as met", f.step * 1e3,
+    for (Mode mode : {Mode::AsMet, Mode::Compiled, Mode::Executed}) {
+      const Figures f = measure(*prog, vjp, args, dims, options, t, mode, steps);
+      const char* name = mode == Mode::AsMet ? "as met" : mode == Mode::Compiled ? "compiled" : "executed";
+      std::printf("%-8d %-10s %10.3f %10.3f %10.3f %7.1f%%\n", t, name, f.step * 1e3,
                   f.kernels * 1e3, (f.step - f.kernels) * 1e3, 100 * (f.step - f.kernels) / f.step);
     }
   }

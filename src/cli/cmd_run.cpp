@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "common.h"
 #include "quire/compile/compile.h"
+#include "quire/compile/executor.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
@@ -228,11 +229,15 @@ Handler setup_run(CLI::App& sub) {
     }
     auto args = interp::entry_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), inputs);
     // The call compiled once (kernels lowered at its shapes, planned, and
-    // given to the runner) before it runs; `--repeat` reuses it.
+    // given to the runner) before it runs, then run by the executor, which
+    // follows the host program without walking Core; `--repeat` reuses it.
+    // `--backend interp` is the reference interpreter alone.
     std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
-    std::optional<kernel::KernelEngine> engine;
     const machine::Profile profile = machine::planning_profile(o->profile);
-    std::unique_ptr<precision::Realization> realization;
+    std::optional<compile::CompiledProgram> compiled;
+    std::optional<kernel::KernelEngine> engine;
+    std::optional<compile::Executor> executor;
+    std::unique_ptr<precision::Realization> reference_realization;
     if (runner) {
       compile::CompileRequest request;
       request.entry = entry;
@@ -242,29 +247,34 @@ Handler setup_run(CLI::App& sub) {
       request.profile = &profile;
       request.threads = o->threads;
       request.arguments = &args;
-      compile::CompiledProgram compiled = compile::compile(*prog, request);
-      realization = std::move(compiled.realization);
-      engine.emplace(compiled.catalog, *runner, native::warn_native_unavailable);
+      compiled.emplace(compile::compile(*prog, request));
+      engine.emplace(compiled->catalog, *runner, native::warn_native_unavailable);
+      executor.emplace(*prog, *compiled, *engine);
     } else {
-      realization = std::make_unique<precision::Realization>(precision::realize(*prog, entry, options, dims));
+      reference_realization =
+          std::make_unique<precision::Realization>(precision::realize(*prog, entry, options, dims));
     }
+    const precision::Realization& realization = compiled ? *compiled->realization : *reference_realization;
     if (!o->params_out.empty()) {
       // The parameters as the run stores them: f64, f32 masters, or a frozen one as its readers read it.
       io::StoreTypes types;
-      for (const precision::ParamStorage& p : realization->params) types.by_name[p.path] = io::store_type_of(p.stored);
+      for (const precision::ParamStorage& p : realization.params) types.by_name[p.path] = io::store_type_of(p.stored);
       interp::save_params(o->params_out, *prog, fn.args[0].type.params, *params, types);
     }
-    interp::Interpreter interp(*prog, dims, realization.get());
-    interp.set_remat(*interp::parse_remat(o->remat));
-    if (engine) interp.set_launcher(&*engine);
-    interp::Value result = interp.call(entry, args);
+    std::optional<interp::Interpreter> reference;
+    if (!executor) {
+      reference.emplace(*prog, dims, &realization);
+      reference->set_remat(*interp::parse_remat(o->remat));
+    }
+    auto call = [&] { return executor ? executor->call(args) : reference->call(entry, args); };
+    interp::Value result = call();
     // Timed after the first call, so that lowering and compiling are not in it.
     std::optional<double> median_ms;
     if (o->repeat > 0) {
       std::vector<double> ms;
       for (int i = 0; i < o->repeat; ++i) {
         const auto start = std::chrono::steady_clock::now();
-        interp.call(entry, args);
+        call();
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       }
       std::sort(ms.begin(), ms.end());

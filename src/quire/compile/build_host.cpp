@@ -741,6 +741,8 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
   } else {
     for (const core::FnArg& a : fn.args) args.push_back(entry_value(prog, a.type, a.name, dims, realization, 0));
   }
+  host.arguments = args;
+  host.remat = remat;
   Walk walk(prog, dims, realization, *catalog, remat, host);
   host.root = walk.instance(entry, args, dims, core::Numerics::Default, FrameMode::Fused, -1, 0);
   host.launches.assign(catalog->kernels().size(), 0);

@@ -3,6 +3,8 @@
 #include "quire/compile/build_host.h"
 #include "quire/grad/vjp.h"
 
+#include <stdexcept>
+
 namespace quire::compile {
 
 const std::vector<std::string_view>& stage_names() {
@@ -10,7 +12,10 @@ const std::vector<std::string_view>& stage_names() {
   return names;
 }
 
-CompiledProgram compile(elab::Program& prog, const CompileRequest& request, const StageHook& after) {
+namespace {
+
+CompiledProgram compile_entry(const elab::Program& prog, elab::Program* extended, const CompileRequest& request,
+                              const StageHook& after) {
   auto done = [&](std::string_view stage, const CompiledProgram& so_far) {
     if (after) after(stage, so_far);
   };
@@ -18,7 +23,10 @@ CompiledProgram compile(elab::Program& prog, const CompileRequest& request, cons
   out.dims = request.dims;
   out.entry = request.entry;
   // 1. vjp: requires a checked entry; adds its reverse sweep (and its callees') to prog.
-  if (!request.wrt.empty()) out.entry = grad::vjp(prog, request.entry, request.wrt);
+  if (!request.wrt.empty()) {
+    if (!extended) throw std::logic_error("internal: a vjp was asked of a program that cannot be extended");
+    out.entry = grad::vjp(*extended, request.entry, request.wrt);
+  }
   done("vjp", out);
   // 2. realize: requires what the entry reaches; keeps Core unchanged.
   out.realization =
@@ -35,6 +43,16 @@ CompiledProgram compile(elab::Program& prog, const CompileRequest& request, cons
       build_host(prog, out.entry, request.dims, out.realization.get(), out.catalog, request.remat, request.arguments);
   done("lower", out);
   return out;
+}
+
+}  // namespace
+
+CompiledProgram compile(elab::Program& prog, const CompileRequest& request, const StageHook& after) {
+  return compile_entry(prog, &prog, request, after);
+}
+
+CompiledProgram compile(const elab::Program& prog, const CompileRequest& request, const StageHook& after) {
+  return compile_entry(prog, nullptr, request, after);
 }
 
 }  // namespace quire::compile

@@ -65,5 +65,8 @@ using StageHook = std::function<void(std::string_view stage, const CompiledProgr
 /// Runs the stages on `prog` (a vjp is added to it when asked for).
 /// Throws interp::EvalError for a shape the call cannot have.
 CompiledProgram compile(elab::Program& prog, const CompileRequest& request, const StageHook& after = nullptr);
+/// The same for a request without `wrt`, which leaves the program as it is
+/// (std::logic_error for one with `wrt`).
+CompiledProgram compile(const elab::Program& prog, const CompileRequest& request, const StageHook& after = nullptr);
 
 }  // namespace quire::compile

@@ -1,13 +1,16 @@
 // The compiled program against a run: the kernels, their numbering and
 // their launch counts that `compile` finds without running are those a
 // kernel engine lowers while the interpreter walks the same call; a run on
-// the compiled catalog lowers nothing more and gives the same bits.
+// the compiled catalog lowers nothing more and gives the same bits; and the
+// executor, running the host program without the interpreter, gives the
+// reference interpreter's bits and counts.
 
 #include "quire/compile/compile.h"
 
 #include <gtest/gtest.h>
 
 #include "quire/compile/build_host.h"
+#include "quire/compile/executor.h"
 #include "quire/kernel/generated_programs.h"
 #include "quire/kernel/kernel_testing.h"
 
@@ -66,6 +69,24 @@ Compared expect_compiled_as_run(elab::Program& prog, int fn, const std::vector<V
   expect_same(run.call(fn, args), want, "result");
   EXPECT_EQ(c.catalog->lowered(), lowered);
   EXPECT_EQ(compiled.launches(), c.host.launches);
+
+  // The executor: the reference interpreter's bits (the interpreter alone,
+  // without kernels) and the counts of the walk that launched the kernels.
+  kernel::KernelEngine executed(c.catalog, runner);
+  Executor executor(prog, c, executed);
+  const Value got = executor.call(args);
+  interp::Interpreter reference(prog, dims, c.realization.get());
+  reference.set_remat(remat);
+  expect_same(got, reference.call(fn, args), "executed");
+  expect_same(got, want, "executed");
+  EXPECT_EQ(executed.launches(), c.host.launches);
+  EXPECT_EQ(executed.runtime_launches(), c.host.reference_launches);
+  EXPECT_EQ(executor.stats().evaluated, walked.stats().evaluated);
+  EXPECT_EQ(executor.stats().reused, walked.stats().reused);
+  EXPECT_EQ(executor.stats().forwards_repeated, walked.stats().forwards_repeated);
+  EXPECT_EQ(executor.stats().stored_bytes_peak, walked.stats().stored_bytes_peak);
+  // A second call runs the same steps: the same bits again.
+  expect_same(executor.call(args), got, "executed again");
   return {c.host.kernel_launches};
 }
 
@@ -202,6 +223,36 @@ TEST(Compile, TheStagesRunInTheirOrder) {
   });
   EXPECT_EQ(seen, std::vector<std::string>(stage_names().begin(), stage_names().end()));
   EXPECT_EQ(e->prog->functions[static_cast<size_t>(c.entry)].name, "loss.vjp[0]");
+}
+
+}  // namespace
+}  // namespace quire::compile
+
+namespace quire::compile {
+namespace {
+
+TEST(Executor, ACallAtOtherShapesThanCompiledIsRefusedNamingTheArgument) {
+  auto e = elab::testing::elaborate_text("fn f(x : ℝ[..., n: 3]) -> ℝ[..., n: 3] = exp(x) + 1\n");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  const std::vector<Value> compiled_for = {Value::of(interp::testing::reals({2, 3}, {1, 2, 3, 4, 5, 6}))};
+  CompileRequest request;
+  request.entry = e->prog->find_function("f");
+  request.arguments = &compiled_for;
+  const CompiledProgram c = compile(*e->prog, request);
+  kernel::InterpretingRunner runner;
+  kernel::KernelEngine engine(c.catalog, runner);
+  Executor executor(*e->prog, c, engine);
+  interp::Interpreter reference(*e->prog, {}, c.realization.get());
+  expect_same(executor.call(compiled_for), reference.call(request.entry, compiled_for), "f");
+  const std::vector<Value> other = {Value::of(interp::testing::reals({1, 3}, {1, 2, 3}))};
+  try {
+    executor.call(other);
+    FAIL() << "ran at a shape it was not compiled for";
+  } catch (const interp::EvalError& err) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("argument `x`"), std::string::npos) << what;
+    EXPECT_NE(what.find("compiled for f64[2, 3]"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -96,6 +96,10 @@ struct HostFunction {
 struct HostProgram {
   int entry = -1;  ///< the function called
   int root = 0;    ///< its instance
+  /// The entry's arguments as compiled, after the realization's casts:
+  /// kinds, types and shapes only, no elements. A call must match them.
+  std::vector<interp::Value> arguments;
+  interp::Remat remat = interp::Remat::Recompute;  ///< how its reverse sweeps get forward values
   std::vector<HostFunction> functions;
   std::shared_ptr<kernel::KernelCatalog> catalog;
   std::vector<int64_t> launches;   ///< per kernel: launches per call of the entry

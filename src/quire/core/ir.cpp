@@ -27,7 +27,7 @@ const char* numerics_name(Numerics n) {
 
 const OpInfo& op_info(Op op) {
   static const OpInfo table[] = {
-#define QUIRE_OP(E, S, A, EW, R, REG) {S, A, EW, R, Regularity::REG},
+#define QUIRE_OP(E, S, A, EW, R, REG, CALLS) {S, A, EW, R, Regularity::REG, CALLS},
 #include "quire/core/ops.def"
 #undef QUIRE_OP
   };
@@ -36,7 +36,7 @@ const OpInfo& op_info(Op op) {
 
 std::optional<Op> op_by_spelling(std::string_view spelling) {
   static constexpr Op kOps[] = {
-#define QUIRE_OP(E, S, A, EW, R, REG) Op::E,
+#define QUIRE_OP(E, S, A, EW, R, REG, CALLS) Op::E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
   };

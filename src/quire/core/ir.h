@@ -23,7 +23,7 @@
 namespace quire::core {
 
 enum class Op : uint8_t {
-#define QUIRE_OP(E, S, A, EW, R, REG) E,
+#define QUIRE_OP(E, S, A, EW, R, REG, CALLS) E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
 };
@@ -38,6 +38,7 @@ struct OpInfo {
   bool elementwise;
   bool reduction;
   Regularity regularity;
+  bool calls;  ///< evaluates another function (call, fold, fold_vjp)
 };
 const OpInfo& op_info(Op op);
 /// The operation printed as `spelling` ("contract", "sum_to"), if any.

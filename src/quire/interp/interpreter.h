@@ -158,15 +158,6 @@ class Interpreter {
   Value step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
              const std::map<std::string, int64_t>& dims, int depth, core::Numerics context,
              const precision::FunctionRealization* table, Kept* kept);
-  /// Rounds a computed value to its site's realized type (or checks a carried one).
-  void store(const core::Function& fn, const core::Instr& in, const precision::SiteType& site, Value& v) const;
-  /// An entry argument cast as the realization says (input type, stored parameter types).
-  Value cast_entry_argument(const Value& v, int depth) const;
-  /// The invariant between elaboration and evaluation: a tensor value has the
-  /// kind and the sizes its site's static type gives it (std::logic_error if not).
-  void check_result(const core::Function& fn, const core::Instr& in, const Value& v,
-                    const std::map<std::string, int64_t>& dims) const;
-
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;
   const precision::Realization* realization_;

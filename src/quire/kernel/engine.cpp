@@ -62,15 +62,19 @@ std::optional<interp::Value> KernelEngine::launch(int function, int root, bool f
     runtime_launches_ += o.steps;
     return std::nullopt;
   }
-  const KernelRecord& rec = catalog_->kernels()[static_cast<size_t>(o.kernel)];
   std::vector<const runtime::Tensor*> inputs;
   inputs.reserve(o.inputs.size());
   // -1: a packed product's scratch, which the runner fills.
   for (int v : o.inputs) inputs.push_back(v < 0 ? nullptr : &env[static_cast<size_t>(v)].tensor);
-  interp::Value out = interp::Value::of(active_->run(o.kernel, rec.kernel, inputs));
+  return run(o.kernel, inputs);
+}
+
+interp::Value KernelEngine::run(int kernel, const std::vector<const runtime::Tensor*>& inputs) {
+  const KernelRecord& rec = catalog_->kernels().at(static_cast<size_t>(kernel));
+  interp::Value out = interp::Value::of(active_->run(kernel, rec.kernel, inputs));
   const ElemType t = rec.kernel.buffers.back().type;
   if (is_float(t)) out.type = float_of(t);
-  ++launches_[static_cast<size_t>(o.kernel)];
+  ++launches_[static_cast<size_t>(kernel)];
   ++kernel_launches_;
   return out;
 }

@@ -85,6 +85,13 @@ class KernelEngine : public interp::Launcher {
   std::optional<interp::Value> launch(int function, int root, bool fused, const std::vector<interp::Value>& env,
                                       const precision::FunctionRealization* table) override;
 
+  /// Runs kernel `kernel` of the catalog on `inputs` (by input buffer;
+  /// nullptr: a packed product's scratch) and counts the launch: what a
+  /// compiled program's executor asks for (compile/executor.h).
+  interp::Value run(int kernel, const std::vector<const runtime::Tensor*>& inputs);
+  /// Counts `steps` instructions evaluated by the reference kernels (a launch without a kernel).
+  void count_reference(int64_t steps) { runtime_launches_ += steps; }
+
   const std::vector<KernelRecord>& kernels() const { return catalog_->kernels(); }
   const KernelCatalog& catalog() const { return *catalog_; }
   /// Runs of each kernel so far, by kernel id.

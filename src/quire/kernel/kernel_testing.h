@@ -1,7 +1,8 @@
 #pragma once
 // Helpers shared by the tests of the kernel backends (kernel/, native/): a
-// call run both in the reference interpreter and through a kernel engine,
-// compared leaf by leaf, bit for bit, under every policy.
+// call run both in the reference interpreter and compiled, by the executor
+// on a kernel engine, compared leaf by leaf, bit for bit, under every policy.
+// (A test header: it reaches up to compile/, which runs the kernels.)
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "quire/compile/compile.h"
+#include "quire/compile/executor.h"
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
@@ -76,24 +79,30 @@ inline machine::Profile eager_profile() {
   return p;
 }
 
-/// Calls `fn` on `args` under `options` twice: one instruction at a time,
-/// and through the kernel engine with `runner`, its kernels planned under
-/// `plan` for `threads` threads when given.
+/// Calls `fn` on `args` under `options` twice: one instruction at a time by
+/// the reference interpreter, and compiled (compile/compile.h) then run by
+/// the executor (compile/executor.h) with `runner`, its kernels planned
+/// under `plan` for `threads` threads when given.
 inline Runs run_both(const elab::Program& prog, int fn, const std::vector<Value>& args,
                      const std::map<std::string, int64_t>& dims, const precision::RealizeOptions& options,
                      KernelRunner& runner, interp::Remat remat = interp::Remat::Recompute,
                      const machine::Profile* plan = nullptr, int threads = 1) {
-  const precision::Realization r = precision::realize(prog, fn, options, dims);
+  compile::CompileRequest request;
+  request.entry = fn;
+  request.dims = dims;
+  request.realize = options;
+  request.remat = remat;
+  request.profile = plan;
+  request.threads = threads;
+  request.arguments = &args;
+  const compile::CompiledProgram c = compile::compile(prog, request);
   Runs out;
-  interp::Interpreter reference(prog, dims, &r);
+  interp::Interpreter reference(prog, dims, c.realization.get());
   reference.set_remat(remat);
   out.reference = reference.call(fn, args);
-  KernelEngine engine(prog, fn, dims, options.half_intermediates, runner);
-  if (plan) engine.set_plan(*plan, threads);
-  interp::Interpreter kernels(prog, dims, &r);
-  kernels.set_remat(remat);
-  kernels.set_launcher(&engine);
-  out.kernels = kernels.call(fn, args);
+  KernelEngine engine(c.catalog, runner);
+  compile::Executor executor(prog, c, engine);
+  out.kernels = executor.call(args);
   out.kernel_launches = engine.kernel_launches();
   out.runtime_launches = engine.runtime_launches();
   return out;

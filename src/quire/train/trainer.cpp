@@ -12,6 +12,7 @@
 #include <set>
 
 #include "quire/compile/compile.h"
+#include "quire/compile/executor.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -102,11 +103,16 @@ class Trainer {
   int64_t checkpoint_every_ = 0;
   std::optional<Dataset> data_;
   std::unique_ptr<Loader> loader_;
-  std::unique_ptr<precision::Realization> realization_;
+  std::unique_ptr<precision::Realization> reference_realization_;  ///< under --backend interp
+  const precision::Realization* realization_ = nullptr;  ///< the compiled step's, or the reference's
   std::string policy_label_;  ///< the policy, or the solved realization's fingerprint (`f64+solved:…`)
+  /// The reference interpreter: the step under `--backend interp`, and the
+  /// walk that names the first non-finite value of a failed step.
   std::unique_ptr<interp::Interpreter> interp_;
   std::unique_ptr<kernel::KernelRunner> runner_;  ///< the kernels' runner; null under --backend interp
+  std::unique_ptr<compile::CompiledProgram> compiled_;  ///< the step, compiled once (null under --backend interp)
   std::unique_ptr<kernel::KernelEngine> engine_;
+  std::unique_ptr<compile::Executor> executor_;  ///< runs the compiled step at every step
   machine::Profile profile_;  ///< the layouts' plan reads it (kept for the engine's lifetime)
   FloatType master_ = FloatType::F64;
   io::StoreTypes param_types_;
@@ -216,8 +222,8 @@ void Trainer::set_up() {
   runner_ = native::make_runner(options_.backend, options_.threads);
   if (runner_) {
     // The step compiled once, here: every kernel lowered, planned and given
-    // to the runner (compiled, for native) before the first step, which then
-    // only looks its kernels up.
+    // to the runner (compiled, for native) before the first step; every step
+    // is then the executor running its host program, Core not walked.
     profile_ = machine::planning_profile(options_.profile);
     compile::CompileRequest request;
     request.entry = vjp_;
@@ -226,14 +232,19 @@ void Trainer::set_up() {
     request.remat = options_.remat;
     request.profile = &profile_;
     request.threads = options_.threads;
-    compile::CompiledProgram step = compile::compile(prog_, request);
-    realization_ = std::move(step.realization);
-    engine_ = std::make_unique<kernel::KernelEngine>(step.catalog, *runner_, native::warn_native_unavailable);
+    compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+    engine_ = std::make_unique<kernel::KernelEngine>(compiled_->catalog, *runner_, native::warn_native_unavailable);
+    executor_ = std::make_unique<compile::Executor>(prog_, *compiled_, *engine_);
+    realization_ = compiled_->realization.get();
   } else {
-    realization_ = std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
+    reference_realization_ =
+        std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
+    realization_ = reference_realization_.get();
   }
-  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_.get());
+  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_);
   interp_->set_remat(options_.remat);
+  // A failed step is walked again by the reference interpreter on the
+  // engine, each launch alone, so that every value exists to be checked.
   if (engine_) interp_->set_launcher(engine_.get());
   master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
   if (realize.policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
@@ -375,9 +386,16 @@ void Trainer::step() {
   const double seed = scaler_ ? scaler_->scale() : 1.0;
   std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
                           Value::of(runtime::Tensor::scalar(seed))};
-  interp_->reset_stats();
-  const Value result = interp_->call(vjp_, args);
-  outcome_.per_step = interp_->stats();
+  Value result;
+  if (executor_) {
+    executor_->reset_stats();
+    result = executor_->call(args);
+    outcome_.per_step = executor_->stats();
+  } else {
+    interp_->reset_stats();
+    result = interp_->call(vjp_, args);
+    outcome_.per_step = interp_->stats();
+  }
   const double loss = result.elements.at(0).tensor.reals.at(0);
   ParamMap grads = *result.elements.at(1).params;
 

@@ -73,6 +73,27 @@ TEST_F(Cli, RunEvaluatesAnEntryDeterministically) {
   EXPECT_EQ(t.output, "quire: error: argument `x` has `...` axes: an entry needs known shapes\n");
 }
 
+TEST_F(Cli, AnEntryOfIntegerIdsIsPlannedAndDumpedWithoutItsValues) {
+  // Token ids are an argument no seed can draw: plan and the kernel and host
+  // dumps compile the call from the shapes alone.
+  const std::string g =
+      write("g.qr", "dim B\nfn f(ids : i32[n: B], table : ℝ[v: 7, d: 3]) -> ℝ[] = sum(exp(gather(table, ids)))\n");
+  Outcome plan = quire("plan " + g + " --entry f --dim B=5");
+  EXPECT_EQ(plan.status, 0) << plan.output;
+  EXPECT_NE(plan.output.find("k0    f/%4"), std::string::npos) << plan.output;
+  Outcome host = quire("dump " + g + " --stage host --entry f --dim B=5");
+  EXPECT_EQ(host.status, 0) << host.output;
+  EXPECT_NE(host.output.find("reference kernels (gather is data movement)"), std::string::npos) << host.output;
+  EXPECT_NE(host.output.find("ids i32[5] 20 B [in, s0]"), std::string::npos) << host.output;
+  Outcome kernels = quire("dump " + g + " --stage kernel --entry f --dim B=5");
+  EXPECT_EQ(kernels.status, 0) << kernels.output;
+  EXPECT_NE(kernels.output.find("// k0: 1 launch at f/%4"), std::string::npos) << kernels.output;
+  // Run, it needs them.
+  Outcome run = quire("run " + g + " --entry f --dim B=5");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.output.find("--inputs"), std::string::npos) << run.output;
+}
+
 TEST_F(Cli, RunTakesTheProductStep) {
   const std::string loss = tutorial("04_loss.qr").string();
   const std::string args = "run " + loss + " --entry loss --dim B=2 --seed 5 --precision f32";

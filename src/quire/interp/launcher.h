@@ -1,6 +1,9 @@
 #pragma once
 // A launcher computes a function's launches as kernels instead of one
-// instruction at a time (kernel/engine.h). The interpreter keeps the rest of
+// instruction at a time (kernel/engine.h), for the reference interpreter's
+// walk: the tests that compare a walk with a compiled program, and a failed
+// training step walked again to find its first non-finite value (runs
+// themselves execute the compiled program: compile/executor.h). The interpreter keeps the rest of
 // the walk: calls, folds, tuples, parameter trees, the realization's tables
 // and the forward values a reverse sweep reuses. Before evaluating a
 // function it asks which values the launcher computes together; a member of

@@ -1,10 +1,12 @@
 #pragma once
-// The kernel engine: the host side of the kernel backends. The reference
-// interpreter walks the program (calls, folds, tuples, parameter trees, the
-// realization's tables, stored forwards; interp/launcher.h) and hands every
-// launch to the engine, which finds its kernel in the catalog (catalog.h:
-// lowered once per distinct input geometry, by the compile step ahead of the
-// run or when first met) and runs it: through
+// The kernel engine: runs the kernels of the kernel backends. A compiled
+// program's executor (compile/executor.h) asks it to run each kernel step's
+// kernel (`run`); the reference interpreter can also drive it, walking the
+// program (calls, folds, tuples, parameter trees, the realization's tables,
+// stored forwards; interp/launcher.h) and handing every launch to it, and
+// the engine finds the launch's kernel in the catalog (catalog.h: lowered
+// once per distinct input geometry, by the compile step ahead of the run or
+// when first met). Either way it runs the kernel: through
 // the kernel interpreter (`--backend kernels`), or through a compiled runner
 // (native/). A launch without a kernel (data movement, draws, integer
 // arithmetic; lower.h says which) is evaluated by the reference kernels, one

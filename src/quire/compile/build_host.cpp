@@ -10,6 +10,7 @@
 #include "quire/core/printer.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
+#include "quire/interp/kept_forward.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::compile {
@@ -593,21 +594,11 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
     // under its own number: their values come from the kept forward.
     const core::Function& primal = prog_.functions.at(static_cast<size_t>(fn.primal));
     const Frame& from = frames_.at(static_cast<size_t>(reuse_from));
-    std::map<int, int> to_vjp;
-    for (; first < primal.body.size(); ++first) {
+    for (; first < primal.body.size(); ++first)
       frame.env[static_cast<size_t>(fn.body[first].id)] = from.env.at(static_cast<size_t>(primal.body[first].id));
-      to_vjp[primal.body[first].id] = fn.body[first].id;
-    }
-    auto rekey = [&](const auto& source, auto& target) {
-      for (const auto& [k, v] : source) {
-        std::vector<int> operands = k.second;
-        for (int& a : operands)
-          if (auto t = to_vjp.find(a); t != to_vjp.end()) a = t->second;
-        target.emplace(std::make_pair(k.first, std::move(operands)), v);
-      }
-    };
-    rekey(from.kept_calls, frame.kept_calls);
-    rekey(from.kept_folds, frame.kept_folds);
+    const std::map<int, int> to_vjp = interp::vjp_numbers(primal, fn);
+    interp::renumber_into(from.kept_calls, to_vjp, frame.kept_calls);
+    interp::renumber_into(from.kept_folds, to_vjp, frame.kept_folds);
   }
   out_.functions[static_cast<size_t>(id)].first = static_cast<int>(first);
   const bool keeping = remat_ == interp::Remat::Store && (fn.primal >= 0 || mode == FrameMode::Kept);

@@ -6,6 +6,7 @@
 
 #include "quire/core/printer.h"
 #include "quire/interp/inputs.h"
+#include "quire/interp/kept_forward.h"
 #include "quire/interp/reference_step.h"
 #include "quire/runtime/runtime_error.h"
 
@@ -129,21 +130,11 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     if (!reuse || fn.primal < 0)
       throw std::logic_error(fmt::format("internal: `{}` reuses a forward the run did not keep", fn.name));
     const core::Function& primal = prog_.functions.at(static_cast<size_t>(fn.primal));
-    std::map<int, int> to_vjp;
-    for (size_t k = 0; k < static_cast<size_t>(h.first); ++k) {
+    for (size_t k = 0; k < static_cast<size_t>(h.first); ++k)
       env[static_cast<size_t>(fn.body[k].id)] = reuse->env.at(static_cast<size_t>(primal.body[k].id));
-      to_vjp[primal.body[k].id] = fn.body[k].id;
-    }
-    auto rekey = [&](const auto& from, auto& to) {
-      for (const auto& [key, saved] : from) {
-        std::vector<int> operands = key.second;
-        for (int& a : operands)
-          if (auto it = to_vjp.find(a); it != to_vjp.end()) a = it->second;
-        to.emplace(std::make_pair(key.first, std::move(operands)), saved);
-      }
-    };
-    rekey(reuse->kept.calls, kept.calls);
-    rekey(reuse->kept.folds, kept.folds);
+    const std::map<int, int> to_vjp = interp::vjp_numbers(primal, fn);
+    interp::renumber_into(reuse->kept.calls, to_vjp, kept.calls);
+    interp::renumber_into(reuse->kept.folds, to_vjp, kept.folds);
     stats_.reused += h.first;
   } else if (fn.primal >= 0 && depth > 0) {
     ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself

@@ -31,6 +31,7 @@
 
 #include "quire/compile/compile.h"
 #include "quire/interp/interpreter.h"
+#include "quire/interp/kept_forward.h"
 #include "quire/kernel/engine.h"
 
 namespace quire::compile {
@@ -54,8 +55,8 @@ class Executor {
   /// The forward evaluations a frame keeps for its reverse sweep, by
   /// (callee function, operand value numbers), as the interpreter keys them.
   struct Kept {
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const Saved>> calls;
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const SavedFold>> folds;
+    std::map<interp::KeptKey, std::shared_ptr<const Saved>> calls;
+    std::map<interp::KeptKey, std::shared_ptr<const SavedFold>> folds;
   };
   struct Saved {
     std::vector<interp::Value> env;

@@ -10,6 +10,7 @@
 #include "quire/core/printer.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
+#include "quire/interp/kept_forward.h"
 #include "quire/interp/reference_step.h"
 #include "quire/runtime/element_scan.h"
 #include "quire/runtime/host_loops.h"
@@ -90,22 +91,10 @@ Value Interpreter::call(int function, const std::vector<Value>& args) {
 }
 
 Interpreter::Kept Interpreter::rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp) {
-  // The vjp numbers its values after its own arguments, one more than the
-  // primal's (the cotangent): its forward instructions are the primal's, one
-  // for one, each under its own number. The arguments keep theirs.
-  std::map<int, int> to_vjp;
-  for (size_t k = 0; k < primal.body.size(); ++k) to_vjp[primal.body[k].id] = vjp.body[k].id;
-  auto rekey = [&](const auto& from, auto& to) {
-    for (const auto& [key, saved] : from) {
-      std::vector<int> args = key.second;
-      for (int& a : args)
-        if (auto it = to_vjp.find(a); it != to_vjp.end()) a = it->second;
-      to.emplace(std::make_pair(key.first, std::move(args)), saved);
-    }
-  };
+  const std::map<int, int> to_vjp = vjp_numbers(primal, vjp);
   Kept out;
-  rekey(kept.calls, out.calls);
-  rekey(kept.folds, out.folds);
+  renumber_into(kept.calls, to_vjp, out.calls);
+  renumber_into(kept.folds, to_vjp, out.folds);
   return out;
 }
 

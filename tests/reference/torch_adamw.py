@@ -20,10 +20,9 @@ this script, not from quire. The same run under --precision f32 against a
 PyTorch float32 run is reported, not asserted: quire's f32 update rounds once
 per value where PyTorch rounds after every operation (docs/training.md).
 
-quire's side runs whenever quire has a `train` command: the final parameters
-must be every parameter, with its shape and stored type, finite, and moved
-from the initial ones. Without `quire train`, or without PyTorch, the script
-exits 77, which CTest reports as skipped.
+quire's side is checked first: the final parameters must be every
+parameter, with its shape and stored type, finite, and moved from the initial
+ones. PyTorch is required (require_torch.py).
 """
 import argparse
 import math
@@ -38,6 +37,7 @@ import numpy as np
 
 import safetensors_file
 import torch_autograd
+from require_torch import import_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TUTORIAL = os.path.join(HERE, "..", "..", "examples", "tutorial")
@@ -136,13 +136,6 @@ def hf_multiplier(schedule, total):
 
 
 # ---------------------------------------------------------------- quire's side
-
-
-def has_train(binary):
-    """Whether quire has a `train` subcommand. `quire train --help` alone is not
-    enough: where there is none, CLI11 prints the top-level help and exits 0."""
-    r = subprocess.run([binary, "train", "--help"], capture_output=True, text=True)
-    return r.returncode == 0 and re.search(r"^Usage: \S+ train\b", r.stdout, re.M) is not None
 
 
 def copy_tutorial(tmp):
@@ -248,9 +241,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quire", required=True)
     binary = os.path.abspath(ap.parse_args().quire)
-    if not has_train(binary):
-        print(f"{binary} has no `train` command: skipped")
-        return 77
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = copy_tutorial(tmp)
@@ -258,15 +248,7 @@ def main():
         runs = {p: quire_train(binary, tmp, settings, p, failures) for p in ("f64", "f32")}
         with np.load(os.path.join(tmp, settings["data"])) as f:
             data = (f["0"], f["1"])
-    try:
-        import torch
-    except ImportError:
-        for f in failures:
-            print("FAIL", f)
-        if failures:
-            return 1
-        print("quire's training checked; PyTorch is not installed: comparison skipped")
-        return 77
+    torch = import_torch()
     for precision, dtype, tolerance in (("f64", torch.float64, TOLERANCE_F64), ("f32", torch.float32, None)):
         start, end = runs[precision]
         want = torch_train(torch, start, data, settings, dtype)

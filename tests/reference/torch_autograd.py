@@ -13,9 +13,8 @@ runs autograd on the same batch, and every gradient must agree to 1e-12
 relative: max |quire − torch| / max |torch| over each parameter's elements (an
 element-wise ratio would divide by gradients that cancel to near zero).
 
-quire's side always runs: the gradient file must hold every parameter with its
-shape, as F64, all finite. Without PyTorch the comparison is skipped and the
-script exits 77, which CTest reports as skipped.
+quire's side is checked first: the gradient file must hold every parameter
+with its shape, as F64, all finite. PyTorch is required (require_torch.py).
 """
 import argparse
 import math
@@ -29,6 +28,7 @@ import tempfile
 import numpy as np
 
 import safetensors_file
+from require_torch import import_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TUTORIAL = os.path.join(HERE, "..", "..", "examples", "tutorial")
@@ -240,15 +240,7 @@ def main():
         ]
         results = [(stem, loss_fn, batch, *quire_value_and_grad(quire, stem, program, batch, seed, failures))
                    for stem, loss_fn, program, batch, seed in cases]
-    try:
-        import torch
-    except ImportError:
-        for f in failures:
-            print("FAIL", f)
-        if failures:
-            return 1
-        print("quire's gradients checked; PyTorch is not installed: comparison skipped")
-        return 77
+    torch = import_torch()
     for stem, loss_fn, batch, params, loss, grads in results:
         compare(torch, stem, loss_fn, params, batch, loss, grads, failures)
     for f in failures:

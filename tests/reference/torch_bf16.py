@@ -9,8 +9,8 @@ Each must give a BF16 tensor, and values within the documented tolerance
 (docs/numerics.md): 1 bf16 ulp for the matmul, 2 for rms_norm, whose last
 product quire rounds to bf16 twice (x·r, then ·γ) where PyTorch rounds once.
 
-quire's side always runs (its dtypes are checked); without PyTorch the
-comparison is skipped and the script exits 77, which CTest reports as skipped.
+quire's side is checked first (its dtypes); PyTorch is required
+(require_torch.py).
 """
 import argparse
 import os
@@ -21,6 +21,7 @@ import tempfile
 import numpy as np
 
 import safetensors_file
+from require_torch import import_torch
 
 PROGRAM = """\
 fn norm(x : ℝ[b: 8, d: 64], γ : ℝ[d: 64]) -> ℝ[b: 8, d: 64] = rms_norm(x as bf16, γ as bf16)
@@ -65,16 +66,8 @@ def main():
     for name, dtype in (("rms_norm", norm_dtype), ("matmul", mm_dtype)):
         if dtype != "BF16":
             failures.append(f"{name}: quire wrote {dtype}, expected BF16")
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        for f in failures:
-            print("FAIL", f)
-        if failures:
-            return 1
-        print("quire's dtypes checked; PyTorch is not installed: comparison skipped")
-        return 77
+    torch = import_torch()
+    F = torch.nn.functional
     xt = torch.from_numpy(x)
     want_norm = F.rms_norm(xt.bfloat16(), (64,), torch.from_numpy(g).bfloat16(), eps=1e-5)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -15,6 +15,7 @@
 #include "quire/io/npy.h"
 #include "quire/support/cli_testing.h"
 #include "quire/runtime/tensor.h"
+#include "quire/syntax/parser.h"
 
 namespace quire {
 namespace {
@@ -253,6 +254,31 @@ TEST_F(Cli, FormerCrashesAreDiagnostics) {
   EXPECT_EQ(c.status, 1) << c.output;
   EXPECT_EQ(c.output, "quire: error: " + slice +
                           ":2:38: in f/%2: slice [0, 4) of axis `b` is out of range: the axis has size 2\n");
+}
+
+TEST_F(Cli, AChainOfOperatorsIsBoundedNotACrash) {
+  auto chain = [](size_t links) {
+    std::string body = "x";
+    for (size_t i = 0; i < links; ++i) body += " + x";
+    return "fn f(x : ℝ[n: 4]) -> ℝ[n: 4] = " + body + "\n";
+  };
+  // 150 000 terms overflowed the stack freeing the syntax tree.
+  std::string deep = write("deep.qr", chain(150000));
+  Outcome d = quire("check " + deep);
+  EXPECT_EQ(d.status, 1) << d.output.substr(0, 400);
+  EXPECT_NE(d.output.find("error[E0202]: expression too deep: its tree has 150001 levels"), std::string::npos);
+  EXPECT_LT(d.output.size(), 1000u);  // the 1.2 MB line is shown as a window
+  // Just under the limit, every stage's recursive walk holds, in the sanitizer
+  // build too: Core, the gradient, the reference interpreter and native.
+  std::string edge = write("edge.qr", chain(syntax::kMaxExprHeight - 1) +
+                                          "fn loss(x : ℝ[n: 4]) -> ℝ[] = sum(axis n, f(x))\n"
+                                          "fn g(x : ℝ[n: 4]) -> ℝ[n: 4] = grad(loss)(x)\n");
+  for (const char* args : {" --entry f --backend interp", " --entry f", " --entry g"}) {
+    Outcome r = quire("run " + edge + args);
+    EXPECT_EQ(r.status, 0) << args << ": " << r.output.substr(0, 400);
+  }
+  Outcome core = quire("dump " + edge + " --stage core");
+  EXPECT_EQ(core.status, 0) << core.output.substr(0, 400);
 }
 
 }  // namespace

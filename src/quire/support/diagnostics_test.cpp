@@ -20,6 +20,30 @@ TEST(Diagnostics, RendersLineAndCaretCountingCodePoints) {
   EXPECT_EQ(sm.line_col({f, 14}).column, 12u);  // after `γ` (2 bytes) and `ℝ` (3 bytes): `[`
 }
 
+TEST(Diagnostics, ALongLineIsShownAsAWindowAroundTheCaret) {
+  // 300 code points (`é` is 2 bytes): the error at code point 200 shows 120 of
+  // them, from 40 before the caret, each cut marked with `…`.
+  std::string line;
+  for (int i = 0; i < 300; ++i) line += i % 10 == 0 ? "é" : std::string(1, static_cast<char>('a' + i % 10));
+  SourceManager sm;
+  FileId f = sm.add("m.qr", line + "\n");
+  const uint32_t at = 200 + 20;  // code point 200, after 20 two-byte `é`
+  DiagnosticSink sink;
+  sink.error("E0201", {{f, at}, 1000}, "here");
+  const std::string rendered = sink.render(sm);
+  std::string window;
+  for (int i = 160; i < 280; ++i) window += i % 10 == 0 ? "é" : std::string(1, static_cast<char>('a' + i % 10));
+  // The caret runs to the window's end, not to the range's: 280 - 200 code points.
+  EXPECT_EQ(rendered, "m.qr:1:201: error[E0201]: here\n"
+                      "    1 | …" + window + "…\n"
+                      "      | " + std::string(41, ' ') + std::string(80, '^') + "\n");
+  // Near the line's start there is nothing cut before.
+  DiagnosticSink start;
+  start.error("E0201", {{f, 0}, 1}, "here");
+  EXPECT_NE(start.render(sm).find("    1 | éb"), std::string::npos);
+  EXPECT_NE(start.render(sm).find("…\n      | ^\n"), std::string::npos);
+}
+
 TEST(Diagnostics, StopsRecordingAfterTheLimit) {
   SourceManager sm;
   FileId f = sm.add("m.qr", "x");

@@ -2,6 +2,24 @@
 
 namespace quire::ast {
 
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  auto detach = [&pending](Expr& e) {
+    for (ExprPtr& c : e.children)
+      if (c) pending.push_back(std::move(c));
+    for (Arg& a : e.args)
+      if (a.value) pending.push_back(std::move(a.value));
+    for (Let& l : e.lets)
+      if (l.value) pending.push_back(std::move(l.value));
+  };
+  detach(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    detach(*e);
+  }  // each node is freed here with no expression below it
+}
+
 const char* binary_op_spelling(BinaryOp op) {
   switch (op) {
     case BinaryOp::Add: return "+";

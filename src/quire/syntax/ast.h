@@ -117,6 +117,13 @@ struct Let {
 };
 
 struct Expr {
+  Expr() = default;
+  Expr(Expr&&) = default;
+  Expr& operator=(Expr&&) = default;
+  /// Frees the subtrees from a worklist: a chain `a + b + …` is as deep as it
+  /// is long, and the implicit destructor would recurse once per level.
+  ~Expr();
+
   ExprKind kind = ExprKind::Name;
   SourceRange range;
   std::string name;     ///< Name/Member field/Cast target/Numerics and Precision argument/String contents/Number text

@@ -91,6 +91,31 @@ TEST(ParserErrors, EveryRecursionIsBounded) {
   }
 }
 
+/// `fn f(x : ℝ[4]) -> ℝ[4] = x<link>x<link>…` with `links` operators.
+std::string chain(const std::string& link, size_t links) {
+  std::string body = "x";
+  for (size_t i = 0; i < links; ++i) body += link;
+  return "fn f(x : ℝ[4]) -> ℝ[4] = " + body + "\n";
+}
+
+TEST(ParserErrors, AChainOfOperatorsPastTheHeightLimitIsOneError) {
+  // 150 000 terms used to overflow the stack when the tree was freed, although
+  // no single production nests: a chain is built by a loop.
+  for (const char* link : {" + x", " * x", " as f32", ".0"}) {
+    auto p = parse(chain(link, 150000) + "fn g(x : ℝ[4]) -> ℝ[4] = x\n");
+    EXPECT_EQ(p->errors(), (Errors{"1:26 E0202"})) << link;
+    EXPECT_NE(p->rendered().find("expression too deep: its tree has 150001 levels, more than 5000"),
+              std::string::npos)
+        << p->rendered();
+    EXPECT_EQ(p->file.fns.size(), 2u);  // the next item is read
+  }
+}
+
+TEST(ParserErrors, AChainJustUnderTheHeightLimitIsFine) {
+  auto p = parse(chain(" + x", kMaxExprHeight - 1));
+  EXPECT_FALSE(p->sink.has_errors()) << p->rendered();
+}
+
 TEST(ParserErrors, NestingJustUnderTheLimitIsFine) {
   auto p = parse("const D : nat = " + std::string(150, '(') + "1" + std::string(150, ')') + "\n");
   EXPECT_FALSE(p->sink.has_errors()) << p->rendered();

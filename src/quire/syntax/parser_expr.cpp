@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
+#include <utility>
+#include <vector>
 
 #include "quire/syntax/parser_internal.h"
 
@@ -40,6 +43,24 @@ bool is_scalar_type(std::string_view name) {
   return name == "nat" || name == "int" || name == "f64" || name == "bool";
 }
 
+/// The levels of the tree under `root`, root included, walked without recursion.
+size_t expr_height(const ast::Expr& root) {
+  std::vector<std::pair<const ast::Expr*, size_t>> pending{{&root, 1}};
+  size_t height = 0;
+  while (!pending.empty()) {
+    auto [e, level] = pending.back();
+    pending.pop_back();
+    height = std::max(height, level);
+    for (const ast::ExprPtr& c : e->children)
+      if (c) pending.push_back({c.get(), level + 1});
+    for (const ast::Arg& a : e->args)
+      if (a.value) pending.push_back({a.value.get(), level + 1});
+    for (const ast::Let& l : e->lets)
+      if (l.value) pending.push_back({l.value.get(), level + 1});
+  }
+  return height;
+}
+
 }  // namespace
 
 ast::ExprPtr Parser::placeholder_expr() { return make_expr(ast::ExprKind::Name, {peek().range.begin, 0}); }
@@ -57,7 +78,16 @@ ast::ExprPtr Parser::binary(ast::BinaryOp op, ast::ExprPtr lhs, ast::ExprPtr rhs
 ast::ExprPtr Parser::parse_expr() {
   Nesting nesting(*this);
   if (!nesting.ok()) return placeholder_expr();
-  return parse_compare();
+  ast::ExprPtr e = parse_compare();
+  // Chains are built by loops, not recursion, so only their result shows how
+  // deep they are. Each enclosing parse_expr (at most kMaxNesting) measures
+  // again; the first to see the excess replaces the tree.
+  const size_t height = expr_height(*e);
+  if (height <= kMaxExprHeight) return e;
+  sink_.error("E0202", e->range,
+              fmt::format("expression too deep: its tree has {} levels, more than {}", height, kMaxExprHeight),
+              "a chain of operators is one level per operator; bind parts of it with `let` lines");
+  return make_expr(ast::ExprKind::Name, e->range);
 }
 
 ast::ExprPtr Parser::parse_compare() {

@@ -233,25 +233,9 @@ void Elaborator::declare_file(int fi) {
     ConstInfo ci;
     ci.name = c.name.text;
     ci.loc = c.name.range;
-    ScalarKind kind = ScalarKind::F64;
-    if (c.type && c.type->kind == ast::TypeKind::Scalar) {
-      if (c.type->elem == "nat") kind = ScalarKind::Nat;
-      else if (c.type->elem == "int") kind = ScalarKind::Int;
-      else if (c.type->elem == "bool") kind = ScalarKind::Bool;
-    } else if (c.type) {
-      error("E0401", c.type->range, "a constant's type must be nat, int, f64 or bool");
-    }
-    ci.kind = kind;
-    bool is_int = false;
-    auto v = c.value ? eval_const(*c.value, fi, is_int) : std::nullopt;
-    if (v) {
-      if ((kind == ScalarKind::Nat || kind == ScalarKind::Int) && (*v != std::floor(*v) || !is_int))
-        error("E0401", c.value->range, fmt::format("`{}` is declared {} but its value {} is not an integer", ci.name,
-                                                   scalar_name(kind), *v));
-      else if (kind == ScalarKind::Nat && *v < 0)
-        error("E0401", c.value->range, fmt::format("`{}` is declared nat but its value {} is negative", ci.name, *v));
-      ci.value = *v;
-    }
+    ci.kind = c.type ? declared_scalar(*c.type, "a constant's") : ScalarKind::F64;
+    if (c.value)
+      if (auto v = typed_constant(ci.kind, *c.value, fi, fmt::format("`{}`", ci.name))) ci.value = *v;
     info.consts.push_back(ci);
   }
   for (const ast::ModuleDecl& m : file.modules) {
@@ -839,6 +823,43 @@ std::optional<Size> Elaborator::eval_size(const ast::Expr& e, int fi, int mi) {
   return std::nullopt;
 }
 
+ScalarKind Elaborator::declared_scalar(const ast::TypeExpr& type, const char* what) {
+  if (type.kind == ast::TypeKind::Scalar) {
+    if (type.elem == "nat") return ScalarKind::Nat;
+    if (type.elem == "int") return ScalarKind::Int;
+    if (type.elem == "bool") return ScalarKind::Bool;
+    return ScalarKind::F64;
+  }
+  error("E0401", type.range, fmt::format("{} type must be nat, int, f64 or bool", what));
+  return ScalarKind::F64;
+}
+
+std::optional<double> Elaborator::typed_constant(ScalarKind kind, const ast::Expr& value, int fi,
+                                                 const std::string& name) {
+  // A literal of the wrong kind is named as such, before eval_const would
+  // call it "not a constant".
+  const bool is_bool = value.kind == ast::ExprKind::Bool;
+  if (value.kind == ast::ExprKind::String || (is_bool && kind != ScalarKind::Bool) ||
+      (!is_bool && kind == ScalarKind::Bool && value.kind != ast::ExprKind::Name)) {
+    const char* found = value.kind == ast::ExprKind::String ? "a string" : is_bool ? "a boolean" : "not a boolean";
+    error("E0401", value.range, fmt::format("{} is declared {}, but its value is {}", name, scalar_name(kind), found));
+    return std::nullopt;
+  }
+  bool is_int = false;
+  std::optional<double> v = eval_const(value, fi, is_int);
+  if (!v) return std::nullopt;
+  if ((kind == ScalarKind::Nat || kind == ScalarKind::Int) && (*v != std::floor(*v) || !is_int)) {
+    error("E0401", value.range,
+          fmt::format("{} is declared {} but its value {} is not an integer", name, scalar_name(kind), *v));
+    return std::nullopt;
+  }
+  if (kind == ScalarKind::Nat && *v < 0) {
+    error("E0401", value.range, fmt::format("{} is declared nat but its value {} is negative", name, *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
 std::optional<double> Elaborator::eval_const(const ast::Expr& e, int fi, bool& is_integer, int depth) {
   if (depth > 200) {
     error("E0202", e.range, "constant expression nested too deeply");
@@ -947,16 +968,22 @@ FieldInfo field_info(Elaborator& el, const ast::Field& f, int fi) {
   info.key = f.key.text;
   info.loc = f.range;
   if (f.type) info.type = f.type->kind == ast::TypeKind::Scalar ? f.type->elem : "…";
-  if (f.value) {
-    info.value = print_expr(*f.value);
-    if (f.value->kind == ast::ExprKind::Number ||
-        (f.value->kind == ast::ExprKind::Unary && !f.value->children.empty() &&
-         f.value->children[0]->kind == ast::ExprKind::Number)) {
-      bool is_int = false;
-      if (auto v = el.eval_const(*f.value, fi, is_int)) {
-        info.number = *v;
-        info.is_number = true;
-      }
+  if (!f.value) return info;
+  info.value = print_expr(*f.value);
+  if (f.type) {
+    // A declared type is a promise the value must keep, as a `const`'s is.
+    const ScalarKind kind = el.declared_scalar(*f.type, "a field's");
+    if (auto v = el.typed_constant(kind, *f.value, fi, fmt::format("field `{}`", info.key))) {
+      info.number = *v;
+      info.is_number = kind != ScalarKind::Bool;
+    }
+  } else if (f.value->kind == ast::ExprKind::Number ||
+             (f.value->kind == ast::ExprKind::Unary && !f.value->children.empty() &&
+              f.value->children[0]->kind == ast::ExprKind::Number)) {
+    bool is_int = false;
+    if (auto v = el.eval_const(*f.value, fi, is_int)) {
+      info.number = *v;
+      info.is_number = true;
     }
   }
   return info;

@@ -51,6 +51,13 @@ class Elaborator {
   std::optional<Size> eval_size(const ast::Expr& e, int file, int module);
   /// A compile-time scalar (const values, default arguments, init arguments).
   std::optional<double> eval_const(const ast::Expr& e, int file, bool& is_integer, int depth = 0);
+  /// The scalar kind a `const`'s or a field's type annotation names (nat, int,
+  /// f64, bool); E0401 for any other type. `what` is "a constant's", "a field's".
+  ScalarKind declared_scalar(const ast::TypeExpr& type, const char* what);
+  /// `value` evaluated as a constant of `kind`, or E0401 (naming `name`, at the
+  /// value) where it is not one: a string or a boolean for a number, a number
+  /// for a bool, a fraction for nat or int, a negative nat.
+  std::optional<double> typed_constant(ScalarKind kind, const ast::Expr& value, int file, const std::string& name);
   std::optional<Type> resolve_type(const ast::TypeExpr& t, int file, int module);
   std::optional<ParamsType> resolve_modref(const ast::ModuleRef& r, int file, int module, int depth = 0);
   /// A module by qualified name from `file` (`Linear`, `lin.Linear`), or -1 with an error.

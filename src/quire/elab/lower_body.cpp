@@ -1607,6 +1607,10 @@ class BodyLowering {
       out.axes[i].size = Size::add(out.axes[i].size, other.axes[j].size, ok);
       ids.push_back(xs[k].id);
     }
+    if (!ok) {
+      error("E0404", e.range, fmt::format("concat: the sizes along `{}` add past 2^63", b.axes[0]->name->text));
+      return Operand::error();
+    }
     Instr in = make(Op::Concat, Type::make_tensor(out), ids, e.range);
     in.axes = {i};
     return emit(std::move(in));
@@ -1798,6 +1802,12 @@ class BodyLowering {
       parts.push_back({s->name->text, *size});
       product = Size::mul(product, *size, ok);
     }
+    if (!ok) {  // a wrapped product could equal the axis's size by accident
+      error("E0404", e.range, fmt::format("split: the parts' product overflows (it is past 2^63), so it cannot be "
+                                          "axis `{}`'s size {}",
+                                          b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
+      return Operand::error();
+    }
     if (!(product == x->type.tensor.axes[i].size)) {
       error("E0404", e.range, fmt::format("split: the parts multiply to {}, but axis `{}` has size {}", product.str(),
                                           b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
@@ -1868,6 +1878,10 @@ class BodyLowering {
     }
     auto size = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
     if (!size) return Operand::error();
+    if (!ok) {
+      error("E0404", e.range, "merge: the axes' product overflows (it is past 2^63)");
+      return Operand::error();
+    }
     if (!(*size == product)) {
       error("E0404", b.sizes[0]->range,
             fmt::format("merge: the axes multiply to {}, but the result is declared {}", product.str(), size->str()));

@@ -254,6 +254,22 @@ TEST_F(Cli, FormerCrashesAreDiagnostics) {
   EXPECT_EQ(c.status, 1) << c.output;
   EXPECT_EQ(c.output, "quire: error: " + slice +
                           ":2:38: in f/%2: slice [0, 4) of axis `b` is out of range: the axis has size 2\n");
+  // Sizes whose product wraps at 2^64: a split's parts (SIGSEGV in the kernel
+  // before), and run-time dims each under the 2^40 limit (`result = 0` before).
+  std::string split = write("split.qr", "fn f(x : ℝ[a: 4]) -> ℝ[q: 4] = "
+                                        "sum(axis p, split(axis a, x, p: 4611686018427387905, q: 4))\n");
+  Outcome s = quire("run " + split + " --entry f");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("error[E0404]: split: the parts' product overflows"), std::string::npos) << s.output;
+  std::string dims = write("dims.qr", "dim A B\nfn f(x : ℝ[a: A, b: B]) -> ℝ[] = sum(axis a, sum(axis b, x))\n");
+  for (const char* command : {"run", "dump"}) {
+    Outcome d = quire(fmt::format("{} {} --entry f --dim A=4294967296 --dim B=4294967296{}", command, dims,
+                                  command == std::string("dump") ? " --stage sensitivity" : ""));
+    EXPECT_EQ(d.status, 1) << command << ": " << d.output;
+    EXPECT_NE(d.output.find("a tensor of shape [4294967296, 4294967296] would have more than 2^59 elements"),
+              std::string::npos)
+        << command << ": " << d.output;
+  }
 }
 
 TEST_F(Cli, AChainOfOperatorsIsBoundedNotACrash) {

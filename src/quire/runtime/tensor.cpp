@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "quire/runtime/runtime_error.h"
+
 namespace quire::runtime {
 
 const char* elem_kind_name(ElemKind kind) {
@@ -15,12 +17,22 @@ const char* elem_kind_name(ElemKind kind) {
 }
 
 int64_t element_count(const Shape& shape) {
+  // Bounded so that a count times the widest element (8 bytes) and every
+  // stride and offset derived from it are int64 without overflow checks of
+  // their own: products of run-time sizes wrapped to 0 or to small numbers
+  // before, and a wrong count is a wrong allocation.
+  constexpr int64_t kMaxElements = int64_t{1} << 59;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      throw RuntimeError(fmt::format("a tensor of shape {} would have more than 2^59 elements (4 EiB of f64); "
+                                     "are the dimensions what you meant?",
+                                     shape_string(shape)));
   return n;
 }
 
 std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  element_count(shape);  // every stride is at most the count
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
   return strides;

@@ -36,9 +36,22 @@ FileReader disk_reader() {
       error = std::strerror(errno);
       return std::nullopt;
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    // Bounded, so that `import "/dev/zero"` is an error and not all of memory.
+    constexpr size_t kMaxSourceBytes = size_t{16} << 20;
+    std::string text;
+    char buffer[1 << 16];
+    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+      if (text.size() + static_cast<size_t>(in.gcount()) > kMaxSourceBytes) {
+        error = "is longer than 16 MiB, which no program is";
+        return std::nullopt;
+      }
+      text.append(buffer, static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) {
+      error = std::strerror(errno);
+      return std::nullopt;
+    }
+    return text;
   };
 }
 

@@ -1636,6 +1636,13 @@ class BodyLowering {
               k == 3 ? "a slice's step is a positive integer" : "a slice's bounds are natural-number constants");
         return Operand::error();
       }
+      // A double holds every integer up to 2^53 exactly; past it the bound is
+      // not the number written, and 2^63 does not convert to int64 at all.
+      if (*v > 9007199254740992.0) {
+        error("E0404", b.positional[k]->range,
+              fmt::format("a slice's {} must be at most 2^53; no axis is that long", k == 3 ? "step" : "bound"));
+        return Operand::error();
+      }
       bounds[k - 1] = static_cast<int64_t>(*v);
     }
     auto size = x->type.tensor.axes[i].size.constant_value();

@@ -272,6 +272,18 @@ TEST_F(Cli, FormerCrashesAreDiagnostics) {
   }
 }
 
+TEST_F(Cli, EndlessFilesAreRefusedByName) {
+  // Each read /dev/zero until memory ran out, then blamed the dimensions.
+  std::string program = write("imp.qr", "import \"/dev/zero\" as z\n");
+  Outcome i = quire("check " + program);
+  EXPECT_EQ(i.status, 1) << i.output;
+  EXPECT_NE(i.output.find("error[E0301]: cannot read `/dev/zero`: is longer than 16 MiB"), std::string::npos)
+      << i.output;
+  Outcome p = quire("run " + tutorial("04_loss.qr").string() + " --entry loss --dim B=2 --params /dev/zero");
+  EXPECT_EQ(p.status, 1) << p.output;
+  EXPECT_NE(p.output.find("/dev/zero: is longer than 1 GiB and not a regular file"), std::string::npos) << p.output;
+}
+
 TEST_F(Cli, AChainOfOperatorsIsBoundedNotACrash) {
   auto chain = [](size_t links) {
     std::string body = "x";

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <random>
 
 namespace quire::io {
@@ -16,6 +18,13 @@ namespace {
 
 /// "reason: strerror(errno)", captured before anything else can change errno.
 std::string with_errno(std::string_view what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
+
+/// "1 GiB", "64 MiB", "12345 bytes": the largest binary unit that divides it.
+std::string byte_count(size_t n) {
+  if (n >= (size_t{1} << 30) && n % (size_t{1} << 30) == 0) return fmt::format("{} GiB", n >> 30);
+  if (n >= (size_t{1} << 20) && n % (size_t{1} << 20) == 0) return fmt::format("{} MiB", n >> 20);
+  return fmt::format("{} bytes", n);
+}
 
 /// The directory holding `path` ("." for a bare file name), where the
 /// temporary file must live for rename() to be atomic.
@@ -104,23 +113,34 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   if (::fsync(dir_fd.fd) != 0 && errno != EINVAL) throw IoError(path, with_errno("cannot sync directory " + dir));
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, size_t max_bytes) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) throw IoError(path, with_errno("cannot open"));
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) throw IoError(path, with_errno("cannot stat"));
+  const bool regular = S_ISREG(st.st_mode);
+  const size_t limit = regular ? max_bytes : std::min(max_bytes, kMaxStreamBytes);
+  auto too_long = [&] {
+    return IoError(path, fmt::format("is longer than {}{}", byte_count(limit), regular ? "" : " and not a regular file"));
+  };
+  if (regular && static_cast<uint64_t>(st.st_size) > limit) throw too_long();
   std::string bytes;
-  // The size is a hint (the file may change while read); read to end of file.
-  if (S_ISREG(st.st_mode) && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd.fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(path, with_errno("cannot read"));
+  try {
+    // The size is a hint (the file may change while read); read to end of file.
+    if (regular && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd.fd, buffer, sizeof buffer);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw IoError(path, with_errno("cannot read"));
+      }
+      if (n == 0) break;
+      if (static_cast<size_t>(n) > limit - bytes.size()) throw too_long();
+      bytes.append(buffer, static_cast<size_t>(n));
     }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw IoError(path, fmt::format("out of memory after reading {}", byte_count(bytes.size())));
   }
   return bytes;
 }

@@ -4,6 +4,8 @@
 // half-written file under the target name: readers see the old bytes or the
 // new ones.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,8 +21,14 @@ namespace quire::io {
 /// mode is 0666 minus the umask, as for a plain open(O_CREAT).
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
-/// The whole content of `path`. IoError on failure, e.g.
-/// "data/x.npy: cannot open: No such file or directory".
-std::string read_file(const std::string& path);
+/// The most bytes read from a file that is not a regular one (a device, a
+/// FIFO, /proc): such a file has no size to trust, and `/dev/zero` never ends.
+inline constexpr size_t kMaxStreamBytes = size_t{1} << 30;
+
+/// The whole content of `path`, at most `max_bytes` of it (and at most
+/// kMaxStreamBytes where it is not a regular file). IoError on failure, e.g.
+/// "data/x.npy: cannot open: No such file or directory", "/dev/zero: is longer
+/// than 1 GiB and not a regular file", or where memory runs out.
+std::string read_file(const std::string& path, size_t max_bytes = SIZE_MAX);
 
 }  // namespace quire::io

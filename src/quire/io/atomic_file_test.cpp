@@ -100,6 +100,27 @@ TEST(AtomicFile, ReadErrorsSayWhy) {
   }
 }
 
+TEST(AtomicFile, ReadsAreBounded) {
+  ScratchDir dir;
+  const std::string path = dir.file("big.bin");
+  write_file_atomically(path, std::string(5000, 'x'));
+  EXPECT_EQ(read_file(path, 5000).size(), 5000u);
+  try {
+    read_file(path, 4999);
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.reason, "is longer than 4999 bytes");
+  }
+  // /dev/zero has no end and no size to check first: the read stops at the
+  // limit (kMaxStreamBytes, 1 GiB, at most; before, it ran out of memory).
+  try {
+    read_file("/dev/zero", size_t{1} << 20);
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()), "/dev/zero: is longer than 1 MiB and not a regular file");
+  }
+}
+
 TEST(AtomicFile, RelativeNamesUseTheCurrentDirectory) {
   ScratchDir dir;
   const fs::path previous = fs::current_path();

@@ -368,6 +368,10 @@ void* CCompiler::load(const std::string& source, const std::string& symbol) {
     const std::string object = fmt::format("{}/{}.so", settings_.cache_dir, key);
     if (access(object.c_str(), R_OK) != 0) {
       compile(source, key, object);
+    } else if (access(record_path(object).c_str(), F_OK) != 0) {
+      // Written before objects had records (an older quire, maybe sharing
+      // the cache): no sign of damage, only nothing to check it against.
+      compile(source, key, object);
     } else if (const std::string problem = check_object(source, object); !problem.empty()) {
       warn(fmt::format("the cached kernel object {} {}: compiling it again", object, problem));
       compile(source, key, object);

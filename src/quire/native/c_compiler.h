@@ -19,8 +19,10 @@
 // called) or overwritten code would run silently. Beside each object
 // <key>.so lies <key>.sum, recording the SHA-256 of what it was built from
 // (the C source, the compiler command and the flags) and of the object's
-// bytes. Both are checked before the object is loaded; any mismatch, or no
-// record, is a warning and a compile that replaces the object.
+// bytes. Both are checked before the object is loaded; any mismatch is a
+// warning and a compile that replaces the object. An object without a record
+// (from a quire before records, which may share the cache) is compiled again
+// without a warning: nothing says it is damaged, only that it cannot be checked.
 //
 // TIME LIMIT. A compiler that never returns would block `run` and `train`
 // forever: each run of the compiler is killed (with everything it started)

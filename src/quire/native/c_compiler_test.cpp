@@ -93,12 +93,20 @@ TEST_F(ObjectCacheTest, ATruncatedObjectIsCompiledAgain) {
   EXPECT_NE(warnings_[0].find("truncated"), std::string::npos) << warnings_[0];
 }
 
-TEST_F(ObjectCacheTest, AnObjectWithoutItsRecordIsCompiledAgain) {
+TEST_F(ObjectCacheTest, AnObjectWithoutItsRecordIsCompiledAgainQuietly) {
+  // As an older quire sharing the cache leaves it: nothing to check it by.
   const std::string one = build(returning(1));
   fs::remove(sum_of(one));
+  int64_t compilations = 0;
+  EXPECT_EQ(value_of(returning(1), &compilations), 1.0);
+  EXPECT_EQ(compilations, 1);
+  EXPECT_TRUE(warnings_.empty());
+  EXPECT_TRUE(fs::exists(sum_of(one)));
+  // A record that cannot be parsed is a mismatch, said.
+  std::ofstream(sum_of(one)) << "garbage\n";
   EXPECT_EQ(value_of(returning(1)), 1.0);
   ASSERT_EQ(warnings_.size(), 1u);
-  EXPECT_NE(warnings_[0].find("has no record"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("unreadable record"), std::string::npos) << warnings_[0];
 }
 
 /// A compiler that answers --version and then never finishes a compile.

@@ -49,7 +49,7 @@ Handler setup_calibrate(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (one sample)");
-  sub.add_option("--out", o->out, "write the envelope as JSON (atomically); without it nothing is written");
+  add_output_option(sub, "--out", o->out, "write the envelope as JSON (atomically); without it nothing is written");
   sub.add_option("--top", o->top, "rows per printed table (default 10)")->check(CLI::NonNegativeNumber);
   return [o]() {
     if (o->bits < exact::kMinBits || o->bits > exact::kMaxBits)

@@ -149,7 +149,7 @@ Handler setup_check(CLI::App& sub) {
   sub.add_option("--sites", o->sites, "with --precision: the sites listed, largest bounds first (default 10)")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--bits", o->bits, "with --precision: the exact reference's bits (default: the envelope's)");
-  sub.add_option("--out", o->out, "with --precision: write the bounds as JSON (atomically)");
+  add_output_option(sub, "--out", o->out, "with --precision: write the bounds as JSON (atomically)");
   return [file, summary, o]() {
     if (o->envelope.empty() && (o->measure || !o->realize.empty() || !o->policy.empty() || o->held_out >= 0 ||
                                 o->bits != 0 || !o->out.empty()))

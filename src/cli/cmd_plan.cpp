@@ -66,7 +66,7 @@ Handler setup_plan(CLI::App& sub) {
       ->check(CLI::Range(1, 256));
   add_product_step_option(sub, o->fused_products);
   sub.add_flag("--cost", o->cost, "print every point's prediction in its terms");
-  sub.add_option("--out", o->out, "write the plan as JSON");
+  add_output_option(sub, "--out", o->out, "write the plan as JSON");
   return [o]() {
     auto prog = load_program(o->file);
     if (!prog) return 1;

@@ -46,7 +46,7 @@ Handler setup_profile(CLI::App& sub) {
   sub.require_subcommand(1);
   CLI::App* calibrate = sub.add_subcommand(
       "calibrate", "measure this machine (caches, bandwidths, peak rates, spawn) and fit the layout plan's cost model");
-  calibrate->add_option("-o,--out", o->out, "write the profile here (atomically)")->required();
+  add_output_option(*calibrate, "-o,--out", o->out, "write the profile here (atomically)")->required();
   calibrate->add_flag("--quick", o->quick, "a small calibration set and short measurements (seconds, for tests)");
   calibrate->add_option("--name", o->name, "the profile's name (default: the output file's stem)");
   return [o]() {

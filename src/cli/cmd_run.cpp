@@ -149,7 +149,7 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--seed", o->seed, "seed of the parameters' and the inputs' draws (default 0)")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
-  sub.add_option("--params-out", o->params_out, "write the parameters used to a safetensors file");
+  add_output_option(sub, "--params-out", o->params_out, "write the parameters used to a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (x, batch.0)");
   CLI::Option* precision_flag = sub.add_option("--precision", o->precision,
                  "the run policy: f64 (default), f32, bf16 or f16; or exact, the MPFR reference at --bits")
@@ -174,7 +174,7 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--repeat", o->repeat,
                  "after the call, time N more calls of the entry and print the median (compilation excluded)")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--out", o->out,
+  add_output_option(sub, "--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
   return [o, bits, precision_flag, backend_flag]() {
     const bool exact = o->precision == "exact";

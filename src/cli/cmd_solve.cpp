@@ -58,7 +58,7 @@ Handler setup_solve(CLI::App& sub) {
   sub.add_option("--held-out", o->held_out, "fresh samples to measure the accepted realization on (default 4)")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--sites", o->sites, "rows per table (default 30; -1: all)");
-  sub.add_option("--out", o->out, "write the realization (atomically); without it nothing is written");
+  add_output_option(sub, "--out", o->out, "write the realization (atomically); without it nothing is written");
   return [o]() {
     if (o->relative && o->absolute) throw UsageError("--relative and --absolute: give one");
     if (!(o->budget >= 0) || std::isinf(o->budget))

@@ -45,7 +45,7 @@ Handler setup_train(CLI::App& sub) {
   sub.add_flag("--resume", o->train.resume, "continue from the newest valid checkpoint");
   sub.add_option("--max-steps", o->max_steps, "stop, with a checkpoint, once this many steps are done in all")
       ->check(CLI::NonNegativeNumber);
-  sub.add_option("--params-out", o->train.params_out, "write the final parameters to a safetensors file");
+  add_output_option(sub, "--params-out", o->train.params_out, "write the final parameters to a safetensors file");
   sub.add_option("--dim", o->dims, "bind a dimension other than the batch's, NAME=SIZE (repeatable)");
   sub.add_option("--remat", o->remat,
                  "store (default): keep the forward values of calls for the backward pass; recompute: evaluate them "

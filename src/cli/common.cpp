@@ -93,6 +93,15 @@ void add_product_step_option(CLI::App& sub, bool& fused) {
       ->check(CLI::IsMember({"separate", "fma"}));
 }
 
+CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::string& path, const std::string& help) {
+  const CLI::Validator named(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty file name: give a path, or - for standard output") : std::string();
+      },
+      "FILE");
+  return sub.add_option(flags, path, help)->check(named);
+}
+
 int default_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));

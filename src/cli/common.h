@@ -47,6 +47,12 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
 /// fma): how a product's steps round (precision::RealizeOptions::fused_products).
 void add_product_step_option(CLI::App& sub, bool& fused);
 
+/// Adds an option naming a file to write (io::write_file_atomically: `-` is
+/// standard output, a symbolic link is followed, a device or FIFO is written
+/// in place). An empty name is refused by the flag's name: it would read as
+/// "not given" and write nothing without a word.
+CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::string& path, const std::string& help);
+
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();
 

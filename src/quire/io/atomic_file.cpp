@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <random>
@@ -85,10 +87,38 @@ bool write_all(int fd, std::string_view bytes) {
   return true;
 }
 
-}  // namespace
+/// Where a write to `path` lands: `path` with every symbolic link along the
+/// final component followed (a link in a folder part is left to the kernel),
+/// so that a rename replaces the file the link names, not the link. A link
+/// to a missing file yields that file's name, which the write then creates.
+std::string follow_links(const std::string& path) {
+  // The kernel's own limit on a chain of links (MAXSYMLINKS); past it a
+  // link loop is reported as open() would report it.
+  constexpr int kMaxLinks = 40;
+  std::string current = path;
+  for (int hops = 0; hops <= kMaxLinks; ++hops) {
+    struct stat st {};
+    if (::lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return current;
+    std::string target(static_cast<size_t>(st.st_size > 0 ? st.st_size : PATH_MAX), '\0');
+    const ssize_t n = ::readlink(current.c_str(), target.data(), target.size());
+    if (n < 0) throw IoError(path, with_errno("cannot read the symbolic link " + current));
+    target.resize(static_cast<size_t>(n));
+    current = target.front() == '/' || current.find('/') == std::string::npos
+                  ? target
+                  : directory_of(current) + "/" + target;
+  }
+  errno = ELOOP;
+  throw IoError(path, with_errno("cannot follow the symbolic link"));
+}
 
-void write_file_atomically(const std::string& path, std::string_view bytes) {
-  if (path.empty()) throw IoError(path, "empty file name");
+/// Writes `bytes` straight into what `fd` is open on (a device, a FIFO,
+/// standard output): such a file has no folder entry a rename could swap.
+void write_in_place(const std::string& path, int fd, std::string_view bytes) {
+  if (!write_all(fd, bytes)) throw IoError(path, with_errno("cannot write"));
+}
+
+/// Replaces the regular file (or nothing) at `path`; the steps of the header's contract.
+void replace_atomically(const std::string& path, std::string_view bytes) {
   auto [temporary, raw_fd] = create_temporary(path);
   FileDescriptor fd(raw_fd);
   // Any failure below: remove the temporary (errno is saved in the message
@@ -111,6 +141,28 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   // EINVAL: this file system cannot sync a directory (its renames are then
   // as durable as it makes them); nothing more can be done.
   if (::fsync(dir_fd.fd) != 0 && errno != EINVAL) throw IoError(path, with_errno("cannot sync directory " + dir));
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  if (path.empty()) throw IoError(path, "empty file name");
+  if (path == "-") {
+    // Whatever the program printed before through stdio goes out first.
+    std::fflush(stdout);
+    write_in_place(path, STDOUT_FILENO, bytes);
+    return;
+  }
+  const std::string target = follow_links(path);
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return replace_atomically(target, bytes);
+  if (S_ISDIR(st.st_mode)) throw IoError(path, "is a folder");
+  // A device or FIFO: renaming a file over it would destroy the node (as
+  // root, /dev/null itself). O_TRUNC is not asked: it means nothing there.
+  FileDescriptor fd(::open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
+  if (fd.fd < 0) throw IoError(path, with_errno("cannot open"));
+  write_in_place(path, fd.fd, bytes);
+  if (fd.close() != 0) throw IoError(path, with_errno("cannot close"));
 }
 
 std::string read_file(const std::string& path, size_t max_bytes) {

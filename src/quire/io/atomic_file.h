@@ -13,12 +13,20 @@
 
 namespace quire::io {
 
-/// Replaces (or creates) `path` with `bytes`: writes a temporary file in the
-/// same directory (a rename is atomic only within one file system), fsyncs
-/// it, renames it over `path`, then fsyncs the directory so the rename itself
-/// survives a crash. On any failure the temporary file is removed, `path` is
-/// left as it was, and IoError says which step failed and why. The new file's
-/// mode is 0666 minus the umask, as for a plain open(O_CREAT).
+/// Writes `bytes` to `path`; every file quire writes goes through here.
+///  - A regular file (or nothing) at `path` is replaced atomically: a
+///    temporary file in the same directory (a rename is atomic only within
+///    one file system) is written, fsynced and renamed over `path`, then the
+///    directory is fsynced so the rename itself survives a crash. On any
+///    failure the temporary file is removed, `path` is left as it was, and
+///    IoError says which step failed and why. The new file's mode is 0666
+///    minus the umask, as for a plain open(O_CREAT).
+///  - A symbolic link is followed: the file it names is written as above and
+///    the link stays a link.
+///  - A device or a FIFO is written directly: a rename over it would replace
+///    the node itself (as root, /dev/null).
+///  - `-` is standard output.
+/// An empty `path` is an IoError.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
 /// The most bytes read from a file that is not a regular one (a device, a

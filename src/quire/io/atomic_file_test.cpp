@@ -2,9 +2,15 @@
 #include "quire/support/testing.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -129,6 +135,72 @@ TEST(AtomicFile, RelativeNamesUseTheCurrentDirectory) {
   fs::current_path(previous);
   EXPECT_EQ(read_file(dir.file("plain.txt")), "hello");
   EXPECT_EQ(dir.names(), std::vector<std::string>{"plain.txt"});
+}
+
+TEST(AtomicFile, ASymbolicLinkIsFollowedAndStaysALink) {
+  ScratchDir dir;
+  fs::create_directory(dir.path / "real");
+  std::ofstream(dir.path / "real" / "plan.json") << "old";
+  // A relative link, resolved against its own folder, two hops long.
+  fs::create_symlink("real/plan.json", dir.path / "hop");
+  fs::create_symlink("hop", dir.path / "out.json");
+  write_file_atomically(dir.file("out.json"), "new");
+  EXPECT_TRUE(fs::is_symlink(dir.path / "out.json"));
+  EXPECT_TRUE(fs::is_symlink(dir.path / "hop"));
+  EXPECT_EQ(read_file(dir.file("real/plan.json")), "new");
+  EXPECT_EQ(dir.names(), (std::vector<std::string>{"hop", "out.json", "real"}));
+  // A link to a file not yet there creates that file.
+  fs::create_symlink(dir.path / "real" / "fresh.json", dir.path / "dangling");
+  write_file_atomically(dir.file("dangling"), "created");
+  EXPECT_TRUE(fs::is_symlink(dir.path / "dangling"));
+  EXPECT_EQ(read_file(dir.file("real/fresh.json")), "created");
+}
+
+TEST(AtomicFile, AFifoIsWrittenInPlace) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // The read end is opened first, without blocking, so the writer's open
+  // returns at once; were the FIFO replaced, the read below finds nothing
+  // rather than hanging.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  write_file_atomically(fifo, "through the pipe");
+  char buffer[64] = {};
+  const ssize_t n = ::read(reader, buffer, sizeof buffer);
+  ::close(reader);
+  EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<size_t>(n) : 0), "through the pipe");
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"pipe"});
+}
+
+TEST(AtomicFile, ADeviceIsWrittenInPlace) {
+  ScratchDir dir;
+  // A node of its own with /dev/null's numbers (1, 3): the machine's
+  // /dev/null is never touched. Only root may make one, on a file system
+  // that allows devices.
+  const std::string device = dir.file("mynull");
+  if (::mknod(device.c_str(), S_IFCHR | 0600, makedev(1, 3)) != 0) GTEST_SKIP() << "mknod: " << std::strerror(errno);
+  const int probe = ::open(device.c_str(), O_WRONLY);
+  if (probe < 0) GTEST_SKIP() << "cannot open a device here: " << std::strerror(errno);
+  ::close(probe);
+  write_file_atomically(device, "discarded");
+  struct stat st {};
+  ASSERT_EQ(::lstat(device.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device was replaced by a file";
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"mynull"});
+}
+
+TEST(AtomicFile, DashIsStandardOutput) {
+  ::testing::internal::CaptureStdout();
+  write_file_atomically("-", "to stdout\n");
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "to stdout\n");
+}
+
+TEST(AtomicFile, AnEmptyNameIsAnError) {
+  EXPECT_THROW(write_file_atomically("", "data"), IoError);
 }
 
 }  // namespace quire::io

@@ -4,11 +4,15 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,7 +20,10 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "quire/support/sha256.h"
 
@@ -46,8 +53,8 @@ std::string describe_status(int status) {
 /// Runs `argv` (searched on PATH, no shell) with stdin from /dev/null and
 /// stdout and stderr into `output_fd`; returns its wait status. A compiler
 /// that cannot be started at all is the one error a user must be told about
-/// by name, so it is reported here.
-int run_program(const std::vector<std::string>& argv, int output_fd, int close_fd) {
+/// by name, so it is reported here, as is one that runs past `timeout_s`.
+int run_program(const std::vector<std::string>& argv, int output_fd, int close_fd, double timeout_s) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -57,21 +64,46 @@ int run_program(const std::vector<std::string>& argv, int output_fd, int close_f
   posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
   if (close_fd >= 0) posix_spawn_file_actions_addclose(&actions, close_fd);
+  // A process group of its own, so that a compiler past its time is killed
+  // with the programs it started (cc1, as), which would otherwise run on
+  // and could hold the --version pipe open.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = 0;
-  const int error = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int error = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (error != 0)
     throw NativeError(
         fmt::format("no C compiler: could not run `{}` (set $CC to a C compiler): {}", argv[0], std::strerror(error)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  // Polled: a compile takes tens of milliseconds or more, so a wait that
+  // starts at 1 ms and doubles to 20 ms costs it nothing measurable.
+  auto pause = std::chrono::milliseconds(1);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw NativeError(fmt::format("waiting for `{}`: {}", argv[0], std::strerror(errno)));
-  return status;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR)
+      throw NativeError(fmt::format("waiting for `{}`: {}", argv[0], std::strerror(errno)));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      throw NativeError(fmt::format("C compiler `{}` did not finish within {} s and was killed (the limit is "
+                                    "$QUIRE_CC_TIMEOUT, in seconds)",
+                                    argv[0], timeout_s));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
 }
 
 /// The first line of `<command> --version`, once per process per command: it
 /// stands for the compiler in the cache key, and asking costs a process.
-std::string compiler_version(const std::vector<std::string>& command) {
+std::string compiler_version(const std::vector<std::string>& command, double timeout_s) {
   static std::mutex mutex;
   static std::map<std::vector<std::string>, std::string> known;
   std::lock_guard<std::mutex> lock(mutex);
@@ -83,7 +115,7 @@ std::string compiler_version(const std::vector<std::string>& command) {
   argv.push_back("--version");
   int status = 0;
   try {
-    status = run_program(argv, fds[1], fds[0]);
+    status = run_program(argv, fds[1], fds[0], timeout_s);
   } catch (...) {
     close(fds[0]);
     close(fds[1]);
@@ -137,6 +169,32 @@ void rename_into_place(const std::string& from, const std::string& to) {
     throw NativeError(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
 }
 
+/// The first line of every object's record; a change of its layout changes it.
+constexpr const char* kRecordHeader = "quire-native-object 1";
+
+/// What decides an object's bytes besides the CPU: the C text, the compiler
+/// command and the flags (TRUST in c_compiler.h).
+std::string build_digest(const std::string& source, const std::vector<std::string>& command) {
+  return support::sha256_hex(source + '\0' + command_text(command) + '\0' + command_text(compile_flags()));
+}
+
+std::string record_path(const std::string& object) {
+  return object.substr(0, object.size() - std::string_view(".so").size()) + ".sum";
+}
+
+std::string record_text(const std::string& build, const std::string& object_digest) {
+  return fmt::format("{}\nbuild {}\nobject {}\n", kRecordHeader, build, object_digest);
+}
+
+/// The whole of a file, or nullopt when it cannot be read.
+std::optional<std::string> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return std::nullopt;
+  return bytes;
+}
+
 }  // namespace
 
 CompilerSettings CompilerSettings::from_environment() {
@@ -150,6 +208,14 @@ CompilerSettings CompilerSettings::from_environment() {
     s.cache_dir = env("XDG_CACHE_HOME") + "/quire/native";
   else if (!env("HOME").empty())
     s.cache_dir = env("HOME") + "/.cache/quire/native";
+  if (const std::string limit = env("QUIRE_CC_TIMEOUT"); !limit.empty()) {
+    char* end = nullptr;
+    const double seconds = std::strtod(limit.c_str(), &end);
+    if (end == limit.c_str() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds))
+      s.timeout_error = fmt::format("QUIRE_CC_TIMEOUT={}: not a positive number of seconds", limit);
+    else
+      s.timeout_s = seconds;
+  }
   return s;
 }
 
@@ -212,7 +278,7 @@ void CCompiler::ensure_cache_dir() {
 
 std::string CCompiler::cache_key(const std::string& source) {
   std::string identity = source;
-  identity += '\0' + compiler_version(settings_.command);
+  identity += '\0' + compiler_version(settings_.command, settings_.timeout_s);
   identity += '\0' + command_text(compile_flags());
   identity += '\0' + cpu_features();
   return support::sha256_hex(identity);
@@ -236,7 +302,7 @@ void CCompiler::compile(const std::string& source, const std::string& key, const
   argv.insert(argv.end(), {"-o", object_tmp, source_path, "-lm"});
   int status = 0;
   try {
-    status = run_program(argv, log, -1);
+    status = run_program(argv, log, -1, settings_.timeout_s);
   } catch (...) {
     close(log);
     std::remove(source_path.c_str());
@@ -256,10 +322,43 @@ void CCompiler::compile(const std::string& source, const std::string& key, const
                                   describe_status(status), kept_source, diagnostics));
   }
   std::remove(log_path.c_str());
+  const std::optional<std::string> built = file_bytes(object_tmp);
+  if (!built) throw NativeError(fmt::format("cannot read the compiled object {}", object_tmp));
+  // The record goes in first: a reader that sees the new object with the
+  // old record (or none) compiles again, never trusts a stale record.
+  const std::string record_tmp = stem + ".sum";
+  write_file(record_tmp, record_text(build_digest(source, settings_.command), support::sha256_hex(*built)));
+  rename_into_place(record_tmp, record_path(object));
   rename_into_place(object_tmp, object);
 }
 
+std::string CCompiler::check_object(const std::string& source, const std::string& object) {
+  const std::string record_file = record_path(object);
+  const std::optional<std::string> record = file_bytes(record_file);
+  if (!record) return fmt::format("has no record of what it was built from ({} cannot be read)", record_file);
+  std::istringstream lines(*record);
+  std::string header, build_word, build, object_word, object_digest;
+  std::getline(lines, header);
+  lines >> build_word >> build >> object_word >> object_digest;
+  if (header != kRecordHeader || build_word != "build" || object_word != "object")
+    return fmt::format("has an unreadable record ({})", record_file);
+  if (build != build_digest(source, settings_.command))
+    return "was built from another kernel's source or another compiler command";
+  const std::optional<std::string> bytes = file_bytes(object);
+  if (!bytes) return "cannot be read";
+  if (support::sha256_hex(*bytes) != object_digest)
+    return fmt::format("does not match the checksum of the object built ({} bytes now: changed or truncated)",
+                       bytes->size());
+  return "";
+}
+
+void CCompiler::warn(const std::string& message) const {
+  if (settings_.warn) settings_.warn(message);
+  else std::cerr << "quire: warning: " << message << "\n";
+}
+
 void* CCompiler::load(const std::string& source, const std::string& symbol) {
+  if (!settings_.timeout_error.empty()) throw NativeError(settings_.timeout_error);
   ensure_cache_dir();
   const std::string key = cache_key(source);
   auto it = objects_.find(key);
@@ -267,10 +366,18 @@ void* CCompiler::load(const std::string& source, const std::string& symbol) {
     ++cache_hits_;
   } else {
     const std::string object = fmt::format("{}/{}.so", settings_.cache_dir, key);
-    if (access(object.c_str(), R_OK) == 0)
-      ++cache_hits_;
-    else
+    if (access(object.c_str(), R_OK) != 0) {
       compile(source, key, object);
+    } else if (access(record_path(object).c_str(), F_OK) != 0) {
+      // Written before objects had records (an older quire, maybe sharing
+      // the cache): no sign of damage, only nothing to check it against.
+      compile(source, key, object);
+    } else if (const std::string problem = check_object(source, object); !problem.empty()) {
+      warn(fmt::format("the cached kernel object {} {}: compiling it again", object, problem));
+      compile(source, key, object);
+    } else {
+      ++cache_hits_;
+    }
     it = objects_.emplace(key, std::make_unique<SharedObject>(object)).first;
   }
   return it->second->symbol(symbol);

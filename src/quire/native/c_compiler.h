@@ -13,8 +13,24 @@
 //
 // The cache directory is `$QUIRE_CACHE_DIR`, else `$XDG_CACHE_HOME/quire/native`,
 // else `$HOME/.cache/quire/native`, created on first use.
+//
+// TRUST. A file name is no proof of what a file holds: another kernel's
+// object copied under this one's name, a truncated object (SIGBUS when
+// called) or overwritten code would run silently. Beside each object
+// <key>.so lies <key>.sum, recording the SHA-256 of what it was built from
+// (the C source, the compiler command and the flags) and of the object's
+// bytes. Both are checked before the object is loaded; any mismatch is a
+// warning and a compile that replaces the object. An object without a record
+// (from a quire before records, which may share the cache) is compiled again
+// without a warning: nothing says it is damaged, only that it cannot be checked.
+//
+// TIME LIMIT. A compiler that never returns would block `run` and `train`
+// forever: each run of the compiler is killed (with everything it started)
+// after `$QUIRE_CC_TIMEOUT` seconds (120 by default), which is a NativeError,
+// so the engine falls back to the kernel interpreter with a warning.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -30,10 +46,21 @@ class NativeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A compile of one kernel takes well under a second; 120 s leaves room for a
+/// loaded machine and a huge kernel while still ending a hung compiler.
+inline constexpr double kDefaultCompileTimeoutSeconds = 120;
+
 /// The compiler command and the cache directory, as the environment gives them.
 struct CompilerSettings {
   std::vector<std::string> command;  ///< $CC split on blanks, or {"cc"}
   std::string cache_dir;
+  /// Seconds a run of the compiler may take before it is killed ($QUIRE_CC_TIMEOUT).
+  double timeout_s = kDefaultCompileTimeoutSeconds;
+  /// Why $QUIRE_CC_TIMEOUT is unusable ("" when it is fine): every load then
+  /// fails with it, rather than compiling without a limit.
+  std::string timeout_error;
+  /// Where a cache object that fails its check is reported (stderr when empty).
+  std::function<void(const std::string&)> warn;
 
   static CompilerSettings from_environment();
 };
@@ -74,6 +101,9 @@ class CCompiler {
 
  private:
   std::string cache_key(const std::string& source);
+  /// What the object at `object` fails of its record (TRUST above); "" when it passes.
+  std::string check_object(const std::string& source, const std::string& object);
+  void warn(const std::string& message) const;
   void ensure_cache_dir();
   void compile(const std::string& source, const std::string& key, const std::string& object);
 

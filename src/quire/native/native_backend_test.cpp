@@ -398,5 +398,18 @@ TEST_F(NativeCli, AnUnwritableCacheIsNamedAndRunFallsBack) {
   EXPECT_NE(o.output.find("file/cache"), std::string::npos) << o.output;
 }
 
+TEST_F(NativeCli, AHangingCompilerIsKilledAndRunFallsBack) {
+  const std::string compiler = write("hanging-cc", "#!/bin/sh\nif [ \"$1\" = --version ]; then echo hanging-cc 1.0; exit 0; fi\nsleep 60\n");
+  std::filesystem::permissions(compiler, std::filesystem::perms::owner_all);
+  testing::ScopedEnv cc("CC", compiler);
+  testing::ScopedEnv limit("QUIRE_CC_TIMEOUT", "1");
+  const quire::testing::Outcome o =
+      quire::testing::run_quire("run " + tutorial_ + " --entry loss --dim B=4 --precision f32");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("result : f32 = 3.5135467052459717"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("warning: the native backend is unavailable"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("did not finish within 1 s"), std::string::npos) << o.output;
+}
+
 }  // namespace
 }  // namespace quire::native

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "quire/io/atomic_file.h"
@@ -29,6 +30,7 @@ constexpr const char* kParamsFile = "params.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kFormat = "quire-checkpoint";
+constexpr const char* kStateChecksumField = "state_sha256";
 
 /// Flushes a folder's entries (a rename or a new file in it) to the disk.
 void fsync_folder(const std::string& path) {
@@ -127,6 +129,16 @@ ParsedState parse_state(const std::string& folder) {
   if (version > kCheckpointFormatVersion)
     refuse_state(folder, fmt::format("format version {} is newer than this quire reads ({})", version,
                                      kCheckpointFormatVersion));
+  if (version < kCheckpointFormatVersion)
+    refuse_state(folder, fmt::format("format version {} is older than this quire reads ({}: its state is covered "
+                                     "by a checksum)",
+                                     version, kCheckpointFormatVersion));
+  // Checked before any field is believed: a flipped digit in a counter
+  // decodes as well as the right one.
+  const std::string recorded = text(folder, j, kStateChecksumField);
+  json sealed = j;
+  sealed.erase(kStateChecksumField);
+  if (sha256_hex(sealed.dump()) != recorded) refuse_state(folder, "checksum mismatch (the state was changed after it was written)");
   ParsedState parsed;
   CheckpointState& s = parsed.state;
   s.quire_version = text(folder, j, "quire_version");
@@ -147,6 +159,10 @@ ParsedState parse_state(const std::string& folder) {
     record->bytes = natural(folder, entry, "bytes", where);
     record->sha256 = text(folder, entry, "sha256", where);
   }
+  if (s.epoch != s.data.epoch)
+    refuse_state(folder, fmt::format("`epoch` {} is not `data_position.epoch` {}", s.epoch, s.data.epoch));
+  if (s.schedule_step > s.step)
+    refuse_state(folder, fmt::format("`schedule_step` {} is past `step` {}", s.schedule_step, s.step));
   const std::optional<int64_t> folder_step = step_of_folder_name(fs::path(folder).filename().string());
   if (folder_step && *folder_step != s.step)
     refuse_state(folder, fmt::format("step {} does not match the folder's name", s.step));
@@ -155,7 +171,7 @@ ParsedState parse_state(const std::string& folder) {
 
 json state_json(const CheckpointState& s, const FileRecord& params, const FileRecord& optimizer) {
   const auto file = [](const FileRecord& r) { return json{{"bytes", r.bytes}, {"sha256", r.sha256}}; };
-  return json{
+  json j{
       {"format", kFormat},
       {"format_version", kCheckpointFormatVersion},
       {"quire_version", kQuireVersion},
@@ -168,6 +184,10 @@ json state_json(const CheckpointState& s, const FileRecord& params, const FileRe
       {"trainer", s.trainer},
       {"files", {{kParamsFile, file(params)}, {kOptimizerFile, file(optimizer)}}},
   };
+  // Over the compact dump of every other field: nlohmann::json orders keys
+  // and prints numbers the same way after a parse, so a reader recomputes it.
+  j[kStateChecksumField] = sha256_hex(j.dump());
+  return j;
 }
 
 // ---- tensor files ----
@@ -218,45 +238,71 @@ io::NamedTensors read_tensor_file(const std::string& folder, const char* name, c
   }
 }
 
-/// Whether `folder` looks complete without reading its tensors: state.json
-/// is valid and both files have the recorded sizes (what pruning relies on).
-bool looks_complete(const std::string& folder) {
-  try {
-    const ParsedState parsed = parse_state(folder);
-    for (auto [name, record] : {std::pair{kParamsFile, &parsed.params}, std::pair{kOptimizerFile, &parsed.optimizer}}) {
-      std::error_code ec;
-      const uintmax_t size = fs::file_size(fs::path(folder) / name, ec);
-      if (ec || size != static_cast<uintmax_t>(record->bytes)) return false;
-    }
-    return true;
-  } catch (const io::IoError&) {
-    return false;
-  }
-}
-
 void remove_folder(const std::string& path, const char* why) {
   std::error_code ec;
   fs::remove_all(path, ec);
   if (ec) throw io::IoError(path, fmt::format("cannot remove {}: {}", why, ec.message()));
 }
 
-/// Removes every step folder older than the `keep`-th complete one.
-void prune(const std::string& dir, int keep) {
-  int complete = 0;
-  for (const auto& [step, folder] : step_folders(dir)) {
-    if (complete >= keep) remove_folder(folder, "an old checkpoint");
-    else if (looks_complete(folder)) ++complete;
-  }
+/// A name beside `folder` that no reader takes for a checkpoint
+/// (step-<digits>.refused, .refused.1, …) and that nothing else holds.
+std::string set_aside_name(const std::string& folder) {
+  std::error_code ec;
+  std::string name = folder + ".refused";
+  for (int n = 1; fs::exists(fs::symlink_status(name, ec)); ++n) name = fmt::format("{}.refused.{}", folder, n);
+  return name;
 }
 
 }  // namespace
 
 std::string checkpoint_folder_name(int64_t step) { return fmt::format("step-{:08d}", step); }
 
+CheckpointRetention::CheckpointRetention(int keep) : keep_(keep) {}
+
+void CheckpointRetention::trust(const std::string& folder) { readable_[folder] = true; }
+
+bool CheckpointRetention::trusted(const std::string& folder) {
+  auto it = readable_.find(folder);
+  if (it != readable_.end()) return it->second;
+  bool readable = true;
+  try {
+    read_checkpoint(folder);
+  } catch (const io::IoError&) {
+    readable = false;
+  }
+  return readable_[folder] = readable;
+}
+
+void CheckpointRetention::prune(const std::string& dir, const std::string& written) {
+  int kept = 0;
+  for (const auto& [step, folder] : step_folders(dir)) {
+    if (!trusted(folder)) continue;
+    if (kept < keep_) {
+      ++kept;
+      continue;
+    }
+    if (folder == written)
+      throw io::IoError(written, fmt::format("the checkpoint just written would not be kept: {} newer checkpoints in {} "
+                                             "count toward keeping {}",
+                                             kept, dir, keep_));
+    remove_folder(folder, "an old checkpoint");
+    readable_.erase(folder);
+  }
+}
+
 std::string write_checkpoint(const std::string& dir, const CheckpointState& state, const io::NamedTensors& params,
                              const io::StoreTypes& param_types, const io::NamedTensors& optimizer,
                              const io::StoreTypes& optimizer_types, int keep) {
   if (keep < 1) throw io::IoError(dir, fmt::format("keep at least one checkpoint, not {}", keep));
+  CheckpointRetention retention(keep);
+  return write_checkpoint(dir, state, params, param_types, optimizer, optimizer_types, retention);
+}
+
+std::string write_checkpoint(const std::string& dir, const CheckpointState& state, const io::NamedTensors& params,
+                             const io::StoreTypes& param_types, const io::NamedTensors& optimizer,
+                             const io::StoreTypes& optimizer_types, CheckpointRetention& retention) {
+  if (retention.keep() < 1)
+    throw io::IoError(dir, fmt::format("keep at least one checkpoint, not {}", retention.keep()));
   if (state.step < 0)
     throw io::IoError(dir, fmt::format("a checkpoint's step is a natural number, not {}", state.step));
   std::error_code ec;
@@ -290,10 +336,14 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
     bool replacing = false;
     if (fs::exists(final_path, ec)) {
       // rename() will not replace a non-empty folder: move the old one aside.
-      remove_folder(replaced, "a left-over replaced checkpoint");
-      if (std::rename(final_path.c_str(), replaced.c_str()) != 0)
+      // One this run cannot read (corrupt, or of a newer format) is kept
+      // under a name no reader takes for a checkpoint, never removed.
+      const bool readable = retention.trusted(final_path);
+      const std::string aside = readable ? replaced : set_aside_name(final_path);
+      if (readable) remove_folder(replaced, "a left-over replaced checkpoint");
+      if (std::rename(final_path.c_str(), aside.c_str()) != 0)
         throw io::IoError(final_path, fmt::format("cannot move the old checkpoint aside: {}", std::strerror(errno)));
-      replacing = true;
+      replacing = readable;
     }
     if (std::rename(temporary.c_str(), final_path.c_str()) != 0)
       throw io::IoError(final_path, fmt::format("cannot rename {} into place: {}", temporary, std::strerror(errno)));
@@ -303,7 +353,8 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
     fs::remove_all(temporary, ec);
     throw;
   }
-  prune(dir, keep);
+  retention.trust(final_path);
+  retention.prune(dir, final_path);
   return final_path;
 }
 

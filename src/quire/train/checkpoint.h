@@ -10,7 +10,10 @@
 //      "schedule_step": 150, "loss_scale": <caller's JSON>, "random": <caller's JSON>,
 //      "trainer": <caller's JSON: the settings a resume must repeat, the optimizer's counters>,
 //      "files": {"params.safetensors":    {"bytes": N, "sha256": "<64 hex digits>"},
-//                "optimizer.safetensors": {"bytes": M, "sha256": "…"}}}
+//                "optimizer.safetensors": {"bytes": M, "sha256": "…"}},
+//      "state_sha256": "<SHA-256 of the compact JSON dump of every other field>"}
+//   The state is covered by its checksum as the tensors are by theirs: a
+//   changed digit in a counter is refused, not resumed from.
 //
 // ATOMICITY. write_checkpoint fills <dir>/.step-<step>.tmp/ (a left-over one
 // from a crash is removed first), each file written and fsynced, fsyncs that
@@ -20,19 +23,27 @@
 // to .step-<step>.old and removed after the new one is in place.
 //
 // KEEPING K. After the rename, step folders are ordered newest (highest step)
-// first; the first `keep` complete ones are kept, as is anything newer than
-// the last of them, and every older step folder is removed. "Complete" here
-// is cheap: state.json is valid and both files exist with the recorded sizes;
-// the checksums are verified only when resuming.
+// first; the first `keep` trusted ones are kept, and every older trusted one
+// is removed. A run trusts the checkpoints it wrote and those it read back
+// whole (state.json, sizes, checksums: what a resume verifies), each read at
+// most once (CheckpointRetention). A folder it cannot read (corrupt, of a
+// newer format version, half-written) is neither counted nor removed, so
+// refused checkpoints can never push a run's own out; were the checkpoint
+// just written about to be removed, write_checkpoint fails instead. A
+// step-<step> folder that the new one replaces is removed only if it is
+// trusted; otherwise it is renamed to step-<step>.refused (a name no reader
+// takes for a checkpoint) and left for the user.
 //
 // RESUME. find_latest(dir) tries the step folders newest first and returns
-// the first that verifies fully: state.json parses, has every field, and
-// names its own step; both files exist, have the recorded sizes and SHA-256
+// the first that verifies fully: state.json parses, matches its checksum,
+// has every field, is consistent (epoch is data_position's epoch, the
+// schedule is not past the step) and names its own step; both files exist, have the recorded sizes and SHA-256
 // digests, and decode. Each newer folder that fails is reported with its path
 // and reason ("params.safetensors: checksum mismatch"), so the trainer can say
 // which checkpoint it refused and which it used.
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -47,7 +58,7 @@ namespace quire::train {
 /// the top-level CMakeLists.txt and `quire --version`.
 inline constexpr const char* kQuireVersion = "0.1.0";
 /// state.json's "format_version": raise it when a field changes meaning.
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;
 /// How many complete checkpoints write_checkpoint keeps by default.
 inline constexpr int kDefaultKeep = 3;
 
@@ -74,12 +85,32 @@ struct Checkpoint {
   io::StoreTypes optimizer_types;
 };
 
+/// Which checkpoints of a folder a run may count toward keeping K and remove
+/// (KEEPING K above). One per run, so that each folder is read at most once.
+class CheckpointRetention {
+ public:
+  explicit CheckpointRetention(int keep = kDefaultKeep);
+  int keep() const { return keep_; }
+  /// Marks `folder` as verified: the checkpoint a run resumed from.
+  void trust(const std::string& folder);
+  /// Whether `folder` was written by this run or reads back whole (read once).
+  bool trusted(const std::string& folder);
+  /// Removes every trusted step folder of `dir` older than the `keep`-th
+  /// trusted one. io::IoError, removing nothing more, if `written` would be one.
+  void prune(const std::string& dir, const std::string& written);
+
+ private:
+  int keep_;
+  std::map<std::string, bool> readable_;  ///< by folder path: the verdict of trusted()
+};
+
 /// The folder name of a step: "step-00000150".
 std::string checkpoint_folder_name(int64_t step);
 
 /// Writes the checkpoint of `state.step` into `dir` (created if missing),
-/// atomically (see above), then removes all but the newest `keep` complete
-/// checkpoints. Returns the folder's path. Throws io::IoError naming the file
+/// atomically (see above), then removes all but the newest `keep` trusted
+/// checkpoints (KEEPING K; a fresh CheckpointRetention, which reads every
+/// folder it did not write). Returns the folder's path. Throws io::IoError naming the file
 /// or folder that failed: before the rename, no step-<step> folder has been
 /// created and none removed (a replaced one may remain as .step-<step>.old);
 /// an old checkpoint that cannot be removed is reported after the new one is
@@ -87,6 +118,12 @@ std::string checkpoint_folder_name(int64_t step);
 std::string write_checkpoint(const std::string& dir, const CheckpointState& state, const io::NamedTensors& params,
                              const io::StoreTypes& param_types, const io::NamedTensors& optimizer,
                              const io::StoreTypes& optimizer_types, int keep = kDefaultKeep);
+
+/// As above, keeping what `retention` says: a run's checkpoints after the
+/// first are written with the retention that wrote (or resumed from) the first.
+std::string write_checkpoint(const std::string& dir, const CheckpointState& state, const io::NamedTensors& params,
+                             const io::StoreTypes& param_types, const io::NamedTensors& optimizer,
+                             const io::StoreTypes& optimizer_types, CheckpointRetention& retention);
 
 /// Reads and verifies the checkpoint folder `path`. Throws io::IoError
 /// "PATH: reason" with the reasons find_latest reports.

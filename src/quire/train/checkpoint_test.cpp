@@ -7,6 +7,7 @@
 #include <bit>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "quire/io/atomic_file.h"
 #include "quire/support/sha256.h"
@@ -86,6 +87,26 @@ RefusedCheckpoint only_refusal(const ScratchDir& dir, int64_t expected_step) {
   }
   EXPECT_EQ(latest.refused.size(), 1u);
   return latest.refused.empty() ? RefusedCheckpoint{} : latest.refused[0];
+}
+
+/// Flips a bit inside a tensor's data in `folder`'s params: the file still
+/// decodes, its checksum no longer matches.
+void corrupt(const std::string& folder) {
+  const std::string params = folder + "/params.safetensors";
+  std::string bytes = io::read_file(params);
+  bytes[bytes.size() - 3] ^= 0x10;
+  io::write_file_atomically(params, bytes);
+}
+
+/// Rewrites `folder`'s state.json as `edit` leaves it, with its checksum made
+/// to match again: what is then refused is refused for its fields.
+void reseal(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = folder + "/state.json";
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path));
+  j.erase("state_sha256");
+  edit(j);
+  j["state_sha256"] = sha256_hex(j.dump());
+  io::write_file_atomically(path, j.dump(2));
 }
 
 }  // namespace
@@ -171,10 +192,7 @@ TEST(Checkpoint, FlippedByteIsAChecksumMismatch) {
   ScratchDir dir;
   write_at(dir, 10);
   write_at(dir, 20);
-  const std::string params = dir.folder(20) + "/params.safetensors";
-  std::string bytes = io::read_file(params);
-  bytes[bytes.size() - 3] ^= 0x10;  // inside a tensor's data: the file still decodes
-  io::write_file_atomically(params, bytes);
+  corrupt(dir.folder(20));
   EXPECT_EQ(only_refusal(dir, 10).reason, "params.safetensors: checksum mismatch");
 }
 
@@ -193,10 +211,7 @@ TEST(Checkpoint, MissingFilesAndFieldsAreRefused) {
   write_at(dir, 20);
   fs::remove(dir.folder(20) + "/optimizer.safetensors");
   write_at(dir, 30);
-  const std::string state = dir.folder(30) + "/state.json";
-  nlohmann::json j = nlohmann::json::parse(io::read_file(state));
-  j.erase("schedule_step");
-  io::write_file_atomically(state, j.dump());
+  reseal(dir.folder(30), [](nlohmann::json& j) { j.erase("schedule_step"); });
   write_at(dir, 40);
   fs::rename(dir.folder(40), dir.folder(41));  // state.json says 40
   const LatestCheckpoint latest = find_latest(dir.str());
@@ -206,6 +221,35 @@ TEST(Checkpoint, MissingFilesAndFieldsAreRefused) {
   EXPECT_EQ(latest.refused[0].message(), dir.folder(41) + ": state.json: step 40 does not match the folder's name");
   EXPECT_EQ(latest.refused[1].message(), dir.folder(30) + ": state.json: missing field `schedule_step`");
   EXPECT_EQ(latest.refused[2].message(), dir.folder(20) + ": missing optimizer.safetensors");
+}
+
+TEST(Checkpoint, AChangedDigitInTheStateIsAChecksumMismatch) {
+  ScratchDir dir;
+  write_at(dir, 10);
+  write_at(dir, 20);
+  const std::string state = dir.folder(20) + "/state.json";
+  std::string text = io::read_file(state);
+  const size_t at = text.find("\"samples\": 160");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 12] = '7';  // 160 → 170
+  io::write_file_atomically(state, text);
+  EXPECT_EQ(only_refusal(dir, 10).reason,
+            "state.json: checksum mismatch (the state was changed after it was written)");
+}
+
+TEST(Checkpoint, AnInconsistentStateIsRefusedByName) {
+  ScratchDir dir;
+  write_at(dir, 10);
+  write_at(dir, 20);
+  reseal(dir.folder(20), [](nlohmann::json& j) { j["epoch"] = 7; });
+  EXPECT_EQ(only_refusal(dir, 10).reason, "state.json: `epoch` 7 is not `data_position.epoch` 2");
+  write_at(dir, 20);
+  reseal(dir.folder(20), [](nlohmann::json& j) { j["schedule_step"] = 21; });
+  EXPECT_EQ(only_refusal(dir, 10).reason, "state.json: `schedule_step` 21 is past `step` 20");
+  write_at(dir, 20);
+  reseal(dir.folder(20), [](nlohmann::json& j) { j["format_version"] = 1; });
+  EXPECT_EQ(only_refusal(dir, 10).reason,
+            "state.json: format version 1 is older than this quire reads (2: its state is covered by a checksum)");
 }
 
 TEST(Checkpoint, LeftoverTemporaryFolderIsIgnoredAndReplaced) {
@@ -230,12 +274,77 @@ TEST(Checkpoint, LeftoverTemporaryFolderIsIgnoredAndReplaced) {
 TEST(Checkpoint, RewritingAStepReplacesIt) {
   ScratchDir dir;
   write_at(dir, 10);
-  fs::remove(dir.folder(10) + "/params.safetensors");  // a broken one, as after a resume from an earlier step
-  write_at(dir, 10);
+  write_at(dir, 10);  // as after a resume from an earlier step
   EXPECT_EQ(dir.names(), std::vector<std::string>{"step-00000010"});
+  // A broken one is not removed but set aside (AnUnreadableCheckpointOfTheSameStepIsSetAside).
+  fs::remove(dir.folder(10) + "/params.safetensors");
+  write_at(dir, 10);
+  EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000010.refused"}));
   const LatestCheckpoint latest = find_latest(dir.str());
   ASSERT_TRUE(latest.checkpoint);
   EXPECT_TRUE(latest.refused.empty());
+}
+
+TEST(Checkpoint, RefusedCheckpointsNeverPushARunsOwnOut) {
+  // A resume that refused every checkpoint starts from step 0: its own
+  // checkpoints are older than the refused ones, yet they are what it keeps.
+  ScratchDir dir;
+  for (int64_t step : {100, 200, 300}) {
+    write_at(dir, step);
+    corrupt(dir.folder(step));
+  }
+  ASSERT_FALSE(find_latest(dir.str()).checkpoint);
+  CheckpointRetention retention(3);
+  const Parts parts;
+  for (int64_t step = 5; step <= 20; step += 5)
+    write_checkpoint(dir.str(), state_at(step), parts.params, parts.param_types, parts.optimizer,
+                     parts.optimizer_types, retention);
+  EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000015", "step-00000020", "step-00000100",
+                                                   "step-00000200", "step-00000300"}));
+  const LatestCheckpoint latest = find_latest(dir.str());
+  ASSERT_TRUE(latest.checkpoint);
+  EXPECT_EQ(latest.checkpoint->state.step, 20);
+}
+
+TEST(Checkpoint, AnUnreadableCheckpointIsNeverRemoved) {
+  // One of a newer format version: this quire cannot read it, another can.
+  ScratchDir dir;
+  write_at(dir, 10);
+  write_at(dir, 20);
+  const std::string state = dir.folder(10) + "/state.json";
+  nlohmann::json j = nlohmann::json::parse(io::read_file(state));
+  j["format_version"] = kCheckpointFormatVersion + 1;
+  io::write_file_atomically(state, j.dump());
+  for (int64_t step = 30; step <= 50; step += 10) write_at(dir, step, 2);
+  EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000040", "step-00000050"}));
+}
+
+TEST(Checkpoint, AnUnreadableCheckpointOfTheSameStepIsSetAside) {
+  ScratchDir dir;
+  write_at(dir, 10);
+  corrupt(dir.folder(10));
+  write_at(dir, 10);
+  EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000010.refused"}));
+  EXPECT_TRUE(find_latest(dir.str()).refused.empty());
+}
+
+TEST(Checkpoint, ARunThatCannotKeepItsOwnCheckpointFails) {
+  // Newer checkpoints this run trusts (here: read back whole) would leave no
+  // room for the one it writes: an error, not a silent removal.
+  ScratchDir dir;
+  write_at(dir, 20);
+  write_at(dir, 30);
+  CheckpointRetention retention(2);
+  const Parts parts;
+  try {
+    write_checkpoint(dir.str(), state_at(10), parts.params, parts.param_types, parts.optimizer, parts.optimizer_types,
+                     retention);
+    FAIL() << "no error";
+  } catch (const io::IoError& e) {
+    EXPECT_EQ(e.path, dir.folder(10));
+    EXPECT_NE(e.reason.find("would not be kept"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000020", "step-00000030"}));
 }
 
 TEST(Checkpoint, MissingFolderHasNoCheckpoint) {

@@ -156,6 +156,11 @@ MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) : p
           kept.push_back('\n');
         }
       }
+      const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+      if (complete != text.size())
+        repair_ = fmt::format("{}: its last line was cut short ({} bytes after line {}, a step's metrics being "
+                              "written when the run stopped): truncated to the last complete line",
+                              path, text.size() - complete, number);
       if (dropped || kept.size() != text.size()) io::write_file_atomically(path, kept);
     }
   }

@@ -67,12 +67,16 @@ class MetricsFile {
   void append(const StepRecord& r);
 
   const std::string& path() const { return path_; }
+  /// What opening the file repaired, for the user ("" when nothing): a torn
+  /// last line means a step's metrics were lost, which must not go unsaid.
+  const std::string& repair() const { return repair_; }
 
  private:
   struct CloseFile {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
   std::string path_;
+  std::string repair_;
   std::unique_ptr<std::FILE, CloseFile> file_;
 };
 

@@ -159,6 +159,7 @@ TEST(MetricsFileTest, ResumeCreatesAMissingFile) {
   ScratchDir dir("metrics");
   const std::string path = dir.file("metrics.jsonl");
   MetricsFile file(path, 10);
+  EXPECT_EQ(file.repair(), "");
   file.append(record(11));
   EXPECT_EQ(steps_of(read_metrics(path)), (std::vector<int64_t>{11}));
 }
@@ -172,6 +173,8 @@ TEST(MetricsFileTest, TornLastLineIsDropped) {
   {
     MetricsFile file(path, 5);
     EXPECT_EQ(io::read_file(path), whole);
+    EXPECT_EQ(file.repair(), path + ": its last line was cut short (19 bytes after line 2, a step's metrics being "
+                                   "written when the run stopped): truncated to the last complete line");
     file.append(record(3));
   }
   EXPECT_EQ(steps_of(read_metrics(path)), (std::vector<int64_t>{1, 2, 3}));

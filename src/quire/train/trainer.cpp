@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -27,6 +28,7 @@
 #include "quire/train/metrics.h"
 #include "quire/train/optimizer.h"
 #include "quire/train/progress.h"
+#include "quire/train/run_lock.h"
 
 namespace quire::train {
 
@@ -99,6 +101,7 @@ class Trainer {
   std::map<std::string, int64_t> dims_;
   std::string data_path_;
   std::string run_dir_;
+  std::unique_ptr<RunLock> lock_;  ///< held from set_up to the end of the run
   std::string checkpoint_dir_;  ///< empty: the run writes no checkpoints
   int64_t checkpoint_every_ = 0;
   std::optional<Dataset> data_;
@@ -125,6 +128,9 @@ class Trainer {
   int64_t step_ = 0;  ///< steps done
   int64_t target_ = 0;  ///< the step this call stops at
   int64_t last_checkpoint_step_ = -1;
+  /// What the run wrote or verified: only those count toward keeping K
+  /// (checkpoint.h), so refused checkpoints never push the run's own out.
+  CheckpointRetention retention_;
   TrainOutcome outcome_;
   std::chrono::steady_clock::time_point started_;
 };
@@ -139,6 +145,7 @@ TrainOutcome Trainer::run() {
   target_ = loader_->total_steps();
   if (options_.max_steps) target_ = std::min(target_, *options_.max_steps);
   metrics_ = std::make_unique<MetricsFile>((fs::path(run_dir_) / "metrics.jsonl").string(), step_);
+  if (!metrics_->repair().empty()) std::cerr << "quire: warning: " << metrics_->repair() << "\n";
   started_ = std::chrono::steady_clock::now();
   while (step_ < target_) step();
   finish();
@@ -182,6 +189,7 @@ void Trainer::set_up() {
   std::error_code ec;
   fs::create_directories(run_dir_, ec);
   if (ec) throw io::IoError(run_dir_, fmt::format("cannot create the run folder: {}", ec.message()));
+  lock_ = std::make_unique<RunLock>(run_dir_);
   if (!run_->checkpoint_dir.empty()) {
     fs::path dir = (fs::path(run_dir_) / run_->checkpoint_dir).lexically_normal();
     if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "run/ckpt/" names as "run/ckpt"
@@ -342,8 +350,25 @@ void Trainer::resume() {
   if (restored.size() != params_.size())
     for (const auto& [path, t] : restored)
       if (!params_.count(path)) throw refuse(fmt::format("parameter `{}` is not the model's", path));
+  // Every step takes one batch, so the step alone says where the data is.
+  const int64_t per_epoch = loader_->steps_per_epoch();
+  const DataPosition expected_position{c.state.step / per_epoch, c.state.step % per_epoch,
+                                       c.state.step * run_->batch_size};
+  if (c.state.data != expected_position)
+    throw refuse(fmt::format("its data_position (epoch {}, batch {}, {} samples) is not where step {} leaves the data "
+                             "(epoch {}, batch {}, {} samples)",
+                             c.state.data.epoch, c.state.data.batch, c.state.data.samples, c.state.step,
+                             expected_position.epoch, expected_position.batch, expected_position.samples));
   try {
     optimizer_->restore(c.optimizer, c.state.trainer.value("optimizer", nlohmann::json()));
+    // Updates are skipped only under f16 loss scaling; otherwise every step made one.
+    const int64_t updates = optimizer_->steps_taken();
+    if (updates != c.state.schedule_step)
+      throw refuse(fmt::format("its trainer.optimizer.step {} is not its schedule_step {}", updates,
+                               c.state.schedule_step));
+    if (scaler_ ? updates > c.state.step : updates != c.state.step)
+      throw refuse(fmt::format("its trainer.optimizer.step {} does not fit step {}{}", updates, c.state.step,
+                               scaler_ ? "" : " (every step of this run updates)"));
     if (scaler_) scaler_->restore(c.state.loss_scale);
     loader_->seek(c.state.data);
   } catch (const OptimizerError& e) {
@@ -354,6 +379,7 @@ void Trainer::resume() {
     throw refuse(e.what());
   }
   params_ = std::move(restored);
+  retention_.trust(c.path);
   step_ = c.state.step;
   last_checkpoint_step_ = step_;
   outcome_.checkpoint = c.path;
@@ -474,7 +500,7 @@ void Trainer::write_checkpoint_now() {
   io::NamedTensors params(params_.begin(), params_.end());
   const io::StoreTypes optimizer_types = io::store_type_of(master_);
   outcome_.checkpoint = write_checkpoint(checkpoint_dir_, state, params, param_types_, optimizer_->state_tensors(),
-                                         optimizer_types);
+                                         optimizer_types, retention_);
   last_checkpoint_step_ = step_;
   progress_->message(fmt::format("checkpoint {}", outcome_.checkpoint));
 }

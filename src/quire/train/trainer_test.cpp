@@ -1,10 +1,12 @@
 #include "quire/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "quire/core/printer.h"
@@ -14,6 +16,8 @@
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
 #include "quire/train/metrics.h"
+#include "quire/train/run_lock.h"
+#include "quire/support/sha256.h"
 #include "quire/support/testing.h"
 
 namespace quire::train {
@@ -227,6 +231,93 @@ TEST(Trainer, ACorruptedCheckpointIsRefusedAndThePreviousOneUsed) {
       << resumed.output;
   EXPECT_EQ(resumed.outcome.start_step, 10);
   EXPECT_EQ(bytes_of(reg.dir.file("whole.safetensors")), bytes_of(reg.dir.file("part.safetensors")));
+}
+
+/// Flips a bit inside a tensor's data of the checkpoint folder `folder`.
+void corrupt_checkpoint(const std::string& folder) {
+  const std::string params = folder + "/params.safetensors";
+  std::string bytes = io::read_file(params);
+  bytes[bytes.size() - 3] ^= 0x01;
+  io::write_file_atomically(params, bytes);
+}
+
+/// Rewrites a checkpoint's state.json as `edit` leaves it, its checksum made
+/// to match: what is then refused is refused for its fields.
+void reseal(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = folder + "/state.json";
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path));
+  j.erase("state_sha256");
+  edit(j);
+  j["state_sha256"] = support::sha256_hex(j.dump());
+  io::write_file_atomically(path, j.dump(2));
+}
+
+TEST(Trainer, AResumeThatRefusedEveryCheckpointKeepsItsOwn) {
+  Regression reg;
+  train_file(reg.program, reg.options("run"));  // keeps steps 10, 15 and 18
+  for (const char* step : {"10", "15", "18"}) corrupt_checkpoint(reg.dir.file(std::string("run/ckpt/step-000000") + step));
+  TrainOptions o = reg.options("run");
+  o.resume = true;
+  o.max_steps = 9;  // writes 5 and 9, both older than every refused one
+  const TrainedRun resumed = train_file(reg.program, o);
+  EXPECT_NE(resumed.output.find("starting from step 0"), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(reg.dir.file("run/ckpt/step-00000005")));
+  const LatestCheckpoint latest = find_latest(reg.dir.file("run/ckpt"));
+  ASSERT_TRUE(latest.checkpoint);
+  EXPECT_EQ(latest.checkpoint->state.step, 9);
+  EXPECT_EQ(latest.refused.size(), 3u);
+}
+
+TEST(Trainer, AResumeChecksTheStateAgainstItsStep) {
+  Regression reg;
+  TrainOptions o = reg.options("run");
+  o.max_steps = 5;
+  train_file(reg.program, o);
+  o.resume = true;
+  const std::string folder = reg.dir.file("run/ckpt/step-00000005");
+  // Consistent in itself (the loader would seek there), but not where 5 steps leave the data.
+  reseal(folder, [](nlohmann::json& j) { j["data_position"] = {{"epoch", 0}, {"batch", 4}, {"samples", 32}}; });
+  EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, o); }),
+            "cannot resume from " + folder +
+                ": its data_position (epoch 0, batch 4, 32 samples) is not where step 5 leaves the data (epoch 0, "
+                "batch 5, 40 samples)");
+  reseal(folder, [](nlohmann::json& j) {
+    j["data_position"] = {{"epoch", 0}, {"batch", 5}, {"samples", 40}};
+    j["trainer"]["optimizer"]["step"] = 4;
+  });
+  EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, o); }),
+            "cannot resume from " + folder + ": its trainer.optimizer.step 4 is not its schedule_step 5");
+  reseal(folder, [](nlohmann::json& j) { j["schedule_step"] = 4; });
+  EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, o); }),
+            "cannot resume from " + folder + ": its trainer.optimizer.step 4 does not fit step 5 (every step of this "
+                                             "run updates)");
+}
+
+TEST(Trainer, AnotherRunOnTheFolderIsRefusedNamingItsPid) {
+  Regression reg;
+  fs::create_directories(reg.dir.file("run"));
+  const RunLock held(reg.dir.file("run"));
+  EXPECT_EQ(error_of<io::IoError>([&] { train_file(reg.program, reg.options("run")); }),
+            reg.dir.file("run") + ": another `quire train` (pid " + std::to_string(::getpid()) +
+                ") is running on this run folder: wait for it to end, or choose another --run-dir");
+}
+
+TEST(Trainer, ATornMetricsLineIsRepairedAndSaidOnStderr) {
+  Regression reg;
+  TrainOptions o = reg.options("run");
+  o.max_steps = 5;
+  train_file(reg.program, o);
+  const std::string metrics = reg.dir.file("run/metrics.jsonl");
+  io::write_file_atomically(metrics, io::read_file(metrics) + R"({"step":6,"tot)");
+  o.resume = true;
+  o.max_steps = 7;
+  ::testing::internal::CaptureStderr();
+  train_file(reg.program, o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("quire: warning: " + metrics + ": its last line was cut short"), std::string::npos) << err;
+  std::vector<int64_t> steps;
+  for (const StepRecord& r : read_metrics(metrics)) steps.push_back(r.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST(Trainer, DataOfTheWrongShapeIsRefusedBeforeTraining) {

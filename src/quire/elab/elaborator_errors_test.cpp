@@ -6,6 +6,7 @@
 
 #include "quire/elab/elab_testing.h"
 #include "quire/elab/elaborator.h"
+#include "quire/syntax/parser.h"
 
 namespace quire::elab {
 namespace {
@@ -605,12 +606,15 @@ TEST(ElaborateErrors, HostileInputEndsInDiagnostics) {
   deeper += "x" + std::string(150, ')') + "\n";
   auto d = elaborate_text(deeper);
   EXPECT_TRUE(d->ok() || d->has_error("E0202", 1, 1, "", "main.qr") || !d->errors().empty());
-  // A flat chain is not nesting, however long.
+  // A flat chain is not nesting, but its tree is as deep as it is long: it may
+  // have syntax::kMaxExprHeight levels (4999 `+` and the leaves), no more.
   std::string chain = "fn f(x : ℝ[3]) -> ℝ[3] = x";
-  for (int i = 0; i < 5000; ++i) chain += " + x";
+  for (size_t i = 0; i + 1 < syntax::kMaxExprHeight; ++i) chain += " + x";
   auto flat = elaborate_text(chain + "\n");
   EXPECT_TRUE(flat->ok()) << flat->errors().at(0);
-  EXPECT_EQ(flat->fn("f").body.size(), 5000u);  // one `add` per `+`
+  EXPECT_EQ(flat->fn("f").body.size(), syntax::kMaxExprHeight - 1);  // one `add` per `+`
+  auto past = elaborate_text(chain + " + x\n");
+  EXPECT_ONE_ERROR(past, "E0202", 1, 26, "expression too deep: its tree has 5001 levels");
   auto big = elaborate_text("fn f(x : ℝ[9223372036854775807 * 2]) -> ℝ[] = sum(x)\n");
   EXPECT_ONE_ERROR(big, "E0404", 1, 12, "the size overflows 64 bits");
   auto garbage = elaborate_text("module { } fn ( -> = \n training run { model = 3 }\n");

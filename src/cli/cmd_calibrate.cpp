@@ -56,6 +56,8 @@ Handler setup_calibrate(CLI::App& sub) {
       throw UsageError(
           fmt::format("--bits {}: the exact reference takes {} to {} bits", o->bits, exact::kMinBits, exact::kMaxBits));
     if (o->samples < 1) throw UsageError(fmt::format("--samples {}: at least one sample is needed", o->samples));
+    if (o->samples > precision::kMaxSamples)
+      throw UsageError(fmt::format("--samples {}: at most {} samples", o->samples, precision::kMaxSamples));
     if (!o->inputs.empty() && o->samples != 1)
       throw UsageError(fmt::format("--inputs {} is one sample; --samples {} asks for more", o->inputs, o->samples));
     if (!o->inputs.empty() && (o->inputs.size() < 4 || o->inputs.compare(o->inputs.size() - 4, 4, ".npz") != 0))

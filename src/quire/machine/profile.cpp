@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
@@ -30,22 +32,46 @@ Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
   auto fail = [&](const std::string& key, const std::string& why) {
     throw io::IoError(origin, fmt::format("key `{}`: {}", key, why));
   };
+  // A profile is read back, never trusted: every number is finite and in the
+  // range a machine can have, since the layout plan multiplies and loops by
+  // them (1e9 cores made planning take 13 s; 2^63 printed as a negative count).
   auto number = [&](const nlohmann::json& obj, const std::string& name, const std::string& key, bool zero_ok) {
     if (!obj.is_object() || !obj.contains(name)) fail(key, "missing");
-    const bool ok = obj[name].is_number() && (zero_ok ? obj[name].get<double>() >= 0 : obj[name].get<double>() > 0);
-    if (!ok) fail(key, zero_ok ? "expected a number ≥ 0" : "expected a positive number");
+    const bool ok = obj[name].is_number() && std::isfinite(obj[name].get<double>()) &&
+                    (zero_ok ? obj[name].get<double>() >= 0 : obj[name].get<double>() > 0);
+    if (!ok) fail(key, zero_ok ? "expected a finite number ≥ 0" : "expected a finite positive number");
     return obj[name].get<double>();
   };
   auto positive = [&](const nlohmann::json& obj, const std::string& name, const std::string& key) {
     return number(obj, name, key, false);
   };
+  auto count = [&](const nlohmann::json& obj, const std::string& name, const std::string& key, int64_t lo,
+                   int64_t hi) {
+    if (!obj.is_object() || !obj.contains(name)) fail(key, "missing");
+    const nlohmann::json& v = obj[name];
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)))
+      fail(key, fmt::format("expected an integer in [{}, {}]", lo, hi));
+    return v.get<int64_t>();
+  };
+  auto text = [&](const std::string& name) -> std::string {
+    if (!j.contains(name)) return "";
+    if (!j[name].is_string()) fail(name, "expected a string");
+    const std::string s = j[name].get<std::string>();
+    // It is printed to a terminal (`quire info`, plans): no escape sequences.
+    for (unsigned char c : s)
+      if (c < 0x20 || c == 0x7F) fail(name, "holds a control character");
+    return s;
+  };
+  constexpr int64_t kMaxCores = 1 << 16;
+  constexpr int64_t kMaxCacheBytes = int64_t{1} << 40;
   if (!j.is_object()) throw io::IoError(origin, "the profile is not a JSON object");
   if (!j.contains("format") || j["format"] != "quire-profile") fail("format", "not \"quire-profile\"");
   if (!j.contains("version") || (j["version"] != 1 && j["version"] != 2)) fail("version", "only versions 1 and 2 are read");
   Profile p;
-  p.name = j.value("name", "");
-  p.source = j.value("source", "");
-  p.cores = static_cast<int>(positive(j, "cores", "cores"));
+  p.name = text("name");
+  p.source = text("source");
+  p.cores = static_cast<int>(count(j, "cores", "cores", 1, kMaxCores));
   p.memory_bandwidth = positive(j, "memory_bandwidth", "memory_bandwidth");
   if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) fail("peak_flops", "missing, or not an object");
   for (runtime::FloatType t : kTypes) {
@@ -53,13 +79,13 @@ Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
     p.peak_flops[t] = positive(j["peak_flops"], name, "peak_flops." + name);
   }
   if (j["version"] == 1) return p;
-  p.vector_bytes = static_cast<int>(positive(j, "vector_bytes", "vector_bytes"));
+  p.vector_bytes = static_cast<int>(count(j, "vector_bytes", "vector_bytes", 1, 1024));
   const nlohmann::json& c = j.contains("caches") ? j["caches"] : nlohmann::json();
-  p.caches.l1 = static_cast<int64_t>(positive(c, "l1", "caches.l1"));
-  p.caches.l2 = static_cast<int64_t>(positive(c, "l2", "caches.l2"));
-  p.caches.l3 = static_cast<int64_t>(positive(c, "l3", "caches.l3"));
-  p.caches.l3_shared_by = static_cast<int>(positive(c, "l3_shared_by", "caches.l3_shared_by"));
-  p.caches.line = static_cast<int>(positive(c, "line", "caches.line"));
+  p.caches.l1 = count(c, "l1", "caches.l1", 1, kMaxCacheBytes);
+  p.caches.l2 = count(c, "l2", "caches.l2", 1, kMaxCacheBytes);
+  p.caches.l3 = count(c, "l3", "caches.l3", 1, kMaxCacheBytes);
+  p.caches.l3_shared_by = static_cast<int>(count(c, "l3_shared_by", "caches.l3_shared_by", 1, kMaxCores));
+  p.caches.line = static_cast<int>(count(c, "line", "caches.line", 1, 4096));
   const nlohmann::json& b = j.contains("bandwidth") ? j["bandwidth"] : nlohmann::json();
   p.l2_bandwidth = positive(b, "l2", "bandwidth.l2");
   p.l3_bandwidth = positive(b, "l3", "bandwidth.l3");
@@ -79,7 +105,7 @@ Profile parse_profile(const nlohmann::json& j, const std::string& origin) {
   model.rank_correlation = m.is_object() && m.contains("rank_correlation") && m["rank_correlation"].is_number()
                                ? m["rank_correlation"].get<double>()
                                : (fail("layout_model.rank_correlation", "expected a number"), 0.0);
-  model.points = static_cast<int>(number(m, "points", "layout_model.points", true));
+  model.points = static_cast<int>(count(m, "points", "layout_model.points", 0, 1 << 30));
   p.layout = model;
   return p;
 }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "quire/core/printer.h"
+#include "quire/elab/elaborator.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/io/io_error.h"
 #include "quire/precision/number_text.h"
@@ -90,6 +91,8 @@ double relative_error(double error, double max_abs, FloatType t) {
 
 
 /// Reads one key of a JSON object, naming the key's path in any error.
+using elab::kMaxElements;  // no tensor has more elements
+
 struct Reader {
   const std::string& file;
 
@@ -113,8 +116,22 @@ struct Reader {
     fail(key, "expected a number (or \"inf\", \"-inf\", \"nan\")");
   }
   int64_t integer(const nlohmann::json& v, const std::string& key) const {
-    if (!v.is_number_integer()) fail(key, "expected an integer");
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+      fail(key, "expected an integer");
     return v.get<int64_t>();
+  }
+  /// An integer in [lo, hi]: counts and sizes are used to allocate and loop.
+  int64_t count(const nlohmann::json& v, const std::string& key, int64_t lo, int64_t hi) const {
+    const int64_t n = integer(v, key);
+    if (n < lo || n > hi) fail(key, fmt::format("{} is outside [{}, {}]", n, lo, hi));
+    return n;
+  }
+  /// A largest |x|, a rounding error, a ratio: ≥ 0, +inf or NaN (a measurement
+  /// that met a NaN keeps it); a negative one would lower every bound built on it.
+  double magnitude(const nlohmann::json& v, const std::string& key) const {
+    const double x = real(v, key);
+    if (x < 0) fail(key, fmt::format("{} is negative; a magnitude is ≥ 0", x));
+    return x;
   }
   std::string text(const nlohmann::json& v, const std::string& key) const {
     if (!v.is_string()) fail(key, "expected a string");
@@ -125,7 +142,7 @@ struct Reader {
     std::map<std::string, double> out;
     for (FloatType t : kCandidateTypes) {
       const std::string type = runtime::float_type_name(t);
-      out[type] = real(at(v, type, key + "." + type), key + "." + type);
+      out[type] = magnitude(at(v, type, key + "." + type), key + "." + type);
     }
     return out;
   }
@@ -346,21 +363,21 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
   e.entry = r.text(r.at(j, "entry", "entry"), "entry");
   if (version >= 2) {
     e.result = r.text(r.at(j, "result", "result"), "result");
-    e.result_max_abs = r.real(r.at(j, "result_max_abs", "result_max_abs"), "result_max_abs");
+    e.result_max_abs = r.magnitude(r.at(j, "result_max_abs", "result_max_abs"), "result_max_abs");
     e.params_file = r.text(r.at(j, "params_file", "params_file"), "params_file");
     e.inputs_file = r.text(r.at(j, "inputs_file", "inputs_file"), "inputs_file");
   }
   e.bits = static_cast<int>(r.integer(r.at(j, "bits", "bits"), "bits"));
   if (e.bits < exact::kMinBits || e.bits > exact::kMaxBits)
     r.fail("bits", fmt::format("{} is outside [{}, {}]", e.bits, exact::kMinBits, exact::kMaxBits));
-  e.samples = static_cast<int>(r.integer(r.at(j, "samples", "samples"), "samples"));
-  if (e.samples < 1) r.fail("samples", "expected at least 1");
+  e.samples = static_cast<int>(r.count(r.at(j, "samples", "samples"), "samples", 1, kMaxSamples));
   const nlohmann::json& seed = r.at(j, "seed", "seed");
   if (!seed.is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
   e.seed = seed.get<uint64_t>();
   const nlohmann::json& dims = r.at(j, "dims", "dims");
   if (!dims.is_object()) r.fail("dims", "expected an object");
-  for (const auto& [name, size] : dims.items()) e.dims[name] = r.integer(size, "dims." + name);
+  // The bounds of --dim: an envelope's dims size every sample's tensors again.
+  for (const auto& [name, size] : dims.items()) e.dims[name] = r.count(size, "dims." + name, 1, int64_t{1} << 40);
   const nlohmann::json& sites = r.at(j, "sites", "sites");
   if (!sites.is_array()) r.fail("sites", "expected an array");
   for (size_t i = 0; i < sites.size(); ++i) {
@@ -374,14 +391,18 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
     std::optional<core::Op> op = core::op_by_spelling(s.op);
     if (!op) r.fail(key + ".op", fmt::format("`{}` is not an operation of Core", s.op));
     s.op_code = *op;
-    s.elements = r.integer(field("elements"), key + ".elements");
-    s.max_abs = r.real(field("max_abs"), key + ".max_abs");
+    s.elements = r.count(field("elements"), key + ".elements", 0, kMaxElements);
+    s.max_abs = r.magnitude(field("max_abs"), key + ".max_abs");
     if (version >= 2) {
-      s.min_abs = r.real(field("min_abs"), key + ".min_abs");
-      s.evaluations = r.integer(field("evaluations"), key + ".evaluations");
+      s.min_abs = r.magnitude(field("min_abs"), key + ".min_abs");
+      s.evaluations = r.count(field("evaluations"), key + ".evaluations", 0, INT64_MAX);
     }
-    if (sj.contains("condition")) s.condition = r.real(sj["condition"], key + ".condition");
-    if (sj.contains("terms")) s.terms = r.integer(sj["terms"], key + ".terms");
+    if (sj.contains("condition")) {
+      s.condition = r.real(sj["condition"], key + ".condition");
+      // Σ|terms| / |Σ terms| is at least 1 (0/0 counts as 1), or +inf, or NaN.
+      if (*s.condition < 1) r.fail(key + ".condition", fmt::format("{} is below 1, which no condition number is", *s.condition));
+    }
+    if (sj.contains("terms")) s.terms = r.count(sj["terms"], key + ".terms", 0, kMaxElements);
     s.rounding = r.by_type(field("rounding"), key + ".rounding");
     s.relative = r.by_type(field("relative"), key + ".relative");
     e.sites.push_back(std::move(s));
@@ -395,8 +416,8 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
       auto field = [&](const char* name) -> const nlohmann::json& { return r.at(pj, name, key + "." + name); };
       ParamEnvelope p;
       p.path = r.text(field("path"), key + ".path");
-      p.elements = r.integer(field("elements"), key + ".elements");
-      p.max_abs = r.real(field("max_abs"), key + ".max_abs");
+      p.elements = r.count(field("elements"), key + ".elements", 0, kMaxElements);
+      p.max_abs = r.magnitude(field("max_abs"), key + ".max_abs");
       p.rounding = r.by_type(field("rounding"), key + ".rounding");
       p.relative = r.by_type(field("relative"), key + ".relative");
       e.params.push_back(std::move(p));

@@ -40,6 +40,10 @@ namespace quire::precision {
 inline constexpr runtime::FloatType kCandidateTypes[] = {runtime::FloatType::F32, runtime::FloatType::BF16,
                                                          runtime::FloatType::F16};
 
+/// The most samples one calibration runs (and an envelope may claim): each is a
+/// run of the exact interpreter, and `solve` measures its candidates on them all.
+inline constexpr int kMaxSamples = 4096;
+
 /// One site's measurements. Non-finite values are kept as they are: a NaN
 /// anywhere in a maximum makes it NaN; an overflow makes it +inf.
 struct SiteEnvelope {

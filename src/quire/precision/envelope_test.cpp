@@ -325,5 +325,40 @@ TEST(EnvelopeJson, NonFiniteValuesAndMalformedFiles) {
   EXPECT_THROW(envelope_from_json(j), io::IoError);
 }
 
+TEST(EnvelopeJson, ValuesOutsideTheirRangeAreRefusedByKey) {
+  // Each was accepted: a dim of 2^62 crashed `solve`, a negative magnitude or
+  // condition number lowered the reported bound, a million samples ran 21 minutes.
+  Program p("dim B\nfn f(x : ℝ[b: B]) -> ℝ[] = sum(axis b, x)\n", {{"B", 3}});
+  const Envelope e = run(p, "f", {{v(reals({3}, {1, 2, 3}))}});
+  const nlohmann::json good = nlohmann::json::parse(envelope_json(e).dump());
+  EXPECT_NO_THROW(envelope_from_json(good));
+  auto refused = [&](auto damage) {
+    nlohmann::json j = good;
+    damage(j);
+    try {
+      envelope_from_json(j, "env.json");
+      return std::string("no error");
+    } catch (const io::IoError& err) {
+      return std::string(err.what());
+    }
+  };
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["dims"]["B"] = int64_t{1} << 62; }),
+            "env.json: key `dims.B`: 4611686018427387904 is outside [1, 1099511627776]");
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["dims"]["B"] = 0; }), "env.json: key `dims.B`: 0 is outside [1, 1099511627776]");
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["samples"] = 1000000; }),
+            "env.json: key `samples`: 1000000 is outside [1, 4096]");
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["sites"][0]["max_abs"] = -1.0; }),
+            "env.json: key `sites[0].max_abs`: -1 is negative; a magnitude is ≥ 0");
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["sites"][0]["rounding"]["bf16"] = -1e-3; }),
+            "env.json: key `sites[0].rounding.bf16`: -0.001 is negative; a magnitude is ≥ 0");
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["sites"].back()["condition"] = 0.5; }),
+            fmt::format("env.json: key `sites[{}].condition`: 0.5 is below 1, which no condition number is",
+                        good["sites"].size() - 1));
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["sites"][0]["elements"] = uint64_t{1} << 63; }),
+            "env.json: key `sites[0].elements`: expected an integer");
+  // NaN is a measurement's own value (a NaN met on the way), so it is kept.
+  EXPECT_EQ(refused([](nlohmann::json& j) { j["sites"][0]["max_abs"] = "nan"; }), "no error");
+}
+
 }  // namespace
 }  // namespace quire::precision

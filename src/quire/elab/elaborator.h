@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/support/diagnostics.h"
 
 namespace quire::elab {

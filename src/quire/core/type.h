@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/size.h"
+#include "quire/core/size.h"
 
 namespace quire::elab {
 

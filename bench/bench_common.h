@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "quire/kernel/kernel_ir.h"
-#include "quire/machine/calibrate.h"
+#include "quire/calibrate/calibrate.h"
 
 namespace quire::bench {
 
@@ -48,7 +48,7 @@ double timed_on_threads(int threads, Body body) {
 }
 
 // GFLOP/s of f32 fused multiply-adds from registers on `threads` threads:
-// the calibration's own measurement (machine/calibrate.h), each thread
+// the calibration's own measurement (calibrate/calibrate.h), each thread
 // running about `seconds`.
 inline double fma_peak_gflops(int threads, double seconds) {
   return machine::peak_rate(runtime::FloatType::F32, threads, seconds) / 1e9;

@@ -22,7 +22,7 @@
 #include "bench_common.h"
 #include "quire/kernel/layout.h"
 #include "quire/native/native_runner.h"
-#include "quire/native/workers.h"
+#include "quire/runtime/workers.h"
 
 using namespace quire;
 

@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 
 namespace {
 

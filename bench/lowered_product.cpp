@@ -37,7 +37,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/engine.h"
 #include "quire/machine/profile.h"
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 #include "quire/native/native_runner.h"
 
 extern "C" {

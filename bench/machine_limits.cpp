@@ -6,7 +6,7 @@
 //     over the threads, counting bytes read plus bytes written.
 // Each on 1 and 2 threads: the copy the median of --reps repetitions after
 // one warm-up, the peak the calibration's own median of 5
-// (machine/calibrate.h).
+// (calibrate/calibrate.h).
 //
 //   build/bench/bench_machine_limits [--reps N]
 

@@ -14,7 +14,7 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace {
 

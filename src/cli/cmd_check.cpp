@@ -28,7 +28,7 @@
 #include "quire/precision/bounds.h"
 #include "quire/precision/envelope.h"
 #include "quire/precision/measure.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::cli {
 

@@ -18,7 +18,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/fusion.h"
 #include "quire/machine/profile.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 #include "quire/precision/sensitivity.h"
 #include "quire/syntax/ast_printer.h"
 #include "quire/syntax/lexer.h"

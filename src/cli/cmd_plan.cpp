@@ -18,7 +18,7 @@
 #include "quire/compile/compile.h"
 #include "quire/io/atomic_file.h"
 #include "quire/kernel/layout.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::cli {
 

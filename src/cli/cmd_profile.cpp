@@ -1,7 +1,7 @@
 // quire profile calibrate -o profile.json [--quick] [--name NAME]
 //
 // Measures this machine and fits the layout plan's cost model
-// (quire/machine/calibrate.h), then writes the version 2 profile atomically
+// (quire/calibrate/calibrate.h), then writes the version 2 profile atomically
 // and prints what was measured and how well the model fits. The output's
 // folder is checked first, so that a bad -o fails before a minute of
 // measuring rather than after it.
@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "quire/io/io_error.h"
-#include "quire/machine/calibrate.h"
+#include "quire/calibrate/calibrate.h"
 #include "quire/machine/profile.h"
 #include "quire/native/c_compiler.h"
 

@@ -27,7 +27,7 @@
 #include "quire/io/safetensors.h"
 #include "quire/kernel/engine.h"
 #include "quire/native/native_runner.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::cli {
 

@@ -24,7 +24,7 @@
 #include "quire/io/json_file.h"
 #include "quire/machine/profile.h"
 #include "quire/precision/measure.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 #include "quire/precision/sensitivity.h"
 #include "quire/precision/solver.h"
 

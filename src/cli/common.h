@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 #include "quire/machine/profile.h"
-#include "quire/precision/realization.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization.h"
+#include "quire/realize/realization_file.h"
 
 namespace quire::cli {
 

@@ -3,7 +3,7 @@
 // one entry, as one list of stages (docs/architecture.md):
 //
 //   1. vjp      (grad/vjp.h)             the entry's reverse sweep, when asked for
-//   2. realize  (precision/realization.h) a type and a reason per site and parameter
+//   2. realize  (realize/realization.h) a type and a reason per site and parameter
 //   3. fuse     (kernel/fusion.h)        element-wise steps grouped into loop nests
 //   4. lower    (kernel/lower.h)         every launch a kernel at the run's shapes (build_host.h)
 //   5. plan     (kernel/layout.h)        each kernel's layout under the machine profile
@@ -26,7 +26,7 @@
 
 #include "quire/compile/host_program.h"
 #include "quire/machine/profile.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::compile {
 

@@ -11,7 +11,7 @@
 
 #include "quire/compile/build_host.h"
 #include "quire/compile/executor.h"
-#include "quire/kernel/generated_programs.h"
+#include "quire/kernel/generated_programs_testing.h"
 #include "quire/kernel/kernel_testing.h"
 
 namespace quire::compile {

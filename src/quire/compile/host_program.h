@@ -32,7 +32,7 @@
 
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/catalog.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::compile {
 

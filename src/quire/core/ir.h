@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "quire/elab/type.h"
+#include "quire/core/type.h"
 #include "quire/support/source.h"
 
 namespace quire::core {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 
 namespace quire::core {
 

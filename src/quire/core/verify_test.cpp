@@ -7,7 +7,7 @@
 
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
-#include "quire/kernel/generated_programs.h"
+#include "quire/kernel/generated_programs_testing.h"
 
 namespace quire::core {
 namespace {

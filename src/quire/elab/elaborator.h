@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/support/diagnostics.h"
 
 namespace quire::elab {
@@ -36,7 +36,6 @@ std::unique_ptr<Program> elaborate(const std::string& path, DiagnosticSink& diag
 /// The limits that keep elaboration bounded on hostile input.
 inline constexpr int kMaxImportDepth = 64;
 inline constexpr int kMaxModuleDepth = 64;
-inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 /// Parameter tensors of one module's tree (flattening a tree of shared
 /// sub-modules can otherwise take exponential time).
 inline constexpr int64_t kMaxParameterTensors = int64_t{1} << 20;

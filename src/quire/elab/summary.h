@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 
 namespace quire::elab {
 

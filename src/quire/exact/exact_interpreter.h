@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/exact/exact_value.h"
 #include "quire/interp/value.h"
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 
 namespace quire::grad {
 

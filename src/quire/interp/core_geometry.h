@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "quire/core/ir.h"
-#include "quire/elab/size.h"
+#include "quire/core/size.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::interp {

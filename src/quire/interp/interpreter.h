@@ -3,7 +3,7 @@
 // instruction at a time, with the kernels of runtime/kernels.h. Every later
 // backend is checked against the bits it defines.
 //
-// Without a realization it computes in f64. Under one (precision/realization.h)
+// Without a realization it computes in f64. Under one (realize/realization.h)
 // every real site is stored at its realized type: the kernels compute in f64,
 // products and reductions round each step to the site's accumulator, and the
 // result is rounded once on store: to the type directly for casts, copies and
@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/launcher.h"
 #include "quire/interp/value.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::interp {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "quire/interp/value.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::interp {
 

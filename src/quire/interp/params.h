@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 #include "quire/io/io_error.h"
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::interp {
 

@@ -7,7 +7,7 @@
 
 #include "quire/grad/vjp.h"
 #include "quire/interp/interp_testing.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 // The references below must round each float product and sum separately.
 #if defined(__clang__)

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/launcher.h"
 #include "quire/kernel/fusion.h"
 #include "quire/kernel/kernel_ir.h"

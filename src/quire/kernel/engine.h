@@ -26,7 +26,7 @@
 #include <tuple>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/launcher.h"
 #include "quire/kernel/catalog.h"
 #include "quire/kernel/fusion.h"

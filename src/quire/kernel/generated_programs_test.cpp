@@ -1,4 +1,4 @@
-// Random programs (generated_programs.h) and their vjps through the kernel
+// Random programs (generated_programs_testing.h) and their vjps through the kernel
 // stages: fusion keeps its promises (fusion.h); every layout of every kernel
 // gives the kernel's bits; and the kernel engine on the kernel interpreter
 // gives the reference interpreter's bits: each function on arguments with
@@ -7,7 +7,7 @@
 // and stored), under every policy, unplanned and with every kernel at its
 // widest layout.
 
-#include "quire/kernel/generated_programs.h"
+#include "quire/kernel/generated_programs_testing.h"
 
 #include <gtest/gtest.h>
 

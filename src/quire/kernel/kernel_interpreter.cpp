@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 #include "quire/runtime/runtime_error.h"
 
 // The IR's semantics round each product and sum on its own; only an explicit

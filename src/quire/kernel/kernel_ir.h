@@ -107,7 +107,7 @@ struct Stmt {
 
 /// A product computed before the nest runs, by a packed matrix multiply
 /// (register tiles of C, k-blocks, operands packed into panels: the native
-/// backend's sgemm, native/gemm.h), into the f32 buffer `scratch` that the
+/// backend's sgemm, runtime/gemm.h), into the f32 buffer `scratch` that the
 /// nest then reads in place of the product's fold. For every batch index
 /// and every C[i, j] it is the chain
 ///     acc = +0; for p = 0 .. k−1, increasing: acc = fmaf(A[i, p], B[p, j], acc)

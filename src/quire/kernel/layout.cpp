@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "quire/kernel/nest_order.h"
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 
 namespace quire::kernel {
 
@@ -164,7 +164,7 @@ CostTerms predict(const NestFacts& f, const Layout& l, const machine::Profile& p
             std::pow(std::pow(c.work, m.p) + std::pow(c.loads, m.p) + std::pow(c.calls, m.p) + std::pow(traffic, m.p),
                      1.0 / m.p);
   if (l.split > 1) {
-    // The pool's caller claims parts until the workers come (native/workers.h),
+    // The pool's caller claims parts until the workers come (runtime/workers.h),
     // so a split launch costs at most what the caller alone would take.
     Layout unsplit = l;
     unsplit.split = 1;

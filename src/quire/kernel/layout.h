@@ -109,7 +109,7 @@ struct KernelPlan {
 KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed = nullptr);
 
 /// 2·batch·m·n′·k: the floating-point operations the packed product
-/// performs, n′ being n rounded up to sgemm's register tile (native/gemm.h).
+/// performs, n′ being n rounded up to sgemm's register tile (runtime/gemm.h).
 double packed_flops(const PackedProduct& p);
 
 /// The kernel with its layout: its loops reordered and tiled

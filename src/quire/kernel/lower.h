@@ -34,11 +34,11 @@
 #include <memory>
 #include <optional>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 #include "quire/kernel/fusion.h"
 #include "quire/kernel/kernel_ir.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::kernel {
 

@@ -13,7 +13,7 @@
 
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
-#include "quire/kernel/generated_programs.h"
+#include "quire/kernel/generated_programs_testing.h"
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/kernel/kernel_testing.h"
 #include "quire/kernel/layout.h"
@@ -322,7 +322,7 @@ TEST_F(NativeBackend, OneAndTwoThreadsGiveTheSameBits) {
 }
 
 TEST_F(NativeBackend, GeneratedProgramsHaveTheReferenceBits) {
-  // Random functions and towers (kernel/generated_programs.h; the kernel
+  // Random functions and towers (kernel/generated_programs_testing.h; the kernel
   // interpreter runs many more of them, and compiling is what costs here):
   // each on its arguments and its vjp on finite ones, under three policies,
   // with every kernel at its widest layout on 2 threads.

@@ -7,8 +7,8 @@
 
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/native/c_emit.h"
-#include "quire/native/gemm.h"
-#include "quire/native/workers.h"
+#include "quire/runtime/gemm.h"
+#include "quire/runtime/workers.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::native {

@@ -28,7 +28,7 @@
 #include "quire/kernel/layout.h"
 #include "quire/native/c_emit.h"
 #include "quire/native/native_testing.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 #include "quire/runtime/elementary.h"
 #include "quire/runtime/runtime_error.h"
 

@@ -38,10 +38,10 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 #include "quire/precision/envelope.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 #include "quire/precision/sensitivity.h"
 
 namespace quire::precision {

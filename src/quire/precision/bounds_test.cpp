@@ -24,7 +24,7 @@
 #include "quire/interp/interp_testing.h"
 #include "quire/interp/params.h"
 #include "quire/precision/measure.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 #include "quire/support/cli_testing.h"
 #include "quire/support/testing.h"
 

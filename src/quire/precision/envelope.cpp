@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "quire/core/printer.h"
-#include "quire/elab/elaborator.h"
+#include "quire/core/type.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/io/io_error.h"
 #include "quire/precision/number_text.h"

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "quire/core/ir.h"
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/exact/big.h"
 #include "quire/interp/value.h"
 #include "quire/runtime/float_types.h"

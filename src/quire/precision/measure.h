@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/exact/exact_value.h"
 #include "quire/interp/value.h"
 #include "quire/precision/envelope.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 namespace quire::precision {
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 
 namespace quire::precision {

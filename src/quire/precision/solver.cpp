@@ -13,7 +13,7 @@
 #include "quire/core/printer.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/number_text.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 
 namespace quire::precision {
 

@@ -41,10 +41,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/machine/profile.h"
 #include "quire/precision/envelope.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 #include "quire/precision/sensitivity.h"
 
 namespace quire::precision {

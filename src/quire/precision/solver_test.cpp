@@ -21,7 +21,7 @@
 #include "quire/io/io_error.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/precision_testing.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 #include "quire/support/testing.h"
 
 namespace quire::precision {

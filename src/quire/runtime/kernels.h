@@ -209,7 +209,7 @@ struct ResultAxis {
 /// accumulator, `acc = fma(a, b, acc)`: std::fma for F64, fmaf for F32 (the
 /// chain the native backend's sgemm computes). It requires an F64 or F32
 /// accumulator and operands that are values of it (KernelMisuse otherwise:
-/// the realization asks for it only there, precision/realization.h).
+/// the realization asks for it only there, realize/realization.h).
 enum class ProductStep : uint8_t { Separate, Fused };
 Tensor contract(const Tensor& a, const Tensor& b, const std::vector<ResultAxis>& result,
                 const std::vector<std::pair<int, int>>& contracted, FloatType acc = FloatType::F64,

@@ -21,10 +21,10 @@ int64_t element_count(const Shape& shape) {
   // stride and offset derived from it are int64 without overflow checks of
   // their own: products of run-time sizes wrapped to 0 or to small numbers
   // before, and a wrong count is a wrong allocation.
-  constexpr int64_t kMaxElements = int64_t{1} << 59;
+  constexpr int64_t kMaxAllocatedElements = int64_t{1} << 59;
   int64_t n = 1;
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxAllocatedElements)
       throw RuntimeError(fmt::format("a tensor of shape {} would have more than 2^59 elements (4 EiB of f64); "
                                      "are the dimensions what you meant?",
                                      shape_string(shape)));

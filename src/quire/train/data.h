@@ -58,7 +58,7 @@
 #include <utility>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/runtime/tensor.h"
 
 namespace quire::train {

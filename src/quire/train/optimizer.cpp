@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "quire/native/workers.h"
+#include "quire/runtime/workers.h"
 #include "quire/runtime/widest_vectors.h"
 #include "quire/train/adamw_update.h"
 

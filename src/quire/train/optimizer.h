@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/value.h"
 #include "quire/io/io_error.h"
 #include "quire/runtime/float_types.h"

@@ -18,7 +18,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/native/native_runner.h"
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 #include "quire/runtime/element_scan.h"
 #include "quire/support/diagnostics.h"
 #include "quire/support/sha256.h"

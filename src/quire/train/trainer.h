@@ -42,10 +42,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/engine.h"
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 #include "quire/train/loss_scale.h"
 
 namespace quire::train {

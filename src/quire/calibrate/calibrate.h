@@ -96,7 +96,7 @@ Calibration calibrate(const CalibrationOptions& options);
 double peak_rate(runtime::FloatType t, int threads, double seconds);
 
 /// Floating-point operations per second of one thread's packed f32 product
-/// (native/gemm.h's sgemm, which packed kernels run) at n × n × n: the
+/// (runtime/gemm.h's sgemm, which packed kernels run) at n × n × n: the
 /// median of 5 runs after a warm-up. The layout model's packed_flops.
 double packed_product_rate(int64_t n);
 

@@ -1,4 +1,4 @@
-#include "quire/precision/realization.h"
+#include "quire/realize/realization.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Symbolic sizes (size.h): canonical forms, substitution, exact and opaque
 // division, evaluation and overflow.
 
-#include "quire/elab/size.h"
+#include "quire/core/size.h"
 
 #include <gtest/gtest.h>
 

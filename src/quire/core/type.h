@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "quire/elab/size.h"
+#include "quire/core/size.h"
 
 namespace quire::elab {
+
+/// The most elements a tensor type may have; the elaborator refuses a larger
+/// one (E0404), and what is read back (envelopes) is held to it too.
+inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 /// Element types of tensors. `Real` is the abstract ℝ: its storage type is the
 /// realization's choice (f64 in the reference interpreter).

@@ -1,4 +1,4 @@
-#include "quire/precision/realization_file.h"
+#include "quire/realize/realization_file.h"
 
 #include <fmt/format.h>
 

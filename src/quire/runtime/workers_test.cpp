@@ -1,4 +1,4 @@
-#include "quire/native/workers.h"
+#include "quire/runtime/workers.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 
 #define QUIRE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define QUIRE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16")))

@@ -7,7 +7,7 @@
 // contract's back: every fused operation is an explicit std::fma, and there is
 // no `x * y + z` on floats in this file.
 
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 
 #include <algorithm>
 #include <bit>
@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "quire/native/workers.h"
+#include "quire/runtime/workers.h"
 
 namespace quire::native {
 

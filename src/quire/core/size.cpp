@@ -1,4 +1,4 @@
-#include "quire/elab/size.h"
+#include "quire/core/size.h"
 
 #include <fmt/format.h>
 

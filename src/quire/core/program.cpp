@@ -1,4 +1,4 @@
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 
 namespace quire::elab {
 

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quire/elab/program.h"
-#include "quire/precision/realization.h"
+#include "quire/core/program.h"
+#include "quire/realize/realization.h"
 
 namespace quire::precision {
 

@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quire/elab/program.h"
+#include "quire/core/program.h"
 #include "quire/runtime/float_types.h"
 
 namespace quire::precision {

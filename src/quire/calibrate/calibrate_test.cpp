@@ -1,7 +1,7 @@
 // Calibration: the fit recovers a known model from its own predictions,
 // Spearman's ρ on hand-made rankings, the sysfs reader on a fake tree, the
 // calibration set's facts, and `quire profile calibrate` end to end.
-#include "quire/machine/calibrate.h"
+#include "quire/calibrate/calibrate.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

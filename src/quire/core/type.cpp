@@ -1,4 +1,4 @@
-#include "quire/elab/type.h"
+#include "quire/core/type.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "quire/machine/calibrate.h"
+#include "quire/calibrate/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -20,9 +20,9 @@
 #endif
 
 #include "quire/io/io_error.h"
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 #include "quire/native/native_runner.h"
-#include "quire/native/workers.h"
+#include "quire/runtime/workers.h"
 
 namespace quire::machine {
 

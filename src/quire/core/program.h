@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "quire/core/ir.h"
-#include "quire/elab/type.h"
+#include "quire/core/type.h"
 #include "quire/support/source.h"
 
 namespace quire::elab {

@@ -1,6 +1,6 @@
 // Broadcasting (type.h's align) and the printing of types.
 
-#include "quire/elab/type.h"
+#include "quire/core/type.h"
 
 #include <gtest/gtest.h>
 

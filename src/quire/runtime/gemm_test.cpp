@@ -1,4 +1,4 @@
-#include "quire/native/gemm.h"
+#include "quire/runtime/gemm.h"
 
 #include <gtest/gtest.h>
 

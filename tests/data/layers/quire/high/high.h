@@ -1,0 +1,4 @@
+// The higher layer includes the lower one: allowed.
+#pragma once
+
+#include "quire/low/low_detail.h"

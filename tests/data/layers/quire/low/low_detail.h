@@ -1,0 +1,2 @@
+// Its own folder's header: allowed.
+#pragma once

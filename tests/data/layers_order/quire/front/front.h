@@ -1,0 +1,2 @@
+#pragma once
+#include "quire/back/back.h"

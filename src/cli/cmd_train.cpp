@@ -41,7 +41,8 @@ Handler setup_train(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->train.params_in, "start from the parameters of a safetensors file instead of the seed");
   sub.add_option("--run-dir", o->train.run_dir,
-                 "where metrics, the loss curve and relative checkpoint folders go (default runs/<file's stem>)");
+                 "where metrics, the loss curve and relative checkpoint folders go (default runs/<file's stem>)")
+      ->check(non_empty("an empty folder name: give a path, or leave the flag out for runs/<file's stem>", "DIR"));
   sub.add_flag("--resume", o->train.resume, "continue from the newest valid checkpoint");
   sub.add_option("--max-steps", o->max_steps, "stop, with a checkpoint, once this many steps are done in all")
       ->check(CLI::NonNegativeNumber);

@@ -93,13 +93,13 @@ void add_product_step_option(CLI::App& sub, bool& fused) {
       ->check(CLI::IsMember({"separate", "fma"}));
 }
 
+CLI::Validator non_empty(const std::string& why, const std::string& name) {
+  return CLI::Validator([why](std::string& value) { return value.empty() ? why : std::string(); }, name);
+}
+
 CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::string& path, const std::string& help) {
-  const CLI::Validator named(
-      [](std::string& value) {
-        return value.empty() ? std::string("an empty file name: give a path, or - for standard output") : std::string();
-      },
-      "FILE");
-  return sub.add_option(flags, path, help)->check(named);
+  return sub.add_option(flags, path, help)
+      ->check(non_empty("an empty file name: give a path, or - for standard output", "FILE"));
 }
 
 int default_threads() {

@@ -52,6 +52,9 @@ void add_product_step_option(CLI::App& sub, bool& fused);
 /// in place). An empty name is refused by the flag's name: it would read as
 /// "not given" and write nothing without a word.
 CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::string& path, const std::string& help);
+/// A check that refuses an empty value with `why` (a path flag given "" would
+/// read as not given and fall back without a word); `name` is its type in --help.
+CLI::Validator non_empty(const std::string& why, const std::string& name);
 
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();

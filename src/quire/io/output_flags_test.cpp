@@ -74,6 +74,10 @@ TEST_F(OutputFlags, AnEmptyNameIsRefusedByTheFlagsName) {
     EXPECT_NE(o.output.find("an empty file name"), std::string::npos) << o.output;
     EXPECT_NE(o.output.find("-out"), std::string::npos) << o.output;
   }
+  // An empty run folder fell back to runs/<stem> without a word.
+  const Outcome r = quire::testing::run_quire("train " + train_example() + " --run-dir ''");
+  EXPECT_EQ(r.status, 105) << r.output;
+  EXPECT_NE(r.output.find("--run-dir: an empty folder name"), std::string::npos) << r.output;
 }
 
 }  // namespace

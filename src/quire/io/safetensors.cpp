@@ -198,6 +198,10 @@ NamedTensors decode_safetensors(std::string_view bytes, const std::string& path,
   if (header_size > kMaxHeaderSize) {
     throw IoError(path, fmt::format("the header length {} exceeds the 100 MiB limit", header_size));
   }
+  // The format pads a header with spaces, which JSON reads as whitespace; a
+  // NUL is no part of JSON or of the format (PyTorch's writer never emits one).
+  if (const size_t nul = bytes.substr(8, header_size).find('\0'); nul != std::string_view::npos)
+    throw IoError(path, fmt::format("the header holds a NUL byte at offset {} (a header is padded with spaces)", 8 + nul));
   const Json header = parse_header(bytes.substr(8, header_size), path);
   const std::string_view buffer = bytes.substr(8 + header_size);
 
@@ -230,6 +234,15 @@ NamedTensors decode_safetensors(std::string_view bytes, const std::string& path,
                                       b.begin, b.end, a.name, a.begin, a.end));
     }
   }
+
+  // Bytes past the last tensor belong to nothing: a file cut from a longer
+  // one, or two files joined. The reference reader refuses them too.
+  uint64_t used = 0;
+  for (const TensorRecord& r : records) used = std::max<uint64_t>(used, r.end);
+  if (used != buffer.size())
+    throw IoError(path, fmt::format("{} after the last tensor's data (the header accounts for {} of {} bytes)",
+                                    buffer.size() - used == 1 ? "1 byte follows" : fmt::format("{} bytes follow", buffer.size() - used),
+                                    used, buffer.size()));
 
   NamedTensors result;
   result.reserve(records.size());

@@ -153,6 +153,22 @@ TEST(Safetensors, MalformedFilesSayWhy) {
             p + "tensor `m`: bool element 1 is the byte 5 (not 0 or 1)");
 }
 
+TEST(Safetensors, PaddingIsSpacesAndNoByteIsLeftOver) {
+  const std::string p = kOrigin + ": ";
+  const std::string eight(8, '\0');
+  const std::string w = R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})";
+  // Spaces pad a header (the format's own alignment); they are JSON whitespace.
+  EXPECT_EQ(error_of(make_file(w + "       ", eight)), "");
+  // A NUL is neither, and was accepted.
+  EXPECT_EQ(error_of(make_file(w + std::string(3, '\0'), eight)),
+            p + "the header holds a NUL byte at offset 62 (a header is padded with spaces)");
+  // Bytes after the last tensor's data were accepted too.
+  EXPECT_EQ(error_of(make_file(w, eight + "xyz")),
+            p + "3 bytes follow after the last tensor's data (the header accounts for 8 of 11 bytes)");
+  EXPECT_EQ(error_of(make_file("{}", "x")),
+            p + "1 byte follows after the last tensor's data (the header accounts for 0 of 1 bytes)");
+}
+
 TEST(Safetensors, EveryTruncationIsAnError) {
   const std::string bytes = encode_safetensors(sample(), {{"a", "b"}}, StoreType::F64, kOrigin);
   for (size_t n = 0; n < bytes.size(); ++n) ASSERT_NE(error_of(bytes.substr(0, n)), "") << "prefix " << n;

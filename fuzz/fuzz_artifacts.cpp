@@ -7,9 +7,8 @@
 // artifacts, so every input reaches every reader.
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "quire/io/io_error.h"
 #include "quire/machine/profile.h"
@@ -41,8 +40,7 @@ nlohmann::json resealed(nlohmann::json j) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const nlohmann::json j =
-      nlohmann::json::parse(data, data + size, /*callback=*/nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(data, data + size, /*callback=*/nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return 0;
   expect_value_or_io_error([&] { (void)quire::precision::envelope_from_json(j, "fuzz/envelope.json"); });
   expect_value_or_io_error([&] { (void)quire::precision::realization_file_from_json(j, "fuzz/realization.json"); });

@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     array = quire::io::decode_npy(bytes, "fuzz.npy");
   } catch (const quire::io::IoError&) {
   }
-  if (array) (void)quire::io::decode_npy(quire::io::encode_npy(*array, quire::io::StoreType::F64, "fuzz.npy"), "fuzz.npy");
+  if (array)
+    (void)quire::io::decode_npy(quire::io::encode_npy(*array, quire::io::StoreType::F64, "fuzz.npy"), "fuzz.npy");
   quire::io::NamedTensors entries;
   try {
     entries = quire::io::decode_npz(bytes, "fuzz.npz");

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // An IoError here is a finding too: the writer refusing what the reader
   // accepted, so it is deliberately not caught.
-  const std::string again = quire::io::encode_safetensors(tensors, metadata, quire::io::StoreType::F64, "fuzz.safetensors");
+  const std::string again =
+      quire::io::encode_safetensors(tensors, metadata, quire::io::StoreType::F64, "fuzz.safetensors");
   std::map<std::string, std::string> metadata_again;
   if (quire::io::decode_safetensors(again, "fuzz.safetensors", &metadata_again).size() != tensors.size() ||
       metadata_again != metadata)

@@ -26,7 +26,9 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
   return j;
 }
 
-RealizationFile read_realization_file(const std::string& path) { return realization_file_from_json(io::read_json(path), path); }
+RealizationFile read_realization_file(const std::string& path) {
+  return realization_file_from_json(io::read_json(path), path);
+}
 
 RealizationFile realization_file_from_json(const nlohmann::json& j, const std::string& path) {
   auto fail = [&](const std::string& key, const std::string& why) {

@@ -27,7 +27,10 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
 }
 
 RealizationFile read_realization_file(const std::string& path) {
-  const nlohmann::json j = io::read_json(path);
+  return realization_file_from_json(io::read_json(path), path);
+}
+
+RealizationFile realization_file_from_json(const nlohmann::json& j, const std::string& path) {
   auto fail = [&](const std::string& key, const std::string& why) {
     throw io::IoError(path, fmt::format("key `{}`: {}", key, why));
   };

@@ -37,6 +37,8 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
 /// Reads a realization artifact. io::IoError(path, "key `decisions.sites.X`: …")
 /// for a file that is unreadable or malformed.
 RealizationFile read_realization_file(const std::string& path);
+/// The same from JSON already read; `path` names it in errors.
+RealizationFile realization_file_from_json(const nlohmann::json& j, const std::string& path);
 
 /// What may be decided at a site, from the marks around it in every table
 /// of the base realization that holds it.

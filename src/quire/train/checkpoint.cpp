@@ -110,6 +110,8 @@ struct ParsedState {
   FileRecord optimizer;
 };
 
+ParsedState parse_state_json(const json& j, const std::string& folder);
+
 /// Parses and checks state.json of `folder` (a step-<step> folder or any other).
 ParsedState parse_state(const std::string& folder) {
   const std::string path = (fs::path(folder) / kStateFile).string();
@@ -123,6 +125,10 @@ ParsedState parse_state(const std::string& folder) {
   }
   const json j = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) refuse_state(folder, "truncated or invalid JSON");
+  return parse_state_json(j, folder);
+}
+
+ParsedState parse_state_json(const json& j, const std::string& folder) {
   if (!j.is_object()) refuse_state(folder, "not a JSON object");
   if (text(folder, j, "format") != kFormat) refuse_state(folder, fmt::format("`format` is not \"{}\"", kFormat));
   const int64_t version = natural(folder, j, "format_version");
@@ -356,6 +362,10 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
   retention.trust(final_path);
   retention.prune(dir, final_path);
   return final_path;
+}
+
+CheckpointState checkpoint_state_from_json(const json& j, const std::string& folder) {
+  return parse_state_json(j, folder).state;
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

@@ -125,6 +125,11 @@ std::string write_checkpoint(const std::string& dir, const CheckpointState& stat
                              const io::StoreTypes& param_types, const io::NamedTensors& optimizer,
                              const io::StoreTypes& optimizer_types, CheckpointRetention& retention);
 
+/// Checks a state.json already parsed as read_checkpoint does before it
+/// reads the tensors (checksum, fields, consistency, the step of `folder`'s
+/// name), and returns the state. Throws io::IoError "FOLDER: state.json: reason".
+CheckpointState checkpoint_state_from_json(const nlohmann::json& j, const std::string& folder);
+
 /// Reads and verifies the checkpoint folder `path`. Throws io::IoError
 /// "PATH: reason" with the reasons find_latest reports.
 Checkpoint read_checkpoint(const std::string& path);

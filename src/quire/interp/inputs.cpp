@@ -61,6 +61,7 @@ Value make_input(const elab::Program& prog, const elab::Type& type, const std::s
           throw EvalError(fmt::format("argument `{}`: its size {} is {}, not positive", path, a.size.str(), *v));
         shape.push_back(*v);
       }
+      check_element_count(type.tensor, shape, dims);
       if (src.path) {
         auto it = src.entries.find(path);
         if (it == src.entries.end())
@@ -202,6 +203,23 @@ void check_argument(const elab::Program& prog, const elab::Type& declared, const
 }
 
 
+void check_element_count(const elab::TensorType& t, const runtime::Shape& shape,
+                         const std::map<std::string, int64_t>& dims) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(count, d, &count) || count > elab::kMaxElements) {
+      std::set<std::string> symbols;
+      for (const elab::Axis& a : t.axes)
+        for (const std::string& sym : a.size.symbols()) symbols.insert(sym);
+      std::vector<std::string> bound;
+      for (const std::string& sym : symbols)
+        if (auto it = dims.find(sym); it != dims.end()) bound.push_back(fmt::format("{} = {}", sym, it->second));
+      throw EvalError(fmt::format("at {} a value of shape {} would have more than 2^40 elements, the most a tensor may "
+                                  "have: are the dimensions what you meant?",
+                                  fmt::join(bound, ", "), runtime::shape_string(shape)));
+    }
+}
+
 runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims) {
   if (t.rest) throw EvalError("a type with `...` has no concrete shape");
   runtime::Shape s;
@@ -210,6 +228,7 @@ runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::str
   } catch (const runtime::RuntimeError& e) {
     throw EvalError(e.what());
   }
+  check_element_count(t, s, dims);
   return s;
 }
 

@@ -35,5 +35,10 @@ void check_argument(const elab::Program& prog, const elab::Type& declared, const
 /// The shape of a tensor type without `...` at this run's dimensions
 /// (EvalError for `...`, an unbound dimension or a size below 1).
 runtime::Shape concrete_shape(const elab::TensorType& t, const std::map<std::string, int64_t>& dims);
+/// EvalError where `shape` (t's at `dims`) has more than elab::kMaxElements
+/// elements, naming the dims t's sizes use: each dim is at most 2^40, but their
+/// product can pass any bound and wrap int64.
+void check_element_count(const elab::TensorType& t, const runtime::Shape& shape,
+                         const std::map<std::string, int64_t>& dims);
 
 }  // namespace quire::interp

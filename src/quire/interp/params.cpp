@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/io/safetensors.h"
 #include "quire/runtime/init.h"
@@ -23,6 +24,7 @@ runtime::Shape shape_of(const elab::TensorType& t, const std::map<std::string, i
     if (*v < 1) throw EvalError(fmt::format("parameter `{}`: size {} is {}, not positive", path, a.size.str(), *v));
     s.push_back(*v);
   }
+  check_element_count(t, s, dims);
   return s;
 }
 

@@ -7,10 +7,16 @@ interruption, then again while killing the process at several random steps
 with --resume after each kill. The final parameters must be byte-identical,
 and every step's loss in the metrics file must equal the uninterrupted run's.
 
-Usage: kill_resume.py --quire build/quire [--seed N] [--kills K]
+With --checkpoint-every 1 the copy checkpoints after every step: writing a
+checkpoint (three files, each fsynced, then the folder renamed) then takes most
+of a step's time, so most kills land inside a checkpoint write, which the run
+must survive as well (a half-written checkpoint is never taken for a whole one).
+
+Usage: kill_resume.py --quire build/quire [--seed N] [--kills K] [--checkpoint-every S]
 The kill points come from --seed (default: fresh, printed so a failure can be
 replayed).
 """
+import re
 import argparse
 import json
 import os
@@ -54,6 +60,7 @@ def main():
     ap.add_argument("--quire", required=True)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--kills", type=int, default=4)
+    ap.add_argument("--checkpoint-every", type=int, default=None)
     args = ap.parse_args()
     quire = os.path.abspath(args.quire)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -64,6 +71,14 @@ def main():
         tut = os.path.join(tmp, "tutorial")
         shutil.copytree(TUTORIAL, tut, ignore=shutil.ignore_patterns("runs", "__pycache__"))
         program = os.path.join(tut, "07_train.qr")
+        if args.checkpoint_every:
+            with open(program, encoding="utf-8") as f:
+                source = f.read()
+            source, n = re.subn(r"checkpoint every \d+ steps", f"checkpoint every {args.checkpoint_every} steps", source)
+            if n != 1:
+                sys.exit("the tutorial has no `checkpoint every N steps` line to change")
+            with open(program, "w", encoding="utf-8") as f:
+                f.write(source)
 
         whole_out = os.path.join(tmp, "whole.safetensors")
         train(quire, program, os.path.join(tmp, "whole"), "--params-out", whole_out)

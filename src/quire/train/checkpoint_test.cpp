@@ -12,6 +12,7 @@
 #include "quire/io/atomic_file.h"
 #include "quire/support/sha256.h"
 #include "quire/support/testing.h"
+#include "quire/train/checkpoint_testing.h"
 
 namespace quire::train {
 
@@ -22,6 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using runtime::ElemKind;
 using runtime::Tensor;
+using testing::corrupt_checkpoint;
+using testing::reseal;
 
 /// A scratch folder that names checkpoint folders in it.
 struct ScratchDir : quire::testing::ScratchDir {
@@ -87,26 +90,6 @@ RefusedCheckpoint only_refusal(const ScratchDir& dir, int64_t expected_step) {
   }
   EXPECT_EQ(latest.refused.size(), 1u);
   return latest.refused.empty() ? RefusedCheckpoint{} : latest.refused[0];
-}
-
-/// Flips a bit inside a tensor's data in `folder`'s params: the file still
-/// decodes, its checksum no longer matches.
-void corrupt(const std::string& folder) {
-  const std::string params = folder + "/params.safetensors";
-  std::string bytes = io::read_file(params);
-  bytes[bytes.size() - 3] ^= 0x10;
-  io::write_file_atomically(params, bytes);
-}
-
-/// Rewrites `folder`'s state.json as `edit` leaves it, with its checksum made
-/// to match again: what is then refused is refused for its fields.
-void reseal(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
-  const std::string path = folder + "/state.json";
-  nlohmann::json j = nlohmann::json::parse(io::read_file(path));
-  j.erase("state_sha256");
-  edit(j);
-  j["state_sha256"] = sha256_hex(j.dump());
-  io::write_file_atomically(path, j.dump(2));
 }
 
 }  // namespace
@@ -192,7 +175,7 @@ TEST(Checkpoint, FlippedByteIsAChecksumMismatch) {
   ScratchDir dir;
   write_at(dir, 10);
   write_at(dir, 20);
-  corrupt(dir.folder(20));
+  corrupt_checkpoint(dir.folder(20));
   EXPECT_EQ(only_refusal(dir, 10).reason, "params.safetensors: checksum mismatch");
 }
 
@@ -291,7 +274,7 @@ TEST(Checkpoint, RefusedCheckpointsNeverPushARunsOwnOut) {
   ScratchDir dir;
   for (int64_t step : {100, 200, 300}) {
     write_at(dir, step);
-    corrupt(dir.folder(step));
+    corrupt_checkpoint(dir.folder(step));
   }
   ASSERT_FALSE(find_latest(dir.str()).checkpoint);
   CheckpointRetention retention(3);
@@ -322,7 +305,7 @@ TEST(Checkpoint, AnUnreadableCheckpointIsNeverRemoved) {
 TEST(Checkpoint, AnUnreadableCheckpointOfTheSameStepIsSetAside) {
   ScratchDir dir;
   write_at(dir, 10);
-  corrupt(dir.folder(10));
+  corrupt_checkpoint(dir.folder(10));
   write_at(dir, 10);
   EXPECT_EQ(dir.names(), std::vector<std::string>({"step-00000010", "step-00000010.refused"}));
   EXPECT_TRUE(find_latest(dir.str()).refused.empty());

@@ -16,8 +16,8 @@
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
 #include "quire/train/metrics.h"
+#include "quire/train/checkpoint_testing.h"
 #include "quire/train/run_lock.h"
-#include "quire/support/sha256.h"
 #include "quire/support/testing.h"
 
 namespace quire::train {
@@ -26,6 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using quire::testing::error_of;
 using quire::testing::ScratchDir;
+using testing::corrupt_checkpoint;
+using testing::reseal;
 using runtime::FloatType;
 
 const std::string kTutorial = std::string(QUIRE_SOURCE_DIR) + "/examples/tutorial/07_train.qr";
@@ -231,25 +233,6 @@ TEST(Trainer, ACorruptedCheckpointIsRefusedAndThePreviousOneUsed) {
       << resumed.output;
   EXPECT_EQ(resumed.outcome.start_step, 10);
   EXPECT_EQ(bytes_of(reg.dir.file("whole.safetensors")), bytes_of(reg.dir.file("part.safetensors")));
-}
-
-/// Flips a bit inside a tensor's data of the checkpoint folder `folder`.
-void corrupt_checkpoint(const std::string& folder) {
-  const std::string params = folder + "/params.safetensors";
-  std::string bytes = io::read_file(params);
-  bytes[bytes.size() - 3] ^= 0x01;
-  io::write_file_atomically(params, bytes);
-}
-
-/// Rewrites a checkpoint's state.json as `edit` leaves it, its checksum made
-/// to match: what is then refused is refused for its fields.
-void reseal(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
-  const std::string path = folder + "/state.json";
-  nlohmann::json j = nlohmann::json::parse(io::read_file(path));
-  j.erase("state_sha256");
-  edit(j);
-  j["state_sha256"] = support::sha256_hex(j.dump());
-  io::write_file_atomically(path, j.dump(2));
 }
 
 TEST(Trainer, AResumeThatRefusedEveryCheckpointKeepsItsOwn) {

@@ -48,15 +48,6 @@ void require(std::string_view bytes, uint64_t offset, uint64_t length, std::stri
 }
 
 
-/// The element count of `shape`, or nullopt if it overflows int64.
-std::optional<int64_t> checked_count(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
-  }
-  return n;
-}
-
 // ---------------------------------------------------------------------------
 // .npy
 
@@ -303,7 +294,7 @@ Tensor decode_npy_at(std::string_view bytes, const Where& where) {
   const NpyHeader header = NpyHeaderParser(bytes.substr(header_start, header_length), where).parse();
 
   const std::string dtype_name(header.dtype.descr);
-  const std::optional<int64_t> count = checked_count(header.shape);
+  const std::optional<int64_t> count = runtime::allocatable_count(header.shape);
   uint64_t data_size = 0;
   if (!count || __builtin_mul_overflow(static_cast<uint64_t>(*count), header.dtype.size, &data_size)) {
     throw where.error(fmt::format("shape {} is too large", runtime::shape_string(header.shape)));
@@ -325,7 +316,7 @@ Tensor decode_npy_at(std::string_view bytes, const Where& where) {
 /// Checks the tensor invariant before writing: a malformed Tensor must not
 /// become a malformed file.
 void check_tensor(const Tensor& tensor, const Where& where) {
-  const std::optional<int64_t> count = checked_count(tensor.shape);
+  const std::optional<int64_t> count = runtime::allocatable_count(tensor.shape);
   const size_t held = tensor.is_real() ? tensor.reals.size() : tensor.ints.size();
   if (!count || static_cast<uint64_t>(*count) != held) {
     throw where.error(fmt::format("tensor of shape {} holds {} values", runtime::shape_string(tensor.shape), held));

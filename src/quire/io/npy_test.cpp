@@ -271,6 +271,12 @@ TEST(Npy, MalformedFilesSayWhy) {
             "data size mismatch: shape [1] of '<f8' needs 8 bytes, the file has 16");
   EXPECT_EQ(with("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f8x2),
             "shape [4294967296, 4294967296] is too large");
+  // An empty array of absurd dimensions, wherever its zero stands: the fuzzer
+  // found the zero-last case escaping as an allocation error.
+  EXPECT_EQ(with("{'descr': '<i8', 'fortran_order': False, 'shape': (1073741824, 1073741824, 0), }", ""),
+            "shape [1073741824, 1073741824, 0] is too large");
+  EXPECT_EQ(with("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 1073741824, 1073741824), }", ""),
+            "shape [0, 1073741824, 1073741824] is too large");
   EXPECT_TRUE(contains(with("{'descr': '<f8', 'shape': (2,), }", f8x2), "missing key 'fortran_order'"));
   EXPECT_TRUE(
       contains(with("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'x': 1}", f8x2), "unexpected key 'x'"));

@@ -88,17 +88,16 @@ TensorRecord validate_entry(const std::string& name, const Json& info, uint64_t 
 
   const auto shape = info.find("shape");
   if (shape == info.end() || !shape->is_array()) throw error("missing \"shape\" array");
-  int64_t count = 1;
   for (const Json& d : *shape) {
     const std::optional<uint64_t> dim = json_unsigned(d);
     if (!dim) throw error(fmt::format("shape {} has a dimension that is not a non-negative integer", shape->dump()));
-    if (*dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        __builtin_mul_overflow(count, static_cast<int64_t>(*dim), &count)) {
+    if (*dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       throw error(fmt::format("shape {} is too large", shape->dump()));
-    }
     record.shape.push_back(static_cast<int64_t>(*dim));
   }
-  record.count = count;
+  const std::optional<int64_t> count = runtime::allocatable_count(record.shape);
+  if (!count) throw error(fmt::format("shape {} is too large", shape->dump()));
+  record.count = *count;
 
   const auto offsets = info.find("data_offsets");
   if (offsets == info.end() || !offsets->is_array() || offsets->size() != 2 || !json_unsigned((*offsets)[0]) ||
@@ -112,7 +111,7 @@ TensorRecord validate_entry(const std::string& name, const Json& info, uint64_t 
                             buffer_size));
   }
   uint64_t needed = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(count), record.dtype.size, &needed) ||
+  if (__builtin_mul_overflow(static_cast<uint64_t>(record.count), record.dtype.size, &needed) ||
       record.end - record.begin != needed) {
     throw error(fmt::format("data_offsets [{}, {}] hold {} bytes, but shape {} of {} needs {}", record.begin,
                             record.end, record.end - record.begin, runtime::shape_string(record.shape), dtype_name,

@@ -145,6 +145,8 @@ TEST(Safetensors, MalformedFilesSayWhy) {
             p + "tensor `w`: shape [-1] has a dimension that is not a non-negative integer");
   EXPECT_EQ(error_of(make_file(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight)),
             p + "tensor `w`: shape [4294967296,4294967296] is too large");
+  EXPECT_EQ(error_of(make_file(R"({"w":{"dtype":"U8","shape":[1073741824,1073741824,0],"data_offsets":[0,0]}})", eight)),
+            p + "tensor `w`: shape [1073741824,1073741824,0] is too large");
   EXPECT_EQ(error_of(make_file(R"({"w":{"dtype":"F64","shape":[1]}})", eight)),
             p + "tensor `w`: missing \"data_offsets\" [begin, end] of non-negative integers");
   EXPECT_EQ(error_of(make_file(R"({"w":[1]})", eight)), p + "tensor `w`: its header entry is not a JSON object");

@@ -16,19 +16,33 @@ const char* elem_kind_name(ElemKind kind) {
   return "?";
 }
 
-int64_t element_count(const Shape& shape) {
+std::optional<int64_t> allocatable_count(const Shape& shape) {
   // Bounded so that a count times the widest element (8 bytes) and every
   // stride and offset derived from it are int64 without overflow checks of
   // their own: products of run-time sizes wrapped to 0 or to small numbers
   // before, and a wrong count is a wrong allocation.
   constexpr int64_t kMaxAllocatedElements = int64_t{1} << 59;
-  int64_t n = 1;
-  for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n) || n > kMaxAllocatedElements)
-      throw RuntimeError(fmt::format("a tensor of shape {} would have more than 2^59 elements (4 EiB of f64); "
-                                     "are the dimensions what you meant?",
-                                     shape_string(shape)));
-  return n;
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(nonzero, d, &nonzero) || nonzero > kMaxAllocatedElements) return std::nullopt;
+  }
+  return empty ? 0 : nonzero;
+}
+
+int64_t element_count(const Shape& shape) {
+  const std::optional<int64_t> count = allocatable_count(shape);
+  if (!count)
+    throw RuntimeError(fmt::format("a tensor of shape {} cannot be held: its dimensions must be non-negative and "
+                                   "their nonzero ones multiply to at most 2^59 (4 EiB of f64); are they what "
+                                   "you meant?",
+                                   shape_string(shape)));
+  return *count;
 }
 
 std::vector<int64_t> contiguous_strides(const Shape& shape) {

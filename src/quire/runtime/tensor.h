@@ -5,6 +5,7 @@
 // travel with the static types, not with the data: a Tensor is positional.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,16 @@ const char* elem_kind_name(ElemKind kind);
 
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of a shape (1 for a scalar, the empty shape).
+/// Number of elements of a shape (1 for a scalar, the empty shape); throws
+/// a RuntimeError for a shape `allocatable_count` refuses.
 int64_t element_count(const Shape& shape);
+/// The number of elements of `shape`, or nullopt if a dimension is negative or
+/// the product of its nonzero dimensions passes 2^59. The bound ignores zeros
+/// so that it does not depend on their place: every stride of the shape is
+/// then below it too, and an empty tensor of absurd dimensions is refused
+/// wherever its zero stands. Readers of files call this to refuse a shape
+/// with their own error.
+std::optional<int64_t> allocatable_count(const Shape& shape);
 /// Row-major strides of a contiguous tensor of this shape, in elements.
 std::vector<int64_t> contiguous_strides(const Shape& shape);
 /// "[2, 3, 4]"

@@ -299,6 +299,7 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -386,6 +387,7 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:

@@ -23,7 +23,7 @@
 namespace quire::core {
 
 enum class Op : uint8_t {
-#define QUIRE_OP(E, S, A, EW, R, REG, CALLS) E,
+#define QUIRE_OP(E, N, S, A, REG, FLAGS) E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
 };
@@ -31,23 +31,32 @@ enum class Op : uint8_t {
 enum class Regularity : uint8_t { Discontinuous = 0, Continuous = 1, Smooth = 2 };
 const char* regularity_name(Regularity r);  // "C∞", "C⁰", "discontinuous"
 
-/// One row of the operation table (ops.def).
+/// The flags column of ops.def, whose header says what each one means.
+namespace op_flag {
+inline constexpr uint16_t NoFlags = 0, Elementwise = 1 << 0, Reduction = 1 << 1, Product = 1 << 2, Copies = 1 << 3,
+                          StoredDirectly = 1 << 4, Selects = 1 << 5, Compares = 1 << 6, Draws = 1 << 7,
+                          Calls = 1 << 8;
+}  // namespace op_flag
+
+/// One row of the operation table (ops.def), its flags spelled out.
 struct OpInfo {
-  const char* spelling;
+  const char* name;      ///< unique: files name the operation so
+  const char* spelling;  ///< as printed: max and min name two operations each
   int arity;
+  Regularity regularity;
   bool elementwise;
   bool reduction;
-  Regularity regularity;
-  bool calls;  ///< evaluates another function (call, fold, fold_vjp)
+  bool product;
+  bool copies;
+  bool stored_directly;
+  bool selects;
+  bool compares;
+  bool draws;
+  bool calls;
 };
 const OpInfo& op_info(Op op);
-/// The operation printed as `spelling` ("contract", "sum_to"), if any.
-std::optional<Op> op_by_spelling(std::string_view spelling);
-
-/// Whether every element of the operation's result is a copy of an operand
-/// element, without arithmetic: restructuring and its cotangents. Such a
-/// result takes its operand's type and is stored without rounding twice.
-bool copies_elements(Op op);
+/// The operation named `name` ("contract", "reduce_max"), if any.
+std::optional<Op> op_by_name(std::string_view name);
 
 /// The innermost numerics form an instruction was created in: none,
 /// `numerics(high) { … }`, or `precision(bf16|f16) { … }`. The precision

@@ -16,7 +16,7 @@ std::vector<int> reachable_functions(const elab::Program& prog, int root) {
     if (f < 0 || seen[f]) return;
     seen[f] = true;
     for (const Instr& in : prog.functions[f].body) {
-      if (in.op == Op::Call || in.op == Op::Fold || in.op == Op::FoldVjp) visit(in.callee);
+      if (op_info(in.op).calls) visit(in.callee);
       if (in.op == Op::FoldVjp) visit(static_cast<int>(in.integer));
     }
     order.push_back(f);
@@ -50,9 +50,8 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     case Op::Field: return fmt::format("{}.{}", arg(0), in.text);
     case Op::TupleGet: return fmt::format("{}.{}", arg(0), in.integer);
     case Op::MakeTuple: return fmt::format("({})", fmt::join(args, ", "));
-    case Op::Pow:
-      if (in.args.size() == 1) return fmt::format("pow {} {}", number(in.number), arg(0));
-      return fmt::format("pow {}, {}", arg(0), arg(1));
+    case Op::PowConst: return fmt::format("pow {} {}", number(in.number), arg(0));
+    case Op::Pow: return fmt::format("pow {}, {}", arg(0), arg(1));
     case Op::Cast: return fmt::format("cast {} {}", in.text, arg(0));
     case Op::Sum:
     case Op::Mean:
@@ -230,7 +229,7 @@ nlohmann::ordered_json core_json(const elab::Program& prog, int reachable_from) 
       nlohmann::ordered_json ij;
       ij["site"] = site_name(fn, in.id);
       if (!in.name.empty()) ij["name"] = in.name;
-      ij["op"] = op_info(in.op).spelling;
+      ij["op"] = op_info(in.op).name;
       ij["type"] = tp(in.type);
       ij["text"] = print_instr(prog, fn, in);
       std::vector<std::string> args;

@@ -27,8 +27,7 @@ std::vector<std::string> verify(const Function& fn, size_t functions) {
       continue;
     }
     const OpInfo& info = op_info(in.op);
-    if (info.arity >= 0 && static_cast<int>(in.args.size()) != info.arity &&
-        !(in.op == Op::Pow && in.args.size() == 1))  // `pow` of a literal exponent reads one operand
+    if (info.arity >= 0 && static_cast<int>(in.args.size()) != info.arity)
       problem(in.id, fmt::format("`{}` takes {} operands, it has {}", info.spelling, info.arity, in.args.size()));
     for (int a : in.args)
       if (a < 1 || a >= in.id) problem(in.id, fmt::format("operand %{} is not defined before its use", a));
@@ -39,7 +38,7 @@ std::vector<std::string> verify(const Function& fn, size_t functions) {
       for (int a : in.args)
         if (a >= 1 && a < in.id && in.op != Op::Real && !fn.type_of(a).is_tensor())
           problem(in.id, fmt::format("operand %{} of `{}` is not a tensor", a, info.spelling));
-    if (in.op == Op::Call || in.op == Op::Fold || in.op == Op::FoldVjp)
+    if (info.calls)
       if (in.callee < 0 || static_cast<size_t>(in.callee) >= functions)
         problem(in.id,
                 fmt::format("`{}` names function {}, which the program does not have", info.spelling, in.callee));

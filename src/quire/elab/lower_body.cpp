@@ -728,7 +728,7 @@ class BodyLowering {
         error("E0406", e.range, "`^` needs numbers, not booleans");
         return Operand::error();
       }
-      Instr in = make(Op::Pow, Type::make_tensor(x->type.tensor), {x->id}, e.range);
+      Instr in = make(Op::PowConst, Type::make_tensor(x->type.tensor), {x->id}, e.range);
       in.type.tensor.elem = Elem::Real;
       in.number = b.number;
       in.align = {{identity_map(x->type.tensor.axes.size()), x->type.tensor.rest}};

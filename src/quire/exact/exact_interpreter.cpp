@@ -136,6 +136,7 @@ Big apply_unary(Op op, const Big& x) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -183,16 +184,13 @@ Big apply_unary(Op op, const Big& x) {
   throw std::logic_error(fmt::format("internal: `{}` is not a real unary operation", core::op_info(op).spelling));
 }
 
-bool is_comparison(Op op) {
-  return op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge || op == Op::Eq || op == Op::Ne;
-}
-
 Big apply_binary(Op op, const Big& a, const Big& b) {
   switch (op) {
     case Op::Add: return add(a, b);
     case Op::Sub: return sub(a, b);
     case Op::Mul: return mul(a, b);
     case Op::Div: return div(a, b);
+    case Op::PowConst:
     case Op::Pow: return pow(a, b);
     case Op::Min: return min(a, b);
     case Op::Max: return max(a, b);
@@ -305,6 +303,7 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -671,6 +670,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -832,6 +832,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -882,7 +883,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       if (in.align.at(k).rest) result_rest = std::max<int64_t>(result_rest, rest_of(k));
     const int rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
     auto map = [&](size_t k) { return axis_map(in.align.at(k), rank_of(k), explicit_count(k), result_rest); };
-    if (in.args.size() == 1 && in.op != Op::Pow) {  // identity alignment
+    if (in.args.size() == 1 && in.op != Op::PowConst) {  // identity alignment
       const ExactValue& x = arg(0);
       const bool keeps_ints = in.op == Op::Not || in.op == Op::Neg || in.op == Op::Abs || in.op == Op::Relu;
       if (!x.is_real && keeps_ints) {
@@ -906,7 +907,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       maps.push_back(map(k));
     }
     BigTensor exponent;  // `pow 2 x`: the literal exponent, a scalar read by every element
-    if (in.op == Op::Pow && in.args.size() == 1) {
+    if (in.op == Op::PowConst) {
       exponent = BigTensor{{}, {big(in.number)}};
       where.push_back(iota({}));
       maps.push_back(runtime::AxisMap(static_cast<size_t>(rank), -1));
@@ -934,7 +935,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       return ExactValue::of(std::move(r));
     }
     const bool in_reals = (where.size() == 2 && (arg(0).is_real || arg(1).is_real)) || in.op == Op::Div ||
-                          in.op == Op::Pow;
+                          in.op == Op::Pow || in.op == Op::PowConst;
     if (!in_reals) {  // integers and booleans: the kernel's own arithmetic, exact already
       ExactValue v;
       v.is_real = false;
@@ -943,7 +944,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     }
     const BigTensor& a = real_arg(0);
     const BigTensor& b = in.args.size() == 1 ? exponent : real_arg(1);
-    if (is_comparison(in.op)) {
+    if (core::op_info(in.op).compares) {
       ExactValue v;
       v.is_real = false;
       v.other = Tensor::integer(runtime::ElemKind::Bool, shape);
@@ -1259,6 +1260,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:

@@ -354,6 +354,7 @@ class Builder {
       case Op::Sub:
       case Op::Mul:
       case Op::Div:
+      case Op::PowConst:
       case Op::Pow:
       case Op::Min:
       case Op::Max:
@@ -468,19 +469,19 @@ class Builder {
       case Op::Cast:
         if (real_operand(0)) add(in.args[0], g, in);  // a rounding: its cotangent passes as it is
         return;
-      case Op::Pow: {
-        if (in.args.size() == 1) {  // x^n, n a literal: g · n · x^(n−1)
-          int d;
-          if (in.number == 2.0) {
-            d = op2(Op::Mul, scalar(2.0, in), same(x(0)), in);
-          } else {
-            Instr p = make(Op::Pow, in.type, {x(0)}, in);
-            p.number = in.number - 1;
-            p.align = {identity(r_)};
-            d = op2(Op::Mul, scalar(in.number, in), same(emit(std::move(p))), in);
-          }
-          return add(in.args[0], op2(Op::Mul, same(g), same(d), in), in);
+      case Op::PowConst: {  // x^n, n a literal: g · n · x^(n−1)
+        int d;
+        if (in.number == 2.0) {
+          d = op2(Op::Mul, scalar(2.0, in), same(x(0)), in);
+        } else {
+          Instr p = make(Op::PowConst, in.type, {x(0)}, in);
+          p.number = in.number - 1;
+          p.align = {identity(r_)};
+          d = op2(Op::Mul, scalar(in.number, in), same(emit(std::move(p))), in);
         }
+        return add(in.args[0], op2(Op::Mul, same(g), same(d), in), in);
+      }
+      case Op::Pow: {
         // a^b: ∂a = g · b · a^(b−1), ∂b = g · y · log(a)
         if (real_operand(0)) {
           int bm1 = op2(Op::Sub, operand(in, 1), scalar(1.0, in), in);

@@ -76,6 +76,7 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -130,6 +131,7 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::Sub: return runtime::BinaryOp::Sub;
     case Op::Mul: return runtime::BinaryOp::Mul;
     case Op::Div: return runtime::BinaryOp::Div;
+    case Op::PowConst:
     case Op::Pow: return runtime::BinaryOp::Pow;
     case Op::Min: return runtime::BinaryOp::Min;
     case Op::Max: return runtime::BinaryOp::Max;
@@ -243,6 +245,7 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -345,12 +348,6 @@ std::map<std::string, int64_t> callee_dims(const core::Function& callee, const c
   for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k)
     dims[callee.dims[k - first]] = eval_size(in.sizes[k], caller);
   return dims;
-}
-
-bool stored_directly(core::Op op) {
-  using core::Op;
-  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
-         op == Op::Cast;
 }
 
 }  // namespace quire::interp

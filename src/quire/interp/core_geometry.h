@@ -50,12 +50,6 @@ runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vecto
 /// reduction over its explicit `axes`, or over all of them, sums away.
 std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vector<int>& axes);
 
-/// Whether a half result of `op` is rounded to its type directly rather than
-/// through f32 first: copies, parameter reads, constants and casts (a cast
-/// rounds once, from its operand). Every other half result is computed, and
-/// rounds through f32 as PyTorch's processor kernels do.
-bool stored_directly(core::Op op);
-
 /// The dimensions a called function runs under: the run's (`run`), with the
 /// callee's own dimensions (a module's, or inferred size parameters) bound to
 /// the instruction's sizes from `first` on, evaluated in the caller's `caller`

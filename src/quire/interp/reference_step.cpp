@@ -126,7 +126,7 @@ void store_at_site(const core::Function& fn, const core::Instr& in, const precis
                                          runtime::float_type_name(site.storage), runtime::float_type_name(v.type)));
     return;
   }
-  const bool via_f32 = precision::is_half(site.storage) && !half_intermediates && !stored_directly(in.op);
+  const bool via_f32 = precision::is_half(site.storage) && !half_intermediates && !core::op_info(in.op).stored_directly;
   if (via_f32) round_in_place(v.tensor, FloatType::F32);
   round_in_place(v.tensor, site.storage);
   v.type = site.storage;
@@ -247,6 +247,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -297,7 +298,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       if (in.align.at(k).rest) result_rest = std::max<int64_t>(result_rest, rest_of(k));
     int rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
     auto map = [&](size_t k) { return axis_map(in.align.at(k), tensor_arg(k).rank(), explicit_count(k), result_rest); };
-    if (in.op == Op::Pow && in.args.size() == 1) {
+    if (in.op == Op::PowConst) {
       Tensor e = Tensor::scalar(in.number);
       return Value::of(runtime::binary(runtime::BinaryOp::Pow, tensor_arg(0), map(0), e, runtime::AxisMap(rank, -1), rank));
     }
@@ -557,6 +558,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "quire/core/printer.h"
+#include "quire/support/text.h"
 
 namespace quire::kernel {
 
@@ -72,6 +73,7 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -106,7 +108,7 @@ LaunchKind launch_kind(const Instr& in) {
   const core::OpInfo& info = core::op_info(in.op);
   if (info.elementwise) return in.type.is_tensor() ? LaunchKind::ElementWise : LaunchKind::None;
   if (info.reduction) return LaunchKind::Reduction;
-  if (core::copies_elements(in.op)) return LaunchKind::DataMovement;
+  if (info.copies) return LaunchKind::DataMovement;
   return LaunchKind::None;
 }
 
@@ -221,6 +223,7 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -534,9 +537,8 @@ std::string instr_line(const elab::Program& prog, const Function& fn, int id) {
 std::string step_name(const Instr& in) {
   const char* spelling = core::op_info(in.op).spelling;
   switch (in.op) {
-    case Op::Pow:
-      if (in.args.size() == 1) return fmt::format("pow {}", in.number);
-      break;
+    case Op::PowConst:
+      return fmt::format("pow {}", in.number);
     case Op::Cast:
       return fmt::format("cast {}", in.text);
     case Op::Dot:
@@ -574,6 +576,7 @@ std::string step_name(const Instr& in) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::Pow:
     case Op::Min:
     case Op::Max:
     case Op::Lt:
@@ -616,17 +619,6 @@ std::string step_name(const Instr& in) {
       break;
   }
   return spelling;
-}
-
-/// The number of code points: the columns a UTF-8 name takes.
-size_t columns(const std::string& s) {
-  return static_cast<size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
-std::string pad(const std::string& s, size_t width) {
-  const size_t n = columns(s);
-  return n >= width ? s : s + std::string(width - n, ' ');
 }
 
 std::string nest_text(const FunctionFusion& ff, const StoredValue& s, LaunchKind kind) {
@@ -778,10 +770,10 @@ std::string print_fusion(const elab::Program& prog, const Fusion& f) {
   }
   size_t w0 = 0, w1 = 0;
   for (const auto& r : rows) {
-    w0 = std::max(w0, columns(r[0]));
-    w1 = std::max(w1, columns(r[1]));
+    w0 = std::max(w0, code_points(r[0]));
+    w1 = std::max(w1, code_points(r[1]));
   }
-  for (const auto& r : rows) out += fmt::format("{}  {}  {} — {}\n", pad(r[0], w0), pad(r[1], w1), r[2], r[3]);
+  for (const auto& r : rows) out += fmt::format("{}  {}  {} — {}\n", pad_columns(r[0], w0), pad_columns(r[1], w1), r[2], r[3]);
 
   out += fmt::format("\nLaunches over one call of {}: each function's, times the evaluations of it.\n\n", entry);
   std::vector<std::array<std::string, 4>> counts;
@@ -791,10 +783,10 @@ std::string print_fusion(const elab::Program& prog, const Fusion& f) {
                       std::to_string(ff.fused_launches), ff.evaluations ? std::to_string(*ff.evaluations) : "?"});
   std::array<size_t, 4> w{};
   for (const auto& r : counts)
-    for (size_t i = 0; i < 4; ++i) w[i] = std::max(w[i], columns(r[i]));
+    for (size_t i = 0; i < 4; ++i) w[i] = std::max(w[i], code_points(r[i]));
   for (const auto& r : counts) {
-    out += pad(r[0], w[0]);
-    for (size_t i = 1; i < 4; ++i) out += std::string(2 + w[i] - columns(r[i]), ' ') + r[i];
+    out += pad_columns(r[0], w[0]);
+    for (size_t i = 1; i < 4; ++i) out += std::string(2 + w[i] - code_points(r[i]), ' ') + r[i];
     out += "\n";
   }
   if (f.launches && f.fused_launches)

@@ -41,9 +41,7 @@ runtime::ElemKind kind_of(ElemType t) {
   }
 }
 
-bool is_product(Op op) {
-  return op == Op::Dot || op == Op::Contract || op == Op::ContractGradA || op == Op::ContractGradB;
-}
+bool is_product(Op op) { return core::op_info(op).product; }
 
 bool is_reduction(Op op) {
   return op == Op::Sum || op == Op::Mean || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::LogSumExp;
@@ -246,7 +244,7 @@ class GroupLowering {
       if (a == runtime::ElemKind::Real || b == runtime::ElemKind::Real) return real();
       throw unsupported("chooses between integers");
     }
-    if (in.op == Op::Pow && in.args.size() == 1) return real();
+    if (in.op == Op::PowConst) return real();
     if (in.args.size() == 1) {
       const std::optional<runtime::ElemKind> k = runtime::unary_result_kind(interp::unary_op(in.op), kind(0));
       if (!k || (*k != runtime::ElemKind::Real && *k != runtime::ElemKind::Bool)) throw unsupported("computes integers");
@@ -311,7 +309,7 @@ class GroupLowering {
   int store_round(const core::Instr& in, int e) {
     const precision::SiteType* s = site(in.id);
     if (!s || !is_float(members_.at(in.id).type)) return e;
-    if (precision::is_half(s->storage) && !half_intermediates_ && !interp::stored_directly(in.op))
+    if (precision::is_half(s->storage) && !half_intermediates_ && !core::op_info(in.op).stored_directly)
       e = b_.round(FloatType::F32, e);
     return b_.round(s->storage, e);
   }
@@ -367,7 +365,7 @@ class GroupLowering {
       return b_.round(t, x[0]);
     }
     if (in.op == Op::Where) return b_.where(x[0], x[1], x[2]);
-    if (in.op == Op::Pow && in.args.size() == 1) {
+    if (in.op == Op::PowConst) {
       // `pow 2 x` squares (runtime/kernels.h: a literal 2 is x*x).
       if (in.number == 2.0) return b_.binary(runtime::BinaryOp::Mul, x[0], x[0]);
       return b_.binary(runtime::BinaryOp::Pow, x[0], b_.constant(in.number));
@@ -503,6 +501,7 @@ class GroupLowering {
       case Op::Sub:
       case Op::Mul:
       case Op::Div:
+      case Op::PowConst:
       case Op::Pow:
       case Op::Min:
       case Op::Max:

@@ -95,6 +95,7 @@ bool library_function(Op op) {
     case Op::Log1p:
     case Op::Expm1:
     case Op::Softplus:
+    case Op::PowConst:
     case Op::Pow:
       return true;
     case Op::Const:
@@ -159,19 +160,6 @@ bool library_function(Op op) {
       return false;
   }
   throw std::logic_error("internal: an operation outside ops.def");
-}
-
-/// Element-wise operations whose result is one of its operands' elements
-/// (or its negation): no arithmetic, no rounding in the kernel.
-bool selects(Op op) {
-  return op == Op::Neg || op == Op::Abs || op == Op::Relu || op == Op::Min || op == Op::Max || op == Op::Where;
-}
-
-/// The typed interpreter's stored_directly: results rounded to their type
-/// once, never through f32 first.
-bool stored_directly(Op op) {
-  return core::copies_elements(op) || op == Op::Field || op == Op::Const || op == Op::Real || op == Op::OneHot ||
-         op == Op::Cast;
 }
 
 bool is_real_tensor(const elab::Type& t) {
@@ -504,7 +492,7 @@ class BoundWalk {
         v.type = FloatType::F64;  // no table entry: the kernel's f64 value, as the interpreter keeps it
       } else if (st->reason != Reason::Carried) {
         const FloatType t = st->storage;
-        const bool via_f32 = is_half(t) && !realization_.half_intermediates && !stored_directly(in.op);
+        const bool via_f32 = is_half(t) && !realization_.half_intermediates && !core::op_info(in.op).stored_directly;
         if (via_f32 && !(lies_in && holds(FloatType::F32, *lies_in))) {
           round_to(v, FloatType::F32, &why);
           lies_in = FloatType::F32;
@@ -896,6 +884,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -946,7 +935,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     for (size_t k = 0; k < in.args.size(); ++k)
       maps.emplace_back(&arg(k).shape, interp::axis_map(in.align.at(k), static_cast<int64_t>(arg(k).shape.size()),
                                                         explicit_count(k), result_rest));
-    tensor_result(in.args.size() == 1 && in.op != Op::Pow ? arg(0).shape : broadcast(maps, rank));
+    tensor_result(in.args.size() == 1 && in.op != Op::PowConst ? arg(0).shape : broadcast(maps, rank));
     const double n_out = static_cast<double>(out.size());
     // Normwise: an operand of n_x elements broadcast into n_y multiplies its norm by √(n_y/n_x).
     auto spread = [&](size_t k) {
@@ -1060,7 +1049,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
             L = -1;
             break;
           }
-          case Op::Pow: {
+          case Op::PowConst: {
             const double p = in.number;
             if (p == 0) {
               L = 0;
@@ -1089,6 +1078,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
           case Op::Sub:
           case Op::Mul:
           case Op::Div:
+          case Op::Pow:
           case Op::Min:
           case Op::Max:
           case Op::Lt:
@@ -1136,11 +1126,11 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         }
         if (L >= 0) out.error[r] = times(L, d);
       }
-      if (selects(in.op)) {
+      if (core::op_info(in.op).selects) {
         lies_in = x.type;
         return out;
       }
-      if (in.op == Op::Pow && in.number == 0) {
+      if (in.op == Op::PowConst && in.number == 0) {
         out.error = {};
         lies_in = std::nullopt;
         return out;
@@ -1214,6 +1204,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         case Op::Softplus:
         case Op::Not:
         case Op::Cast:
+        case Op::PowConst:
         case Op::Lt:
         case Op::Le:
         case Op::Gt:
@@ -1259,7 +1250,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       }
     }
     if (out.elem != ElemKind::Real) return out;  // integer arithmetic is exact
-    if (selects(in.op)) {
+    if (core::op_info(in.op).selects) {
       lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
       return out;
     }
@@ -1526,6 +1517,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -1658,6 +1650,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Sub:
     case Op::Mul:
     case Op::Div:
+    case Op::PowConst:
     case Op::Pow:
     case Op::Min:
     case Op::Max:
@@ -1785,7 +1778,7 @@ std::vector<std::string> envelope_mismatches(const elab::Program& prog, int entr
       out.push_back(fmt::format("its site {} is not a site of the program", s.site));
     } else if (it->second->op != s.op_code) {
       out.push_back(fmt::format("its site {} is a `{}`, but the program's is a `{}`", s.site, s.op,
-                                core::op_info(it->second->op).spelling));
+                                core::op_info(it->second->op).name));
     }
     if (out.size() >= 8) break;  // enough to see that it is another program
   }

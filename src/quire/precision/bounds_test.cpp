@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "quire/core/printer.h"
 #include "quire/interp/inputs.h"
@@ -319,6 +320,24 @@ TEST(BoundsEnvelope, AnotherProgramsEnvelopeIsRefused) {
   EXPECT_EQ(body[0], "its site f/%2 is a `sum`, but the program's is a `mul`");
   const Realization r = realize(*q.e->prog, q.index("f"), {}, {});
   EXPECT_THROW(bound_errors(*q.e->prog, q.index("f"), {}, r, c.envelope, c.samples, nullptr), std::invalid_argument);
+}
+
+TEST(BoundsEnvelope, AnEnvelopeReadBackMatchesItsOwnProgramWhateverItsOperations) {
+  // The reducing max and the element-wise one, and both forms of pow: an
+  // envelope names each site's operation by its unique name, so reading it
+  // back finds the same operation ("its site f/%2 is a `max`, but the
+  // program's is a `max`" when the two were told apart by spelling alone).
+  Program p(
+      "fn f(z : ℝ[n: 5]) -> ℝ[] =\n"
+      "  let m = max(axis n, z)\n"
+      "  let e = max(z, 0.5)\n"
+      "  sum(e ^ 2.0) + m + sum(e ^ z)\n");
+  const Calibrated c = calibrate_drawn(*p.e->prog, p.index("f"), {}, 1);
+  const Envelope back = envelope_from_json(nlohmann::json::parse(envelope_json(c.envelope).dump()));
+  std::set<std::string> ops;
+  for (const SiteEnvelope& s : back.sites) ops.insert(s.op);
+  for (const char* op : {"reduce_max", "max", "pow_const", "pow"}) EXPECT_TRUE(ops.count(op)) << op;
+  EXPECT_EQ(envelope_mismatches(*p.e->prog, p.index("f"), back), std::vector<std::string>{});
 }
 
 // ---------------------------------------------------------------------------

@@ -249,7 +249,7 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
     SiteEnvelope s;
     s.site = core::site_name(*t.fn, t.in->id);
     s.function = t.fn->name;
-    s.op = core::op_info(t.in->op).spelling;
+    s.op = core::op_info(t.in->op).name;
     s.op_code = t.in->op;
     s.elements = t.elements;
     s.max_abs = t.max_abs;
@@ -388,7 +388,7 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
     s.site = r.text(field("site"), key + ".site");
     s.function = r.text(field("function"), key + ".function");
     s.op = r.text(field("op"), key + ".op");
-    std::optional<core::Op> op = core::op_by_spelling(s.op);
+    std::optional<core::Op> op = core::op_by_name(s.op);
     if (!op) r.fail(key + ".op", fmt::format("`{}` is not an operation of Core", s.op));
     s.op_code = *op;
     s.elements = r.count(field("elements"), key + ".elements", 0, kMaxElements);

@@ -49,7 +49,7 @@ inline constexpr int kMaxSamples = 4096;
 struct SiteEnvelope {
   std::string site;      ///< core::site_name: "RMSNorm.apply/%4"
   std::string function;  ///< "RMSNorm.apply"
-  std::string op;        ///< the op's spelling: "sum", "contract"
+  std::string op;        ///< the operation's name (ops.def): "sum", "reduce_max"
   core::Op op_code = core::Op::Const;
   int64_t elements = 0;
   double max_abs = 0;

@@ -14,6 +14,7 @@
 #include "quire/precision/measure.h"
 #include "quire/precision/number_text.h"
 #include "quire/realize/realization_file.h"
+#include "quire/support/text.h"
 
 namespace quire::precision {
 
@@ -69,6 +70,7 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::Sub:
     case core::Op::Mul:
     case core::Op::Div:
+    case core::Op::PowConst:
     case core::Op::Pow:
     case core::Op::Min:
     case core::Op::Max:
@@ -613,8 +615,8 @@ std::string print_solution(const Solution& s, int sites) {
                      "|v|", "s", "term", "share");
   for (size_t i = 0; i < limit(rows.size()); ++i) {
     const Choice& c = *rows[i];
-    std::string op = c.operation.size() > 30 ? c.operation.substr(0, 27) + "..." : c.operation;
-    out += fmt::format("  {:<26} {:<30} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", c.name, op, name(c.type),
+    out += fmt::format("  {} {} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", pad_columns(c.name, 26),
+                       pad_columns(clip_columns(c.operation, 30), 30), name(c.type),
                        c.elements, sci(c.magnitude), sci(c.sensitivity), sci(c.term()), pct(share_of(c.term(), s.estimate)));
   }
 
@@ -665,8 +667,8 @@ std::string print_solution(const Solution& s, int sites) {
     out += fmt::format("  {:<26} {:<30} {:<34} {:>11} {:>11}\n", "site", "operation", "role", "|v|", "s");
     for (size_t i = 0; i < limit(s.followers.size()); ++i) {
       const Follower& f = s.followers[i];
-      std::string op = f.operation.size() > 30 ? f.operation.substr(0, 27) + "..." : f.operation;
-      out += fmt::format("  {:<26} {:<30} {:<34} {:>11} {:>11}\n", f.site, op, f.role, sci(f.magnitude),
+      out += fmt::format("  {} {} {:<34} {:>11} {:>11}\n", pad_columns(f.site, 26),
+                         pad_columns(clip_columns(f.operation, 30), 30), f.role, sci(f.magnitude),
                          sci(f.sensitivity));
     }
   }

@@ -120,13 +120,11 @@ FloatType wider(FloatType a, FloatType b) {
 bool is_region(Numerics m) { return m == Numerics::RegionBf16 || m == Numerics::RegionF16; }
 
 /// The products: a fold of multiply-adds, whose steps round to the accumulator.
-bool is_product(Op op) {
-  return op == Op::Dot || op == Op::Contract || op == Op::ContractGradA || op == Op::ContractGradB;
-}
+bool is_product(Op op) { return core::op_info(op).product; }
 
 /// Operations whose result takes its operand's type: copies, and `expand`
 /// (a copy, divided by a count for a mean's cotangent).
-bool is_copy(Op op) { return core::copies_elements(op) || op == Op::Expand; }
+bool is_copy(Op op) { return core::op_info(op).copies || op == Op::Expand; }
 
 class Realizer {
  public:
@@ -249,7 +247,7 @@ class Realizer {
     if (in.op == Op::LogSumExp)
       return {FloatType::F32, FloatType::F32, false, false, Reason::LibraryMark,
               "logsumexp is sensitive (the prelude's mark): computed and kept in f32"};
-    if (in.op == Op::Uniform || in.op == Op::Normal || in.op == Op::Bernoulli)
+    if (core::op_info(in.op).draws)
       return {FloatType::F32, FloatType::F32, false, false, Reason::Policy, "a random draw is made in f32"};
     // Element-wise, reductions and copies: the half once a half operand is met.
     bool meets_half = false;
@@ -466,6 +464,7 @@ class Realizer {
         case Op::Sub:
         case Op::Mul:
         case Op::Div:
+        case Op::PowConst:
         case Op::Pow:
         case Op::Min:
         case Op::Max:

@@ -1,0 +1,34 @@
+#include "quire/support/text.h"
+
+namespace quire {
+
+namespace {
+
+bool starts_code_point(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) != 0x80; }
+
+}  // namespace
+
+size_t code_points(std::string_view text) {
+  size_t n = 0;
+  for (char byte : text) n += starts_code_point(byte) ? 1 : 0;
+  return n;
+}
+
+std::string pad_columns(std::string_view text, size_t width) {
+  const size_t n = code_points(text);
+  std::string out(text);
+  if (n < width) out.append(width - n, ' ');
+  return out;
+}
+
+std::string clip_columns(std::string_view text, size_t width) {
+  if (code_points(text) <= width) return std::string(text);
+  const size_t kept = width >= 3 ? width - 3 : 0;
+  size_t points = 0, end = 0;
+  for (; end < text.size(); ++end) {
+    if (starts_code_point(text[end]) && points++ == kept) break;
+  }
+  return std::string(text.substr(0, end)) + "...";
+}
+
+}  // namespace quire

@@ -1,0 +1,21 @@
+// Columns of UTF-8 text in the printed tables: a name counts its code points,
+// not its bytes, and is cut only between characters.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace quire {
+
+/// The code points of UTF-8 text: the columns it takes (wide characters aside).
+size_t code_points(std::string_view text);
+
+/// `text` followed by spaces up to `width` code points (as it is when longer).
+std::string pad_columns(std::string_view text, size_t width);
+
+/// `text` as it is if it has at most `width` code points; else its first
+/// `width − 3` code points and "...", never a character cut in two.
+std::string clip_columns(std::string_view text, size_t width);
+
+}  // namespace quire

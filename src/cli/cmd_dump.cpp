@@ -17,6 +17,7 @@
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/fusion.h"
+#include "quire/kernel/fusion_print.h"
 #include "quire/machine/profile.h"
 #include "quire/realize/realization.h"
 #include "quire/precision/sensitivity.h"

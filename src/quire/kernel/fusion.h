@@ -1,6 +1,7 @@
 #pragma once
 // Fusion groups: which launches of Core share one loop nest, and why every
-// other value reaches memory (DESIGN.md §4, docs/backends.md#fusion).
+// other value reaches memory (DESIGN.md §4, docs/backends.md#fusion); their
+// printout is fusion_print.h.
 //
 // A *launch* is an instruction that computes on tensor data at run time:
 // element-wise operations, reductions, products (dot, contract and their
@@ -53,7 +54,6 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,21 +157,5 @@ struct Fusion {
 /// call of it at `dims` (the run's --dim values; folds are counted where
 /// their counts evaluate).
 Fusion fuse(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims);
-
-/// A group as `add(i0,i1);sqrt(s0)`: each step's operation and operands, iN
-/// the group's input N and sN its step N.
-std::string group_expression(const core::Function& fn, const FusionGroup& g);
-
-/// Why `v` reaches memory, in words: "read by ms : ℝ[...] = mean axis model %4: a reduction".
-std::string memory_reason_text(const elab::Program& prog, const core::Function& fn, const StoredValue& v);
-
-/// `quire dump --stage realize`: per function its lets, launches and groups;
-/// every value that reaches memory with its line and reason; the launch counts.
-std::string print_fusion(const elab::Program& prog, const Fusion& f);
-/// The same content: {entry, dims, size_limit, functions: [{name, lets,
-/// launches, fused_launches, evaluations, groups: [{root, expression, steps,
-/// inputs, epilogue}], stored: [{site, line, nest, reason, reader, why}]}],
-/// launches, fused_launches, unknown}.
-nlohmann::ordered_json fusion_json(const elab::Program& prog, const Fusion& f);
 
 }  // namespace quire::kernel

@@ -3,6 +3,7 @@
 // counts over one call of an entry.
 
 #include "quire/kernel/fusion.h"
+#include "quire/kernel/fusion_print.h"
 
 #include <gtest/gtest.h>
 

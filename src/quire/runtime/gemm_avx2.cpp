@@ -37,15 +37,6 @@ constexpr int64_t panel_stride(int64_t kc_units) { return b_panel_stride(kc_unit
 static_assert(kTileCols % 8 == 0, "a tile row is whole ymm");
 static_assert(kTileRows * kVectors + kVectors + 1 <= 16, "accumulators, B and a broadcast fit the 16 ymm");
 
-// acc = a·b + acc as VFMADD231PS acc, a, b: the operand order that matches
-// VDPBF16PS's NaN propagation (gemm_avx512.cpp, fma_acc_a_b), which the
-// Avx2FmaBf16 path relies on. Assembly, since an intrinsic leaves the form
-// to the compiler.
-QUIRE_AVX2 inline __m256 fma_acc_a_b(__m256 acc, __m256 a, __m256 b) {
-  __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
-  return acc;
-}
-
 // The lanes of ymm v of a tile row that lie inside `cols` columns, as
 // VMASKMOVPS's mask (all bits set in a lane that is inside).
 QUIRE_AVX2 inline __m256i column_mask(int64_t cols, int v) {
@@ -90,11 +81,21 @@ QUIRE_AVX2 void sgemm_tile(int64_t kc, const float* __restrict a, int64_t a_rs, 
     __m256 bv[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) bv[v] = kEdge ? _mm256_maskload_ps(b + 8 * v, masks[v]) : _mm256_loadu_ps(b + 8 * v);
+    // Row r: acc = a·b + acc as VFMADD231PS acc, a, b, the operand order
+    // that matches VDPBF16PS's NaN propagation (gemm_avx512.cpp,
+    // fma_acc_a_b), which the Avx2FmaBf16 path relies on. Assembly, since an
+    // intrinsic leaves the form to the compiler; the broadcast is inside it
+    // because with an FMA per statement GCC 12 copied accumulators between
+    // registers in the loop (16 ymm leave it one spare).
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + r * a_rs);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v) acc[r][v] = fma_acc_a_b(acc[r][v], ar, bv[v]);
+      static_assert(kVectors == 2, "the statement below names two vectors of B");
+      __m256 ar;
+      __asm__("vbroadcastss %[a_rp], %[ar]\n\t"
+              "vfmadd231ps %[b0], %[ar], %[acc0]\n\t"
+              "vfmadd231ps %[b1], %[ar], %[acc1]"
+              : [acc0] "+x"(acc[r][0]), [acc1] "+x"(acc[r][1]), [ar] "=&x"(ar)
+              : [a_rp] "m"(a[r * a_rs]), [b0] "x"(bv[0]), [b1] "x"(bv[1]));
     }
     a += a_cs;
     b += b_stride;
@@ -139,6 +140,17 @@ void block_loops(const PackedBlock<float>& block) {
       const int64_t rows = std::min<int64_t>(kTileRows, block.rows - i);
       // (Packed A's tiles ignore the strides.)
       const float* a = block.a_in_place ? block.a + i * block.a_rs : block.a + i * block.kc;
+      // The next micro-tile's C, fetched while this one runs (kc FMA steps).
+      if (block.load_c) {
+        const int64_t next_i = i + kTileRows < block.rows ? i + kTileRows : 0;
+        const int64_t next_j = i + kTileRows < block.rows ? j : j + kTileCols;
+        if (next_j < block.cols)
+          for (int64_t r = 0; r < std::min<int64_t>(kTileRows, block.rows - next_i); ++r) {
+            const float* row = block.c + (next_i + r) * block.c_rs + next_j;
+            _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(row + kTileCols - 1), _MM_HINT_T0);
+          }
+      }
       heights[rows - 1](block.kc, a, block.a_rs, block.a_cs, b_panel, b_stride, block.c + i * block.c_rs + j,
                         block.c_rs, cols, block.load_c);
     }

@@ -40,6 +40,7 @@
 //                          [--threads 1,2] [--packed] [--openblas-core NAME|detect]
 
 #include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -330,9 +330,10 @@ struct Avx2Kernels {
   static constexpr int64_t kTileCols = gemm_detail::kAvx2TileCols;
   // Narrower C tiles than AVX-512's: on the AMD EPYC (Zen 4, 1 MiB L2),
   // one thread, sgemm / OpenBLAS Haswell at 1024³ and the three transformer
-  // shapes went from 0.98, 0.94, 0.89, 0.93 at 512 KiB to 0.96–0.98, 0.94,
-  // 0.92–0.93, 1.00 at 128 KiB (256 and 64 KiB in between or below; k
-  // blocks of 384 or tiles of at most 128 or 256 rows no better).
+  // shapes went from 0.94–0.99, 0.94–0.95, 0.88–0.93, 0.90–0.98 at 512 KiB
+  // to 0.96, 0.92–0.94, 0.92–0.93, 1.00 at 128 KiB (256 and 64 KiB in
+  // between or below; other k blocks, or tiles of at most 128 or 256 rows,
+  // no better; docs/performance.md).
   static constexpr int64_t kTileCBytes = 128 << 10;
   static constexpr auto pack_a_f32 = gemm_detail::pack_a_f32_avx2;
   static constexpr auto pack_b_f32 = gemm_detail::pack_b_f32_avx2;

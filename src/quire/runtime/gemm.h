@@ -154,7 +154,7 @@ inline constexpr int kAvx512TileRows = 14;
 inline constexpr int kAvx512TileCols = 32;
 /// AVX2: 6 × 16 in 12 ymm (16 registers in all: 12 accumulators, 2 rows of
 /// B, one broadcast of A). 4 × 24 (12 accumulators, 3 rows of B) measured
-/// 3–8 % slower on the AMD EPYC (Zen 4) quire's figures come from.
+/// 2–9 % slower on the AMD EPYC (Zen 4) of docs/performance.md.
 inline constexpr int kAvx2TileRows = 6;
 inline constexpr int kAvx2TileCols = 16;
 

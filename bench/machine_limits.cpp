@@ -13,7 +13,6 @@
 //
 //   [QUIRE_ISA=avx512|avx2|baseline] build/bench/bench_machine_limits [--reps N]
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

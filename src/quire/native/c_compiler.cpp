@@ -242,9 +242,9 @@ const std::vector<std::string>& compile_flags() {
   // under baseline x86-64's own. The cache key holds the flags, so the
   // objects of different caps never mix.
   static const std::vector<std::string> flags = [] {
-    std::vector<std::string> f = {"-O2",           "-march=native",           "-fPIC",    "-shared",
-                                  "-ffp-contract=off", "-fno-fast-math", "-fopenmp-simd",
-                                  "-fno-tree-slp-vectorize", "-std=c99", "-fno-math-errno"};
+    std::vector<std::string> f = {
+        "-O2",           "-march=native",           "-fPIC",    "-shared",        "-ffp-contract=off", "-fno-fast-math",
+        "-fopenmp-simd", "-fno-tree-slp-vectorize", "-std=c99", "-fno-math-errno"};
     if (runtime::widest_isa() < runtime::cpu_isa()) {
       switch (runtime::widest_isa()) {
         case runtime::Isa::Baseline: f[1] = "-march=x86-64"; break;

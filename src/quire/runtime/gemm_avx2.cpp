@@ -56,9 +56,8 @@ QUIRE_AVX2 inline __m256i column_mask(int64_t cols, int v) {
 // columns here, so C and B are read and C written under column masks (which
 // zero B's lanes past them, as packing's padding does).
 template <int kRows, bool kPackedA, bool kEdge>
-QUIRE_AVX2 void sgemm_tile(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t a_cs,
-                           const float* __restrict b, int64_t b_stride, float* c, int64_t c_rs, int64_t cols,
-                           bool load_c) {
+QUIRE_AVX2 void sgemm_tile(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t a_cs, const float* __restrict b,
+                           int64_t b_stride, float* c, int64_t c_rs, int64_t cols, bool load_c) {
   if constexpr (kPackedA) {
     a_rs = 1;
     a_cs = kRows;
@@ -80,22 +79,24 @@ QUIRE_AVX2 void sgemm_tile(int64_t kc, const float* __restrict a, int64_t a_rs, 
   for (int64_t p = 0; p < kc; ++p) {
     __m256 bv[kVectors];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) bv[v] = kEdge ? _mm256_maskload_ps(b + 8 * v, masks[v]) : _mm256_loadu_ps(b + 8 * v);
-    // Row r: acc = a·b + acc as VFMADD231PS acc, a, b, the operand order
-    // that matches VDPBF16PS's NaN propagation (gemm_avx512.cpp,
-    // fma_acc_a_b), which the Avx2FmaBf16 path relies on. Assembly, since an
-    // intrinsic leaves the form to the compiler; the broadcast is inside it
-    // because with an FMA per statement GCC 12 copied accumulators between
-    // registers in the loop (16 ymm leave it one spare).
+    for (int v = 0; v < kVectors; ++v)
+      bv[v] = kEdge ? _mm256_maskload_ps(b + 8 * v, masks[v]) : _mm256_loadu_ps(b + 8 * v);
+      // Row r: acc = a·b + acc as VFMADD231PS acc, a, b, the operand order
+      // that matches VDPBF16PS's NaN propagation (gemm_avx512.cpp,
+      // fma_acc_a_b), which the Avx2FmaBf16 path relies on. Assembly, since an
+      // intrinsic leaves the form to the compiler; the broadcast is inside it
+      // because with an FMA per statement GCC 12 copied accumulators between
+      // registers in the loop (16 ymm leave it one spare).
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       static_assert(kVectors == 2, "the statement below names two vectors of B");
       __m256 ar;
-      __asm__("vbroadcastss %[a_rp], %[ar]\n\t"
-              "vfmadd231ps %[b0], %[ar], %[acc0]\n\t"
-              "vfmadd231ps %[b1], %[ar], %[acc1]"
-              : [acc0] "+x"(acc[r][0]), [acc1] "+x"(acc[r][1]), [ar] "=&x"(ar)
-              : [a_rp] "m"(a[r * a_rs]), [b0] "x"(bv[0]), [b1] "x"(bv[1]));
+      __asm__(
+          "vbroadcastss %[a_rp], %[ar]\n\t"
+          "vfmadd231ps %[b0], %[ar], %[acc0]\n\t"
+          "vfmadd231ps %[b1], %[ar], %[acc1]"
+          : [acc0] "+x"(acc[r][0]), [acc1] "+x"(acc[r][1]), [ar] "=&x"(ar)
+          : [a_rp] "m"(a[r * a_rs]), [b0] "x"(bv[0]), [b1] "x"(bv[1]));
     }
     a += a_cs;
     b += b_stride;
@@ -198,7 +199,7 @@ QUIRE_AVX2 inline void transpose_8x8(__m256 r[8]) {
 QUIRE_AVX2 inline void load_transposed(const float* row0, int64_t stride, int64_t rows, int64_t len, __m256 r[8]) {
   const __m256i elements = column_mask(len, 0);
   for (int64_t i = 0; i < 8; ++i)
-    r[i] = i >= rows ? _mm256_setzero_ps()
+    r[i] = i >= rows  ? _mm256_setzero_ps()
            : len == 8 ? _mm256_loadu_ps(row0 + i * stride)
                       : _mm256_maskload_ps(row0 + i * stride, elements);
   transpose_8x8(r);
@@ -256,8 +257,8 @@ QUIRE_AVX2 void pack_b_f32_avx2(const float* b, int64_t b_rs, int64_t b_cs, int6
         const float* in = row + t * kTileCols;
         const int64_t w = cols - t * kTileCols;
         for (int v = 0; v < kVectors; ++v)
-          _mm256_store_ps(out + 8 * v,
-                          w >= kTileCols ? _mm256_loadu_ps(in + 8 * v) : _mm256_maskload_ps(in + 8 * v, column_mask(w, v)));
+          _mm256_store_ps(out + 8 * v, w >= kTileCols ? _mm256_loadu_ps(in + 8 * v)
+                                                      : _mm256_maskload_ps(in + 8 * v, column_mask(w, v)));
       }
     }
     return;
@@ -340,7 +341,8 @@ QUIRE_AVX2 void pack_b_bf16_as_f32_avx2(const uint16_t* b, int64_t b_rs, int64_t
         for (int v = 0; v < kVectors; ++v) {
           const __m256i odd = odd_row ? widen8(odd_row + j + 8 * v, w - 8 * v) : _mm256_setzero_si256();
           _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8 * v), odd);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(out + kTileCols + 8 * v), widen8(even_row + j + 8 * v, w - 8 * v));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(out + kTileCols + 8 * v),
+                             widen8(even_row + j + 8 * v, w - 8 * v));
         }
       }
     }

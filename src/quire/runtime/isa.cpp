@@ -10,9 +10,12 @@ namespace quire::runtime {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Baseline: return "baseline";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Baseline:
+      return "baseline";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -21,8 +24,8 @@ Isa cpu_isa() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   // The features the paths' target attributes name: an Avx512 path may use
   // any of them, so all must be present.
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
     return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     return Isa::Avx2;

@@ -15,11 +15,19 @@
 // steal a core from the next side; after the pause a short spin wakes the
 // cores again.
 //
+// quire's products run on the widest instruction set the CPU has under
+// QUIRE_ISA's cap (runtime/isa.h): avx512, avx2 or baseline; the benchmark
+// says which, and measures the FMA peak with that instruction set's vectors
+// (zmm, ymm, or scalar chains). QUIRE_ISA=avx2 on an AVX-512 machine thus
+// measures the AVX2 paths against OpenBLAS's AVX2 kernels and the ymm peak.
+//
 // OpenBLAS picks its kernels by the CPU model it detects; on a virtual
 // machine's unnamed model it falls back to "Prescott" (SSE3, a few times
 // slower). The benchmark therefore re-runs itself with OPENBLAS_CORETYPE set
-// (default Cooperlake: AVX-512 with BF16, OpenBLAS 0.3.21's newest Intel
-// server core) unless the variable is already set or --openblas-core detect.
+// to the kernels of quire's instruction set (Cooperlake for avx512: AVX-512
+// with BF16, OpenBLAS 0.3.21's newest Intel server core; Haswell for avx2,
+// its AVX2+FMA kernels; Prescott for baseline) unless the variable is already
+// set, --openblas-core names another, or --openblas-core detect.
 //
 // --shapes step times the training step's products instead (bench/train_step.py:
 // 256×256×256, every operand of each of its three forms as it lies there:
@@ -28,11 +36,10 @@
 // --packed makes quire's sgemm pack every operand (OperandReads::Packed), as
 // it did before it read small operands where they lie.
 //
-//   build/bench/bench_gemm [--reps N] [--shapes all|square|transformer|step] [--threads 1,2] [--packed]
-//                          [--openblas-core NAME|detect]
+//   [QUIRE_ISA=avx512|avx2|baseline] build/bench/bench_gemm [--reps N] [--shapes all|square|transformer|step]
+//                          [--threads 1,2] [--packed] [--openblas-core NAME|detect]
 
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +55,8 @@
 
 #include "bench_common.h"
 #include "quire/runtime/gemm.h"
+#include "quire/runtime/isa.h"
+#include "quire/runtime/runtime_error.h"
 
 namespace {
 
@@ -132,7 +141,7 @@ void pause_for_openblas_spinners(int threads) {
 
 int main(int argc, char** argv) {
   int reps = 7;
-  std::string which = "all", openblas_core = "Cooperlake";
+  std::string which = "all", openblas_core;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -159,16 +168,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  using quire::runtime::Isa;
+  Isa isa = Isa::Baseline;
+  try {
+    isa = quire::runtime::widest_isa();
+  } catch (const quire::runtime::RuntimeError& e) {
+    std::fprintf(stderr, "bench_gemm: %s\n", e.what());
+    return 2;
+  }
+  if (openblas_core.empty()) {
+    switch (isa) {
+      case Isa::Avx512: openblas_core = "Cooperlake"; break;
+      case Isa::Avx2: openblas_core = "Haswell"; break;
+      case Isa::Baseline: openblas_core = "Prescott"; break;
+    }
+  }
   // OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, before main: set it
   // and start again.
   if (openblas_core != "detect" && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
     setenv("OPENBLAS_CORETYPE", openblas_core.c_str(), 1);
     execv("/proc/self/exe", argv);
     std::perror("bench_gemm: re-running with OPENBLAS_CORETYPE set");
-    return 1;
-  }
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) {
-    std::fprintf(stderr, "bench_gemm: this CPU lacks AVX-512F or FMA (the peak loop needs them)\n");
     return 1;
   }
 
@@ -187,13 +207,20 @@ int main(int argc, char** argv) {
 
   using quire::native::GemmPath;
   const GemmPath bf16_path = quire::native::bf16gemm_path();
-  const bool also_vdpbf16ps =
-      bf16_path != GemmPath::Avx512Bf16 && quire::native::gemm_path_available(GemmPath::Avx512Bf16);
+  // VDPBF16PS is AVX-512's: timed beside the chosen bf16 path only there.
+  const bool vdpbf16ps_here = isa == Isa::Avx512 && quire::native::gemm_path_available(GemmPath::Avx512Bf16);
+  const bool also_vdpbf16ps = bf16_path != GemmPath::Avx512Bf16 && vdpbf16ps_here;
+  const char* const peak_loop = isa == Isa::Avx512 ? "16 zmm FMA chains per thread"
+                                : isa == Isa::Avx2 ? "12 ymm FMA chains per thread"
+                                                   : "16 scalar multiply-add chains per thread";
+  std::printf("instruction set: %s (this CPU: %s; QUIRE_ISA=%s); FMA peak: %s\n", quire::runtime::isa_name(isa),
+              quire::runtime::isa_name(quire::runtime::cpu_isa()),
+              std::getenv("QUIRE_ISA") ? std::getenv("QUIRE_ISA") : "(unset)", peak_loop);
   std::printf("quire sgemm path: %s; bf16gemm path: %s%s; OpenBLAS: %s, core %s\n",
               quire::native::gemm_path_name(quire::native::sgemm_path()), quire::native::gemm_path_name(bf16_path),
               also_vdpbf16ps ? " (and avx512-bf16, VDPBF16PS, timed too)" : "", openblas_get_config(),
               openblas_get_corename());
-  if (quire::native::gemm_path_available(GemmPath::Avx512Bf16))
+  if (vdpbf16ps_here)
     std::printf("VDPBF16PS's FLOP rate over VFMADD231PS's on one core, measured now: %.2f\n",
                 quire::native::gemm_detail::vdpbf16ps_relative_speed());
   std::printf("\n| shape m×k×n | threads | FMA peak GFLOP/s | OpenBLAS GFLOP/s | sgemm GFLOP/s | sgemm / OpenBLAS "

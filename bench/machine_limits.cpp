@@ -1,16 +1,17 @@
 // The machine's two limits that bound a matrix product, measured, so that
 // bench/gemm.cpp's figures can be read as fractions of them:
-//   - f32 FMA peak: 16 independent chains of zmm fused multiply-adds per
-//     thread, from registers (2 FLOP per lane and FMA);
+//   - f32 FMA peak: independent chains of fused multiply-adds per thread, from
+//     registers (2 FLOP per lane and FMA), in the widest vectors of the
+//     instruction set quire runs under QUIRE_ISA's cap (runtime/isa.h): 16
+//     zmm chains on avx512, 12 ymm chains on avx2 (16 registers), 16 scalar
+//     chains on baseline;
 //   - memory copy bandwidth: memcpy of a 256 MiB buffer into another, split
 //     over the threads, counting bytes read plus bytes written.
 // Each on 1 and 2 threads: the copy the median of --reps repetitions after
 // one warm-up, the peak the calibration's own median of 5
 // (calibrate/calibrate.h).
 //
-//   build/bench/bench_machine_limits [--reps N]
-
-#include <immintrin.h>
+//   [QUIRE_ISA=avx512|avx2|baseline] build/bench/bench_machine_limits [--reps N]
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,8 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "quire/runtime/isa.h"
+#include "quire/runtime/runtime_error.h"
 
 namespace {
 
@@ -63,15 +66,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) {
-    std::fprintf(stderr, "bench_machine_limits: this CPU lacks AVX-512F or FMA\n");
-    return 1;
+  using quire::runtime::Isa;
+  Isa isa = Isa::Baseline;
+  try {
+    isa = quire::runtime::widest_isa();
+  } catch (const quire::runtime::RuntimeError& e) {
+    std::fprintf(stderr, "bench_machine_limits: %s\n", e.what());
+    return 2;
   }
+  const char* const peak_loop = isa == Isa::Avx512 ? "16 independent zmm chains per thread"
+                                : isa == Isa::Avx2 ? "12 independent ymm chains per thread"
+                                                   : "16 independent scalar chains per thread";
+  std::printf("instruction set: %s (this CPU: %s; QUIRE_ISA=%s)\n\n", quire::runtime::isa_name(isa),
+              quire::runtime::isa_name(quire::runtime::cpu_isa()),
+              std::getenv("QUIRE_ISA") ? std::getenv("QUIRE_ISA") : "(unset)");
   std::printf("| threads | f32 FMA peak, GFLOP/s | memcpy, GB/s (read + written) |\n|---|---|---|\n");
   for (int threads : {1, 2})
     std::printf("| %d | %.1f | %.1f |\n", threads, quire::bench::fma_peak_gflops(threads, 0.2), copy_gbytes_per_s(threads, reps));
-  std::printf("\nmedian of %d repetitions after one warm-up; FMA: 16 independent zmm chains per thread; "
+  std::printf("\nmedian of %d repetitions after one warm-up; FMA: %s; "
               "memcpy: one 256 MiB buffer into another, split over the threads\n",
-              reps);
+              reps, peak_loop);
   return 0;
 }

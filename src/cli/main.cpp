@@ -13,6 +13,7 @@
 #include "common.h"
 #include "quire/interp/interpreter.h"
 #include "quire/io/io_error.h"
+#include "quire/runtime/isa.h"
 #include "quire/runtime/runtime_error.h"
 #include "quire/train/data.h"
 #include "quire/train/trainer.h"
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    // A bad QUIRE_ISA is the user's error, reported before any command runs:
+    // found later, where a kernel is first compiled, it would only turn the
+    // native backend off with a warning.
+    quire::runtime::widest_isa();
     for (auto& [sub, handler] : handlers)
       if (sub->parsed()) return handler();
   } catch (const quire::cli::UsageError& e) {

@@ -21,6 +21,7 @@
 
 #include "quire/io/io_error.h"
 #include "quire/runtime/gemm.h"
+#include "quire/runtime/isa.h"
 #include "quire/native/native_runner.h"
 #include "quire/runtime/workers.h"
 
@@ -202,6 +203,43 @@ __attribute__((target("avx512f"))) double fma_chains_f32_avx512(int64_t iteratio
   }
   return sum;
 }
+
+// AVX2 has 16 ymm registers: 12 chains and the two constants fit, and 12
+// chains cover the FMA's latency (4–5 cycles) on its two units.
+constexpr int kYmmChains = 12;
+
+__attribute__((target("avx2,fma"))) double fma_chains_f64_avx2(int64_t iterations) {
+  __m256d acc[kYmmChains];
+  for (int c = 0; c < kYmmChains; ++c) acc[c] = _mm256_set1_pd(1.0 + c * 1e-3);
+  const __m256d a = _mm256_set1_pd(0.999999), b = _mm256_set1_pd(1e-6);
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kYmmChains; ++c) acc[c] = _mm256_fmadd_pd(acc[c], a, b);
+  }
+  double lanes[4], sum = 0;
+  for (int c = 0; c < kYmmChains; ++c) {
+    _mm256_storeu_pd(lanes, acc[c]);
+    for (double v : lanes) sum += v;
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) double fma_chains_f32_avx2(int64_t iterations) {
+  __m256 acc[kYmmChains];
+  for (int c = 0; c < kYmmChains; ++c) acc[c] = _mm256_set1_ps(1.0f + static_cast<float>(c) * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kYmmChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  }
+  float lanes[8];
+  double sum = 0;
+  for (int c = 0; c < kYmmChains; ++c) {
+    _mm256_storeu_ps(lanes, acc[c]);
+    for (float v : lanes) sum += static_cast<double>(v);
+  }
+  return sum;
+}
 #endif
 
 template <class T>
@@ -218,14 +256,26 @@ double multiply_add_chains(int64_t iterations) {
   return sum;
 }
 
+// The widest vectors the instruction set allows under QUIRE_ISA's cap
+// (runtime/isa.h): zmm, ymm, or scalar chains.
 FmaLoop fma_loop(runtime::FloatType t) {
+  const bool f64 = t == runtime::FloatType::F64;
+  switch (runtime::widest_isa()) {
+    case runtime::Isa::Avx512:
 #ifdef QUIRE_CALIBRATE_X86
-  if (__builtin_cpu_supports("avx512f"))
-    return t == runtime::FloatType::F64 ? FmaLoop{fma_chains_f64_avx512, 16 * 8 * 2}
-                                        : FmaLoop{fma_chains_f32_avx512, 16 * 16 * 2};
+      return f64 ? FmaLoop{fma_chains_f64_avx512, 16 * 8 * 2} : FmaLoop{fma_chains_f32_avx512, 16 * 16 * 2};
+#else
+      [[fallthrough]];
 #endif
-  return t == runtime::FloatType::F64 ? FmaLoop{multiply_add_chains<double>, 16 * 2}
-                                      : FmaLoop{multiply_add_chains<float>, 16 * 2};
+    case runtime::Isa::Avx2:
+#ifdef QUIRE_CALIBRATE_X86
+      return f64 ? FmaLoop{fma_chains_f64_avx2, kYmmChains * 4 * 2} : FmaLoop{fma_chains_f32_avx2, kYmmChains * 8 * 2};
+#else
+      [[fallthrough]];
+#endif
+    case runtime::Isa::Baseline: break;
+  }
+  return f64 ? FmaLoop{multiply_add_chains<double>, 16 * 2} : FmaLoop{multiply_add_chains<float>, 16 * 2};
 }
 
 volatile double fma_sink = 0;
@@ -577,6 +627,9 @@ Caches read_caches(const std::string& cache_dir) {
 }
 
 int host_vector_bytes() {
+  // Under QUIRE_ISA's cap, the cap's vectors (the C compiler's flags follow
+  // it too: native/c_compiler.cpp).
+  if (runtime::widest_isa() < runtime::cpu_isa()) return runtime::widest_isa() == runtime::Isa::Avx2 ? 32 : 16;
 #ifdef QUIRE_CALIBRATE_X86
   if (__builtin_cpu_supports("avx512f")) return 64;
   if (__builtin_cpu_supports("avx2")) return 32;

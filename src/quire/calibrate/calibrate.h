@@ -90,9 +90,10 @@ struct Calibration {
 Calibration calibrate(const CalibrationOptions& options);
 
 /// Floating-point operations per second of fused multiply-adds in `t` (f64
-/// or f32) on `threads` threads: 16 independent chains in vector registers
-/// per thread (AVX-512 where the processor has it), each thread running for
-/// about `seconds`; the median of 5 runs after a warm-up.
+/// or f32) on `threads` threads: independent chains in the widest vector
+/// registers runtime::widest_isa() allows (16 zmm chains on AVX-512, 12 ymm
+/// on AVX2, else 16 scalar), each thread running for about `seconds`; the
+/// median of 5 runs after a warm-up.
 double peak_rate(runtime::FloatType t, int threads, double seconds);
 
 /// Floating-point operations per second of one thread's packed f32 product

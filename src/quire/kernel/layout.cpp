@@ -126,7 +126,7 @@ double packed_flops(const PackedProduct& p) {
   const double batch = static_cast<double>(runtime::element_count(p.batch));
   // sgemm computes whole register tiles across the columns: a product
   // narrower than a tile pays for the tile (its panels are zero-padded).
-  const int64_t tile = native::gemm_detail::kTileCols;
+  const int64_t tile = native::sgemm_tile_columns(native::sgemm_path());
   const int64_t columns = (p.n + tile - 1) / tile * tile;
   return 2 * batch * static_cast<double>(p.m) * static_cast<double>(columns) * static_cast<double>(p.k);
 }

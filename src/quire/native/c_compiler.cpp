@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "quire/runtime/isa.h"
 #include "quire/support/sha256.h"
 
 extern char** environ;
@@ -234,9 +235,25 @@ const std::vector<std::string>& compile_flags() {
   // might set errno for a negative argument, which kept every loop with a
   // sqrt scalar); its value is the same correctly rounded square root, and
   // no kernel reads errno.
-  static const std::vector<std::string> flags = {
-      "-O2",           "-march=native",           "-fPIC",    "-shared",        "-ffp-contract=off", "-fno-fast-math",
-      "-fopenmp-simd", "-fno-tree-slp-vectorize", "-std=c99", "-fno-math-errno"};
+  //
+  // The instruction set: the processor's own (-march=native), unless
+  // QUIRE_ISA caps it below what the processor has (runtime/isa.h): under
+  // avx2, -mno-avx512f (which turns off every AVX-512 extension with it),
+  // under baseline x86-64's own. The cache key holds the flags, so the
+  // objects of different caps never mix.
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> f = {
+        "-O2",           "-march=native",           "-fPIC",    "-shared",        "-ffp-contract=off", "-fno-fast-math",
+        "-fopenmp-simd", "-fno-tree-slp-vectorize", "-std=c99", "-fno-math-errno"};
+    if (runtime::widest_isa() < runtime::cpu_isa()) {
+      switch (runtime::widest_isa()) {
+        case runtime::Isa::Baseline: f[1] = "-march=x86-64"; break;
+        case runtime::Isa::Avx2: f.insert(f.begin() + 2, "-mno-avx512f"); break;
+        case runtime::Isa::Avx512: break;  // never below the processor's
+      }
+    }
+    return f;
+  }();
   return flags;
 }
 

@@ -1,7 +1,7 @@
 // The object cache's trust in what it loads (c_compiler.h, TRUST): an object
 // swapped for another kernel's, or truncated, is found out before dlopen and
 // compiled again, with a warning; and a compiler that never returns is killed
-// at its time limit (TIME LIMIT).
+// at its time limit (TIME LIMIT). The flags follow QUIRE_ISA's cap.
 
 #include "quire/native/c_compiler.h"
 
@@ -9,12 +9,15 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "quire/native/native_testing.h"
+#include "quire/runtime/isa.h"
 
 namespace quire::native {
 namespace {
@@ -144,6 +147,22 @@ TEST_F(ObjectCacheTest, AnUnusableTimeLimitIsNamed) {
     }
     EXPECT_EQ(message, fmt::format("QUIRE_CC_TIMEOUT={}: not a positive number of seconds", bad));
   }
+}
+
+// In a process of its own (QUIRE_ISA is read once per process): sets
+// QUIRE_ISA to `cap` and exits with 0 if compile_flags() then holds `flag`.
+[[noreturn]] void exit_with_flag_result(const char* cap, const char* flag) {
+  setenv("QUIRE_ISA", cap, 1);
+  const std::vector<std::string>& flags = compile_flags();
+  std::exit(std::find(flags.begin(), flags.end(), flag) != flags.end() ? 0 : 1);
+}
+
+TEST(CompileFlags, FollowTheIsaCap) {
+  if (runtime::cpu_isa() < runtime::Isa::Avx512) GTEST_SKIP() << "the caps change nothing below AVX-512";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: QUIRE_ISA not yet read
+  EXPECT_EXIT(exit_with_flag_result("avx512", "-march=native"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(exit_with_flag_result("avx2", "-mno-avx512f"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(exit_with_flag_result("baseline", "-march=x86-64"), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

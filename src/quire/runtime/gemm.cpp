@@ -1,7 +1,8 @@
 // The products of gemm.h: their definitions (the references), the bf16 step,
-// the portable paths, and the blocked driver of the AVX-512 paths (blocking,
-// packing buffers, threading); the packing and micro-kernels themselves are in
-// gemm_avx512.cpp.
+// the portable paths, and the blocked driver of the AVX2 and AVX-512 paths
+// (blocking, packing buffers, threading), parametrized on each instruction
+// set's register tile; the packing and micro-kernels themselves are in
+// gemm_avx2.cpp and gemm_avx512.cpp.
 //
 // No expression here may be contracted into a fused multiply-add behind the
 // contract's back: every fused operation is an explicit std::fma, and there is
@@ -23,8 +24,7 @@
 
 namespace quire::native {
 
-using gemm_detail::kTileCols;
-using gemm_detail::kTileRows;
+using runtime::Isa;
 
 // ---------------------------------------------------------------------------
 // Paths
@@ -32,6 +32,8 @@ using gemm_detail::kTileRows;
 const char* gemm_path_name(GemmPath path) {
   switch (path) {
     case GemmPath::Portable: return "portable";
+    case GemmPath::Avx2: return "avx2";
+    case GemmPath::Avx2FmaBf16: return "avx2-fma-bf16";
     case GemmPath::Avx512: return "avx512";
     case GemmPath::Avx512Bf16: return "avx512-bf16";
     case GemmPath::Avx512FmaBf16: return "avx512-fma-bf16";
@@ -40,39 +42,69 @@ const char* gemm_path_name(GemmPath path) {
 }
 
 bool gemm_path_available(GemmPath path) {
+  const Isa cpu = runtime::cpu_isa();
   switch (path) {
     case GemmPath::Portable: return true;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    case GemmPath::Avx2:
+    case GemmPath::Avx2FmaBf16: return cpu >= Isa::Avx2;
     case GemmPath::Avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-    case GemmPath::Avx512Bf16: return gemm_path_available(GemmPath::Avx512) && __builtin_cpu_supports("avx512bf16");
-    case GemmPath::Avx512FmaBf16: return gemm_path_available(GemmPath::Avx512);
-#else
-    case GemmPath::Avx512:
+    case GemmPath::Avx512FmaBf16: return cpu >= Isa::Avx512;
     case GemmPath::Avx512Bf16:
-    case GemmPath::Avx512FmaBf16: return false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      return cpu >= Isa::Avx512 && __builtin_cpu_supports("avx512bf16");
+#else
+      return false;
 #endif
   }
   return false;
 }
 
+GemmPath sgemm_path_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return GemmPath::Avx512;
+    case Isa::Avx2: return GemmPath::Avx2;
+    case Isa::Baseline: return GemmPath::Portable;
+  }
+  return GemmPath::Portable;
+}
+
 GemmPath sgemm_path() {
-  static const GemmPath path = gemm_path_available(GemmPath::Avx512) ? GemmPath::Avx512 : GemmPath::Portable;
+  static const GemmPath path = sgemm_path_for(runtime::widest_isa());
   return path;
 }
 
+int64_t sgemm_tile_columns(GemmPath path) {
+  switch (path) {
+    case GemmPath::Portable: return 1;
+    case GemmPath::Avx2:
+    case GemmPath::Avx2FmaBf16: return gemm_detail::kAvx2TileCols;
+    case GemmPath::Avx512:
+    case GemmPath::Avx512Bf16:
+    case GemmPath::Avx512FmaBf16: return gemm_detail::kAvx512TileCols;
+  }
+  return 1;
+}
+
+GemmPath bf16gemm_path_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: {
+      // VDPBF16PS reads half the bytes of the widened operands, so it is
+      // chosen unless clearly slower (as on Emerald Rapids, where it
+      // measures 0.5).
+      constexpr double kEnoughRelativeSpeed = 0.9;
+      if (gemm_path_available(GemmPath::Avx512Bf16) &&
+          gemm_detail::vdpbf16ps_relative_speed() >= kEnoughRelativeSpeed)
+        return GemmPath::Avx512Bf16;
+      return GemmPath::Avx512FmaBf16;
+    }
+    case Isa::Avx2: return GemmPath::Avx2FmaBf16;
+    case Isa::Baseline: return GemmPath::Portable;
+  }
+  return GemmPath::Portable;
+}
+
 GemmPath bf16gemm_path() {
-  static const GemmPath path = [] {
-    // VDPBF16PS reads half the bytes of the widened operands, so it is chosen
-    // unless clearly slower (as on Emerald Rapids, where it measures 0.5).
-    constexpr double kEnoughRelativeSpeed = 0.9;
-    if (gemm_path_available(GemmPath::Avx512Bf16) &&
-        gemm_detail::vdpbf16ps_relative_speed() >= kEnoughRelativeSpeed)
-      return GemmPath::Avx512Bf16;
-    if (gemm_path_available(GemmPath::Avx512FmaBf16)) return GemmPath::Avx512FmaBf16;
-    return GemmPath::Portable;
-  }();
+  static const GemmPath path = bf16gemm_path_for(runtime::widest_isa());
   return path;
 }
 
@@ -213,7 +245,7 @@ void bf16gemm_portable(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64
 }
 
 // ---------------------------------------------------------------------------
-// The blocked driver of the AVX-512 paths.
+// The blocked driver of the AVX2 and AVX-512 paths.
 //
 // Loops, outermost first (BLIS's, with the threads on C's tiles):
 //   row super-blocks of ≤ kPackedALimit packed A (bounds the packing buffer)
@@ -221,14 +253,17 @@ void bf16gemm_portable(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64
 //     phase 2, in parallel over C tiles (mc × nc, disjoint):
 //       k blocks of kc, in increasing order (the chain's order):
 //         pack B (kc × nc) into the thread's buffer
-//         the block product (gemm_avx512.cpp): B panels × A micro-panels
+//         the block product (gemm_avx512.cpp, gemm_avx2.cpp): B panels ×
+//         A micro-panels
 // (Prefetching the B rows a thread packs next, spread over the block's
 // micro-kernel calls, was tried: it cut the packing time by a quarter to a
 // third but slowed the micro-kernels by more; a net loss, measured.)
-// Each k block begins every micro-tile by loading its 14 × 32 C from wherever
-// the last block left it (L3 for a large tile), 28 misses no prefetcher
-// foresees; long k blocks make those loads rare. A B panel (kc × 32) is read
-// from L2 by the A micro-panels that pass it.
+// Each k block begins every micro-tile by loading its C (14 × 32 on AVX-512)
+// from wherever the last block left it (L3 for a large tile), misses no
+// prefetcher foresees; long k blocks make those loads rare. A B panel
+// (kc × 32 on AVX-512) is read from L2 by the A micro-panels that pass it.
+// Everything but the tile (the k block, the tile bounds in bytes) is the
+// same for both instruction sets.
 
 // A 64-byte-aligned buffer, grown on demand and kept for the next call.
 class PackingBuffer {
@@ -267,35 +302,74 @@ constexpr int64_t kBlockUnits = 1024;
 // The rows of A packed at once: 2 Mi units (8 MiB; 512 × 4096 f32). Beyond
 // it, B is packed once more for each further super-block of rows.
 constexpr int64_t kPackedALimit = int64_t{2} << 20;
-// A tile's C is at most this many bytes, to stay in L2 with its B block.
-constexpr int64_t kTileCBytes = 512 << 10;
+
 // The rows of a tile: at most this many (rounded to whole micro-panels).
 constexpr int64_t kMaxTileRows = 512;
 // The largest f32 operand read in place rather than packed: half of a
 // core's L2 on the machines quire ships a profile for (1 MiB and 2 MiB L2).
 constexpr int64_t kInPlaceBytes = 512 << 10;
 
-// A kind of product on the blocked driver: its element, its packed word, and
-// how k elements map to packed k units (the micro-kernel's steps).
+// The kernels of one instruction set for the blocked driver: its register
+// tile, and its packing and block products (gemm.h, gemm_detail).
+struct Avx512Kernels {
+  static constexpr int64_t kTileRows = gemm_detail::kAvx512TileRows;
+  static constexpr int64_t kTileCols = gemm_detail::kAvx512TileCols;
+  // A C tile (of the driver, mc × nc) is at most this many bytes, to stay in
+  // L2 with its B block.
+  static constexpr int64_t kTileCBytes = 512 << 10;
+  static constexpr auto pack_a_f32 = gemm_detail::pack_a_f32_avx512;
+  static constexpr auto pack_b_f32 = gemm_detail::pack_b_f32_avx512;
+  static constexpr auto pack_a_bf16_as_f32 = gemm_detail::pack_a_bf16_as_f32_avx512;
+  static constexpr auto pack_b_bf16_as_f32 = gemm_detail::pack_b_bf16_as_f32_avx512;
+  static constexpr auto sgemm_block = gemm_detail::sgemm_block_avx512;
+  static constexpr auto bf16gemm_fma_block = gemm_detail::bf16gemm_fma_block_avx512;
+};
+
+struct Avx2Kernels {
+  static constexpr int64_t kTileRows = gemm_detail::kAvx2TileRows;
+  static constexpr int64_t kTileCols = gemm_detail::kAvx2TileCols;
+  // Narrower C tiles than AVX-512's: on the AMD EPYC (Zen 4, 1 MiB L2),
+  // one thread, sgemm / OpenBLAS Haswell at 1024³ and the three transformer
+  // shapes went from 0.94–0.99, 0.94–0.95, 0.88–0.93, 0.90–0.98 at 512 KiB
+  // to 0.96, 0.92–0.94, 0.92–0.93, 1.00 at 128 KiB (256 and 64 KiB in
+  // between or below; other k blocks, or tiles of at most 128 or 256 rows,
+  // no better; docs/performance.md).
+  static constexpr int64_t kTileCBytes = 128 << 10;
+  static constexpr auto pack_a_f32 = gemm_detail::pack_a_f32_avx2;
+  static constexpr auto pack_b_f32 = gemm_detail::pack_b_f32_avx2;
+  static constexpr auto pack_a_bf16_as_f32 = gemm_detail::pack_a_bf16_as_f32_avx2;
+  static constexpr auto pack_b_bf16_as_f32 = gemm_detail::pack_b_bf16_as_f32_avx2;
+  static constexpr auto sgemm_block = gemm_detail::sgemm_block_avx2;
+  static constexpr auto bf16gemm_fma_block = gemm_detail::bf16gemm_fma_block_avx2;
+};
+
+// A kind of product on the blocked driver: its element, its packed word, how
+// k elements map to packed k units (the micro-kernel's steps), and the
+// kernels (with their tile) that run it.
+template <typename Kernels>
 struct F32Kind {
   using Element = float;
   using Packed = float;
+  static constexpr int64_t kTileRows = Kernels::kTileRows, kTileCols = Kernels::kTileCols;
+  static constexpr int64_t kTileCBytes = Kernels::kTileCBytes;
   static constexpr int64_t kBlockMultiple = 1;  // k blocks start at multiples of this
   static int64_t packed_units(int64_t k) { return k; }
   static void pack_a(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst) {
-    gemm_detail::pack_a_f32_avx512(a, a_rs, a_cs, rows, kc, dst);
+    Kernels::pack_a_f32(a, a_rs, a_cs, rows, kc, dst);
   }
   static void pack_b(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst) {
-    gemm_detail::pack_b_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
+    Kernels::pack_b_f32(b, b_rs, b_cs, kc, cols, dst);
   }
-  static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::sgemm_block_avx512(block); }
+  static void block(const gemm_detail::PackedBlock<float>& block) { Kernels::sgemm_block(block); }
   static constexpr bool kReadsInPlace = true;  // the tiles can read A and B where they lie (PackedBlock)
 };
 
-// VDPBF16PS: one unit is a pair of k.
+// VDPBF16PS (AVX-512 only): one unit is a pair of k.
 struct Bf16PairKind {
   using Element = uint16_t;
   using Packed = uint32_t;
+  static constexpr int64_t kTileRows = Avx512Kernels::kTileRows, kTileCols = Avx512Kernels::kTileCols;
+  static constexpr int64_t kTileCBytes = Avx512Kernels::kTileCBytes;
   static constexpr int64_t kBlockMultiple = 2;
   static int64_t packed_units(int64_t k) { return (k + 1) / 2; }
   static void pack_a(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, uint32_t* dst) {
@@ -309,18 +383,21 @@ struct Bf16PairKind {
 };
 
 // bf16 widened to f32, pairs swapped and an odd k padded: 2⌈k/2⌉ units.
+template <typename Kernels>
 struct Bf16WidenedKind {
   using Element = uint16_t;
   using Packed = float;
+  static constexpr int64_t kTileRows = Kernels::kTileRows, kTileCols = Kernels::kTileCols;
+  static constexpr int64_t kTileCBytes = Kernels::kTileCBytes;
   static constexpr int64_t kBlockMultiple = 2;
   static int64_t packed_units(int64_t k) { return (k + 1) / 2 * 2; }
   static void pack_a(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst) {
-    gemm_detail::pack_a_bf16_as_f32_avx512(a, a_rs, a_cs, rows, kc, dst);
+    Kernels::pack_a_bf16_as_f32(a, a_rs, a_cs, rows, kc, dst);
   }
   static void pack_b(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst) {
-    gemm_detail::pack_b_bf16_as_f32_avx512(b, b_rs, b_cs, kc, cols, dst);
+    Kernels::pack_b_bf16_as_f32(b, b_rs, b_cs, kc, cols, dst);
   }
-  static void block(const gemm_detail::PackedBlock<float>& block) { gemm_detail::bf16gemm_fma_block_avx512(block); }
+  static void block(const gemm_detail::PackedBlock<float>& block) { Kernels::bf16gemm_fma_block(block); }
   static constexpr bool kReadsInPlace = false;
 };
 
@@ -330,8 +407,8 @@ int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 struct Blocking {
   int64_t kc;          // k per block, elements (a multiple of the unit)
   int64_t super_rows;  // rows of A packed at once (a multiple of mc)
-  int64_t mc;          // rows per tile (a multiple of kTileRows)
-  int64_t nc;          // columns per tile (a multiple of kTileCols)
+  int64_t mc;          // rows per tile (a multiple of the tile's rows)
+  int64_t nc;          // columns per tile (a multiple of the tile's columns)
 };
 
 template <typename Kind>
@@ -345,16 +422,16 @@ Blocking choose_blocking(int64_t m, int64_t n, int64_t k, int threads) {
   blocking.kc = ceil_div(steps, k_blocks) * Kind::kBlockMultiple;
 
   const int64_t m_tiles = ceil_div(m, kMaxTileRows);
-  blocking.mc = ceil_div(ceil_div(m, m_tiles), kTileRows) * kTileRows;
+  blocking.mc = ceil_div(ceil_div(m, m_tiles), Kind::kTileRows) * Kind::kTileRows;
   const int64_t super_tiles = std::max<int64_t>(1, kPackedALimit / (units * blocking.mc));
   blocking.super_rows = super_tiles * blocking.mc;
 
   // Column tiles: at most as wide as L2 allows; among the widths up to three
   // times narrower, the widest whose tiles share out most evenly over the
   // threads (rounds of `threads` tiles, the last tile possibly narrower).
-  const int64_t panels = ceil_div(n, kTileCols);
+  const int64_t panels = ceil_div(n, Kind::kTileCols);
   const int64_t max_tile_panels =
-      std::max<int64_t>(1, kTileCBytes / (blocking.mc * kTileCols * static_cast<int64_t>(sizeof(float))));
+      std::max<int64_t>(1, Kind::kTileCBytes / (blocking.mc * Kind::kTileCols * static_cast<int64_t>(sizeof(float))));
   const int64_t row_tiles = ceil_div(std::min(m, blocking.super_rows), blocking.mc);
   const auto evenness = [&](int64_t tile_panels) {
     const int64_t tiles = row_tiles * ceil_div(panels, tile_panels);
@@ -365,7 +442,7 @@ Blocking choose_blocking(int64_t m, int64_t n, int64_t k, int threads) {
   int64_t tile_panels = widest;
   for (int64_t candidate = widest - 1; candidate >= std::max<int64_t>(1, widest / 3); --candidate)
     if (evenness(candidate) > evenness(tile_panels) + 0.01) tile_panels = candidate;
-  blocking.nc = tile_panels * kTileCols;
+  blocking.nc = tile_panels * Kind::kTileCols;
   return blocking;
 }
 
@@ -427,15 +504,15 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
     const int64_t row_groups = ceil_div(rows, blocking.mc);
     // Each row group's micro-panels are shared out among the threads too: a
     // 256-row operand is one group, which one thread alone packed.
-    const int64_t chunks = std::min<int64_t>(threads, ceil_div(blocking.mc, kTileRows));
+    const int64_t chunks = std::min<int64_t>(threads, ceil_div(blocking.mc, Kind::kTileRows));
     if (!a_in_place)
       pool.parallel_for(k_blocks * row_groups * chunks, threads, [&](int64_t task, int) {
         const int64_t chunk = task % chunks, group = task / chunks % row_groups;
         const int64_t pc = task / chunks / row_groups * blocking.kc, i0 = group * blocking.mc;
         const int64_t kc = std::min(blocking.kc, k - pc);
-        const int64_t panels = ceil_div(std::min(blocking.mc, rows - i0), kTileRows);
-        const int64_t r0 = i0 + chunk * panels / chunks * kTileRows;
-        const int64_t r1 = std::min(i0 + (chunk + 1) * panels / chunks * kTileRows, std::min(i0 + blocking.mc, rows));
+        const int64_t panels = ceil_div(std::min(blocking.mc, rows - i0), Kind::kTileRows);
+        const int64_t r0 = i0 + chunk * panels / chunks * Kind::kTileRows;
+        const int64_t r1 = std::min(i0 + (chunk + 1) * panels / chunks * Kind::kTileRows, std::min(i0 + blocking.mc, rows));
         if (r0 >= r1) return;
         Kind::pack_a(a + (i_super + r0) * a_rs + pc * a_cs, a_rs, a_cs, r1 - r0, kc,
                      packed_a + Kind::packed_units(pc) * rows + r0 * Kind::packed_units(kc));
@@ -447,8 +524,8 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const typename Kind::Element*
       const int64_t i0 = task / n_tiles * blocking.mc, j0 = task % n_tiles * blocking.nc;
       const int64_t tile_rows = std::min(blocking.mc, rows - i0), tile_cols = std::min(blocking.nc, n - j0);
       Packed* packed_b = b_in_place ? nullptr
-                                    : tls_packed_b.get<Packed>(blocking.nc / kTileCols *
-                                                               gemm_detail::b_panel_stride(Kind::packed_units(blocking.kc)));
+                                    : tls_packed_b.get<Packed>(blocking.nc / Kind::kTileCols *
+                                                               gemm_detail::b_panel_stride(Kind::packed_units(blocking.kc), Kind::kTileCols));
       for (int64_t pc = 0; pc < k; pc += blocking.kc) {
         const int64_t kc = std::min(blocking.kc, k - pc);
         const int64_t kc_units = Kind::packed_units(kc);
@@ -502,8 +579,13 @@ void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, in
   switch (path) {
     case GemmPath::Portable:
       return sgemm_portable(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+    case GemmPath::Avx2:
+      return blocked_gemm<F32Kind<Avx2Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads,
+                                                reads);
     case GemmPath::Avx512:
-      return blocked_gemm<F32Kind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads, reads);
+      return blocked_gemm<F32Kind<Avx512Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads,
+                                                  reads);
+    case GemmPath::Avx2FmaBf16:
     case GemmPath::Avx512Bf16:
     case GemmPath::Avx512FmaBf16: break;
   }
@@ -527,11 +609,16 @@ void bf16gemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t*
       return bf16gemm_portable(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
     case GemmPath::Avx512Bf16:
       return blocked_gemm<Bf16PairKind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+    case GemmPath::Avx2FmaBf16:
+      return blocked_gemm<Bf16WidenedKind<Avx2Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate,
+                                                        threads);
     case GemmPath::Avx512FmaBf16:
-      return blocked_gemm<Bf16WidenedKind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+      return blocked_gemm<Bf16WidenedKind<Avx512Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate,
+                                                          threads);
+    case GemmPath::Avx2:
     case GemmPath::Avx512: break;
   }
-  throw std::invalid_argument("bf16gemm: path avx512 is sgemm's");
+  throw std::invalid_argument(std::string("bf16gemm: path ") + gemm_path_name(path) + " is sgemm's");
 }
 
 void bf16gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,

@@ -34,36 +34,53 @@
 
 #include <cstdint>
 
+#include "quire/runtime/isa.h"
+
 namespace quire::native {
 
 /// The implementations of the products. All of a product's paths give the
 /// same bits (NaN payloads of sgemm aside, see above).
 enum class GemmPath : uint8_t {
   Portable,       ///< plain C++ (std::fma; the bf16 step emulated): any CPU
-  Avx512,         ///< sgemm: AVX-512F register micro-kernel with packing and blocking
+  Avx2,           ///< sgemm: AVX2+FMA register micro-kernel (6 × 16 tile) on the blocked driver
+  Avx2FmaBf16,    ///< bf16gemm: as Avx512FmaBf16, on Avx2's micro-kernel
+  Avx512,         ///< sgemm: AVX-512F register micro-kernel (14 × 32 tile) with packing and blocking
   Avx512Bf16,     ///< bf16gemm: the same structure on VDPBF16PS (AVX512-BF16)
   Avx512FmaBf16,  ///< bf16gemm: operands widened to f32 when packed, the f32
                   ///< micro-kernel under MXCSR flush-to-zero and
                   ///< denormals-are-zero, which reproduces VDPBF16PS's bits
 };
 
-/// "portable", "avx512", "avx512-bf16", "avx512-fma-bf16".
+/// "portable", "avx2", "avx2-fma-bf16", "avx512", "avx512-bf16", "avx512-fma-bf16".
 const char* gemm_path_name(GemmPath path);
 
-/// Whether this CPU can run `path`, checked at run time with
-/// __builtin_cpu_supports: the binary itself is built for any x86-64 (or any
-/// other target, where only Portable exists).
+/// Whether this CPU can run `path`, checked at run time (runtime/isa.h's
+/// cpu_isa(), and AVX512-BF16 for Avx512Bf16): the binary itself is built for
+/// any x86-64 (or any other target, where only Portable exists). QUIRE_ISA
+/// does not narrow it: it caps the paths chosen, not those a caller names.
 bool gemm_path_available(GemmPath path);
 
-/// The path sgemm chooses here: Avx512 where available, else Portable.
+/// The path sgemm chooses under the instruction set `isa` (on a CPU that
+/// has it): Avx512, Avx2 or Portable.
+GemmPath sgemm_path_for(runtime::Isa isa);
+/// The path sgemm chooses here: sgemm_path_for(runtime::widest_isa()), so
+/// that QUIRE_ISA caps it.
 GemmPath sgemm_path();
-/// The path bf16gemm chooses here: where AVX512-BF16 exists, Avx512Bf16
-/// unless VDPBF16PS is clearly slower than FMA, judged once per process by
-/// timing ~0.1 ms of each instruction (on the Emerald Rapids Xeon quire is
-/// developed on it runs at half FMA's FLOP rate, so Avx512FmaBf16 wins);
-/// Avx512FmaBf16 where only AVX-512 exists; else Portable. The choice cannot
-/// change a bit: the paths agree exactly, NaN payloads included.
+/// The path bf16gemm chooses under `isa`: with AVX-512, Avx512Bf16 where
+/// AVX512-BF16 exists unless VDPBF16PS is clearly slower than FMA, judged
+/// once per process by timing ~0.1 ms of each instruction (on the Emerald
+/// Rapids Xeon quire is developed on it runs at half FMA's FLOP rate, so
+/// Avx512FmaBf16 wins), else Avx512FmaBf16; with AVX2, Avx2FmaBf16; else
+/// Portable. The choice cannot change a bit: the paths agree exactly, NaN
+/// payloads included.
+GemmPath bf16gemm_path_for(runtime::Isa isa);
+/// bf16gemm_path_for(runtime::widest_isa()), chosen once per process.
 GemmPath bf16gemm_path();
+
+/// The columns of C a path computes at once (its register tile's width:
+/// 32 on Avx512, 16 on Avx2, 1 on Portable): a product narrower than that
+/// costs the whole width, its panels being zero-padded. For sgemm's paths.
+int64_t sgemm_tile_columns(GemmPath path);
 
 /// C = A·B (or C += A·B, continuing each C element's chain, when
 /// `accumulate`), f32, with the contract above, on `threads` ≥ 1 threads of
@@ -72,12 +89,12 @@ GemmPath bf16gemm_path();
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
            int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
-/// How Avx512's blocked driver reads its operands: an operand that fits in
+/// How the blocked driver (Avx2, Avx512) reads its operands: an operand that fits in
 /// half of a core's L2 where it lies (A at any strides, B when its columns
 /// are adjacent), else packed; or always packed. The same bits either way.
 enum class OperandReads { InPlaceWhereSmall, Packed };
 
-/// sgemm on a chosen path (Portable or Avx512; it must be available): what the
+/// sgemm on a chosen path (Portable, Avx2 or Avx512; it must be available): what the
 /// tests use to compare every path, and both ways of reading the operands,
 /// with the reference.
 void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
@@ -89,8 +106,8 @@ void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, in
 void bf16gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
-/// bf16gemm on a chosen path (Portable, Avx512Bf16 or Avx512FmaBf16; it must
-/// be available).
+/// bf16gemm on a chosen path (Portable, Avx2FmaBf16, Avx512Bf16 or
+/// Avx512FmaBf16; it must be available).
 void bf16gemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
                  const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
@@ -126,34 +143,42 @@ float bf16_to_float(uint16_t bits);
 
 // ---------------------------------------------------------------------------
 // Internal: the interface between gemm.cpp (dispatch, blocking, threading) and
-// gemm_avx512.cpp (packing and micro-kernels compiled for AVX-512). Not for
-// other callers.
+// gemm_avx512.cpp / gemm_avx2.cpp (packing and micro-kernels compiled for
+// AVX-512 / AVX2+FMA). Not for other callers.
 namespace gemm_detail {
 
-/// The register tile: kTileRows × kTileCols of C held in 2·kTileRows zmm
-/// accumulators (32 registers in all: 28 accumulators, 2 rows of B, and one
-/// broadcast of A). kTileCols is two zmm of f32 lanes.
-inline constexpr int kTileRows = 14;
-inline constexpr int kTileCols = 32;
+/// The register tiles: kTileRows × kTileCols of C held in accumulators.
+/// AVX-512: 14 × 32 in 28 zmm (32 registers in all: 28 accumulators, 2 rows
+/// of B, and one broadcast of A); kAvx512TileCols is two zmm of f32 lanes.
+inline constexpr int kAvx512TileRows = 14;
+inline constexpr int kAvx512TileCols = 32;
+/// AVX2: 6 × 16 in 12 ymm (16 registers in all: 12 accumulators, 2 rows of
+/// B, one broadcast of A). 4 × 24 (12 accumulators, 3 rows of B) measured
+/// 2–9 % slower on the AMD EPYC (Zen 4) of docs/performance.md.
+inline constexpr int kAvx2TileRows = 6;
+inline constexpr int kAvx2TileCols = 16;
 
-/// Packed layouts (all buffers 64-byte aligned):
+/// Packed layouts (all buffers 64-byte aligned), for a path whose tile is
+/// kTileRows × kTileCols:
 ///  - an A micro-panel of `rows` ≤ kTileRows rows and kc columns is stored
 ///    p-major: panel[p*rows + r] = A[i0+r, p0+p] (f32), or for bf16 one 32-bit
 ///    pair per (q, r): panel[q*rows + r] = A[i0+r, p0+2q] | A[i0+r, p0+2q+1] << 16;
 ///  - a B panel of kTileCols columns is stored p-major, zero padded past the
 ///    last column: panel[p*kTileCols + j] = B[p0+p, j0+j] (f32), or per pair
 ///    panel[q*kTileCols + j] = B[p0+2q, j] | B[p0+2q+1, j] << 16 (bf16).
-///    Consecutive panels of a block are b_panel_stride(kc units) words apart.
+///    Consecutive panels of a block are b_panel_stride(kc units, kTileCols)
+///    words apart.
 
 /// The distance between consecutive B panels, in packed words: the panel and
 /// one cache line more, so that packing, which writes row p of every panel in
-/// turn, does not send them all to one L1 set (kc × 32 words is a multiple of
-/// 4 KiB).
-inline constexpr int64_t b_panel_stride(int64_t kc_units) { return kc_units * kTileCols + 16; }
+/// turn, does not send them all to one L1 set (kc × 32 or kc × 16 words is a
+/// multiple of 4 KiB whenever kc is a multiple of 32 or 64).
+inline constexpr int64_t b_panel_stride(int64_t kc_units, int64_t tile_cols) { return kc_units * tile_cols + 16; }
 
 /// Packs a block of A, rows × kc, into micro-panels of kTileRows rows (the
 /// last one shorter): micro-panel t at dst + t*kTileRows*kc (bf16: in pairs,
-/// dst + t*kTileRows*⌈kc/2⌉ 32-bit words; an odd kc pads with zero).
+/// dst + t*kTileRows*⌈kc/2⌉ 32-bit words; an odd kc pads with zero). The
+/// _avx512 functions use AVX-512's tile, the _avx2 ones AVX2's.
 void pack_a_f32_avx512(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst);
 void pack_a_bf16_avx512(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, uint32_t* dst);
 
@@ -195,6 +220,16 @@ void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block);
 /// The f32 block under VDPBF16PS's floating-point environment (MXCSR FTZ,
 /// DAZ, round to nearest even), restored on return.
 void bf16gemm_fma_block_avx512(const PackedBlock<float>& block);
+
+/// The AVX2+FMA counterparts of the f32 and widened-bf16 functions above, on
+/// AVX2's tile (kAvx2TileRows × kAvx2TileCols); there is no AVX2 form of the
+/// bf16 pairs (VDPBF16PS is AVX-512's).
+void pack_a_f32_avx2(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst);
+void pack_b_f32_avx2(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst);
+void pack_a_bf16_as_f32_avx2(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst);
+void pack_b_bf16_as_f32_avx2(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst);
+void sgemm_block_avx2(const PackedBlock<float>& block);
+void bf16gemm_fma_block_avx2(const PackedBlock<float>& block);
 
 /// VDPBF16PS's FLOP rate over VFMADD231PS's on this core, measured (~0.1 ms).
 /// Requires AVX512-BF16.

@@ -17,12 +17,17 @@
 #include <utility>
 
 #include "quire/runtime/gemm.h"
+#include "quire/runtime/gemm_bf16_environment.h"
 
 #define QUIRE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define QUIRE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512bf16")))
 
 namespace quire::native::gemm_detail {
 namespace {
+
+constexpr int kTileRows = kAvx512TileRows;
+constexpr int kTileCols = kAvx512TileCols;
+constexpr int64_t panel_stride(int64_t kc_units) { return b_panel_stride(kc_units, kTileCols); }
 
 static_assert(kTileCols == 32, "the kernels hold a tile row in two zmm");
 
@@ -160,7 +165,7 @@ inline void block_loops(const PackedBlock<Packed>& block, const std::array<Tile,
   for (int64_t j = 0; j < block.cols; j += kTileCols) {
     const ColumnMasks masks = column_masks(block.cols - j);
     // A packed panel, or B's own rows from column j (f32's tiles only).
-    const Packed* b_panel = block.b_in_place ? block.b + j : block.b + (j / kTileCols) * b_panel_stride(block.kc);
+    const Packed* b_panel = block.b_in_place ? block.b + j : block.b + (j / kTileCols) * panel_stride(block.kc);
     for (int64_t i = 0; i < block.rows; i += kTileRows) {
       const int64_t rows = std::min<int64_t>(kTileRows, block.rows - i);
       if constexpr (std::is_same_v<Tile, SgemmTile>)
@@ -182,29 +187,6 @@ void sgemm_block_avx512(const PackedBlock<float>& block) {
 }
 
 void bf16gemm_block_avx512(const PackedBlock<uint32_t>& block) { block_loops(block, kBf16gemmTiles); }
-
-namespace {
-// MXCSR while the bf16-via-FMA tiles run: VDPBF16PS's environment. With
-// flush-to-zero, denormals-are-zero and round-to-nearest-even, VFMADD231PS
-// gives each VDPBF16PS step's bits exactly (x86 detects tininess after
-// rounding, as VDPBF16PS does); gemm_test.cpp checks it against the reference.
-constexpr unsigned kMxcsrFlushToZero = 1u << 15;
-constexpr unsigned kMxcsrDenormalsAreZero = 1u << 6;
-constexpr unsigned kMxcsrRoundingMask = 3u << 13;  // 00: to nearest even
-
-class Bf16FloatEnvironment {
- public:
-  Bf16FloatEnvironment() : saved_(_mm_getcsr()) {
-    _mm_setcsr((saved_ & ~kMxcsrRoundingMask) | kMxcsrFlushToZero | kMxcsrDenormalsAreZero);
-  }
-  ~Bf16FloatEnvironment() { _mm_setcsr(saved_); }
-  Bf16FloatEnvironment(const Bf16FloatEnvironment&) = delete;
-  Bf16FloatEnvironment& operator=(const Bf16FloatEnvironment&) = delete;
-
- private:
-  unsigned saved_;
-};
-}  // namespace
 
 void bf16gemm_fma_block_avx512(const PackedBlock<float>& block) {
   const Bf16FloatEnvironment environment;
@@ -372,7 +354,7 @@ QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, 
       const float* row = b + p * b_rs;
       for (int64_t t = 0; t < panels; ++t) {
         const ColumnMasks masks = column_masks(cols - t * kTileCols);
-        float* out = dst + t * b_panel_stride(kc) + p * kTileCols;
+        float* out = dst + t * panel_stride(kc) + p * kTileCols;
         _mm512_store_ps(out, _mm512_maskz_loadu_ps(masks.low, row + t * kTileCols));
         _mm512_store_ps(out + 16, _mm512_maskz_loadu_ps(masks.high, row + t * kTileCols + 16));
       }
@@ -381,7 +363,7 @@ QUIRE_AVX512 void pack_b_f32_avx512(const float* b, int64_t b_rs, int64_t b_cs, 
   }
   for (int64_t t = 0; t < panels; ++t) {
     const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
-    float* out = dst + t * b_panel_stride(kc);
+    float* out = dst + t * panel_stride(kc);
     if (w < kTileCols) std::memset(out, 0, sizeof(float) * kc * kTileCols);
     if (b_rs == 1) {
       // Columns of B are contiguous (B read transposed): 16 k of 16 columns
@@ -420,7 +402,7 @@ QUIRE_AVX512 void pack_b_bf16_as_f32_avx512(const uint16_t* b, int64_t b_rs, int
       const uint16_t* odd_row = 2 * q + 1 < kc ? even_row + b_rs : nullptr;
       for (int64_t t = 0; t < panels; ++t) {
         const ColumnMasks masks = column_masks(cols - t * kTileCols);
-        float* out = dst + t * b_panel_stride(2 * pairs) + 2 * q * kTileCols;  // the odd row, then the even row
+        float* out = dst + t * panel_stride(2 * pairs) + 2 * q * kTileCols;  // the odd row, then the even row
         const int64_t j = t * kTileCols;
         const __m512i zero = _mm512_setzero_si512();
         const __m512i odd0 = odd_row ? widen_u16(_mm256_maskz_loadu_epi16(masks.low, odd_row + j)) : zero;
@@ -437,7 +419,7 @@ QUIRE_AVX512 void pack_b_bf16_as_f32_avx512(const uint16_t* b, int64_t b_rs, int
   }
   for (int64_t t = 0; t < panels; ++t) {
     const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
-    float* out = dst + t * b_panel_stride(2 * pairs);
+    float* out = dst + t * panel_stride(2 * pairs);
     if (w < kTileCols || kc % 2 != 0) std::memset(out, 0, sizeof(float) * 2 * pairs * kTileCols);
     for (int64_t j = 0; j < w; ++j) {
       const uint16_t* col = b + (t * kTileCols + j) * b_cs;
@@ -460,7 +442,7 @@ QUIRE_AVX512 void pack_b_bf16_avx512(const uint16_t* b, int64_t b_rs, int64_t b_
       const uint16_t* odd_row = 2 * q + 1 < kc ? even_row + b_rs : nullptr;
       for (int64_t t = 0; t < panels; ++t) {
         const ColumnMasks masks = column_masks(cols - t * kTileCols);
-        uint32_t* out = dst + t * b_panel_stride(pairs) + q * kTileCols;
+        uint32_t* out = dst + t * panel_stride(pairs) + q * kTileCols;
         const int64_t j = t * kTileCols;
         __m512i even0 = widen_u16(_mm256_maskz_loadu_epi16(masks.low, even_row + j));
         __m512i even1 = widen_u16(_mm256_maskz_loadu_epi16(masks.high, even_row + j + 16));
@@ -478,7 +460,7 @@ QUIRE_AVX512 void pack_b_bf16_avx512(const uint16_t* b, int64_t b_rs, int64_t b_
   }
   for (int64_t t = 0; t < panels; ++t) {
     const int64_t w = std::min<int64_t>(kTileCols, cols - t * kTileCols);
-    uint32_t* out = dst + t * b_panel_stride(pairs);
+    uint32_t* out = dst + t * panel_stride(pairs);
     if (w < kTileCols) std::memset(out, 0, sizeof(uint32_t) * pairs * kTileCols);
     for (int64_t j = 0; j < w; ++j) {
       const uint16_t* col = b + (t * kTileCols + j) * b_cs;

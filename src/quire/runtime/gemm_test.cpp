@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "quire/runtime/isa.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -9,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
@@ -138,7 +141,7 @@ testing::AssertionResult same_bits(const std::vector<float>& got, const std::vec
 struct Shape {
   int64_t m, n, k;
 };
-// Edge sizes around the tile (14 × 32) and the k block (1024 f32, 2048 bf16
+// Edge sizes around the tiles (AVX-512's 14 × 32, AVX2's 6 × 16) and the k block (1024 f32, 2048 bf16
 // on VDPBF16PS, 1024 widened: 1025 makes two f32 blocks, 2050 two of each
 // kind, and the odd 3101 four f32 blocks and two of bf16 pairs, the last one
 // shorter), and sizes that make several row tiles (> 512 rows) and column
@@ -176,7 +179,20 @@ std::string describe(const EdgeCase& e) {
          layout_name(e.a_layout) + ", B " + layout_name(e.b_layout) + (e.accumulate ? ", accumulating" : "");
 }
 
+// Every path of each product, and those of them this CPU runs (the others
+// are left out here; the tests that need one path skip where it is missing).
+constexpr GemmPath kSgemmPaths[] = {GemmPath::Portable, GemmPath::Avx2, GemmPath::Avx512};
+constexpr GemmPath kBf16gemmPaths[] = {GemmPath::Portable, GemmPath::Avx2FmaBf16, GemmPath::Avx512Bf16,
+                                       GemmPath::Avx512FmaBf16};
+
 std::vector<GemmPath> available(std::initializer_list<GemmPath> paths) {
+  std::vector<GemmPath> out;
+  for (GemmPath p : paths)
+    if (gemm_path_available(p)) out.push_back(p);
+  return out;
+}
+template <size_t N>
+std::vector<GemmPath> available(const GemmPath (&paths)[N]) {
   std::vector<GemmPath> out;
   for (GemmPath p : paths)
     if (gemm_path_available(p)) out.push_back(p);
@@ -203,7 +219,7 @@ TEST(GemmSgemm, ReferenceIsTheFmaChainInIncreasingK) {
 
 TEST(GemmSgemm, EveryPathMatchesTheReferenceOnEdgeShapes) {
   ValueSource values{1, 0.002};
-  const std::vector<GemmPath> paths = available({GemmPath::Portable, GemmPath::Avx512});
+  const std::vector<GemmPath> paths = available(kSgemmPaths);
   for (const EdgeCase& e : edge_cases()) {
     const auto a = make_matrix<float>(e.shape.m, e.shape.k, e.a_layout, [&] { return values.f32(); });
     const auto b = make_matrix<float>(e.shape.k, e.shape.n, e.b_layout, [&] { return values.f32(); });
@@ -223,10 +239,50 @@ TEST(GemmSgemm, EveryPathMatchesTheReferenceOnEdgeShapes) {
   }
 }
 
+// Every size of {1, 7, 17, 33, 257} in each dimension (k also 1030, past
+// the k block of 1024), the layouts taken in turn and every other case
+// accumulating; products over 4·10⁶ multiply-adds are left out to keep the
+// suite fast under the sanitizers. On 1 and 2 threads, each the reference's
+// bits.
+std::vector<EdgeCase> size_grid() {
+  const int64_t sizes[] = {1, 7, 17, 33, 257};
+  std::vector<EdgeCase> cases;
+  int turn = 0;
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{33}, int64_t{257}, int64_t{1030}}) {
+        if (m * n * k > 4'000'000) continue;
+        cases.push_back({{m, n, k}, kLayouts[turn % 3], kLayouts[turn / 3 % 3], turn % 2 == 1});
+        ++turn;
+      }
+  return cases;
+}
+
+TEST(GemmSgemm, EveryPathMatchesTheReferenceOnASizeGrid) {
+  ValueSource values{11, 0.001};
+  const std::vector<GemmPath> paths = available(kSgemmPaths);
+  for (const EdgeCase& e : size_grid()) {
+    const auto a = make_matrix<float>(e.shape.m, e.shape.k, e.a_layout, [&] { return values.f32(); });
+    const auto b = make_matrix<float>(e.shape.k, e.shape.n, e.b_layout, [&] { return values.f32(); });
+    const OutputMatrix start = make_output(e.shape.m, e.shape.n, values);
+    OutputMatrix want = start;
+    sgemm_reference(e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(),
+                    want.rs, e.accumulate);
+    for (GemmPath path : paths)
+      for (int threads : {1, 2}) {
+        OutputMatrix got = start;
+        sgemm_on(path, e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(),
+                 got.rs, e.accumulate, threads);
+        ASSERT_TRUE(same_bits(got.data, want.data, true))
+            << gemm_path_name(path) << " " << describe(e) << ", " << threads << " threads";
+      }
+  }
+}
+
 TEST(GemmSgemm, SpecialValuesFollowTheReference) {
   // Dense specials: infinities, NaNs, subnormals and overflow in most chains.
   ValueSource values{2, 0.3};
-  for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512}))
+  for (GemmPath path : available(kSgemmPaths))
     for (Shape s : {Shape{15, 33, 7}, Shape{30, 70, 40}}) {
       const auto a = make_matrix<float>(s.m, s.k, Layout::RowMajor, [&] { return values.f32(); });
       const auto b = make_matrix<float>(s.k, s.n, Layout::RowMajor, [&] { return values.f32(); });
@@ -247,7 +303,7 @@ TEST(GemmSgemm, ThreadCountChangesNoBit) {
   const auto a = make_matrix<float>(s.m, s.k, Layout::RowMajor, [&] { return values.f32(); });
   const auto b = make_matrix<float>(s.k, s.n, Layout::RowMajor, [&] { return values.f32(); });
   const OutputMatrix start = make_output(s.m, s.n, values);
-  for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512})) {
+  for (GemmPath path : available(kSgemmPaths)) {
     OutputMatrix one = start;
     sgemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, one.data.data(), one.rs, true, 1);
     for (int threads : {2, 3}) {
@@ -261,21 +317,26 @@ TEST(GemmSgemm, ThreadCountChangesNoBit) {
 
 TEST(GemmSgemm, LongKSplitsRowsIntoSeveralPackedBlocks) {
   // 530 rows × 4000 k exceed the packed-A buffer (2 Mi elements): the rows
-  // are packed and multiplied in two super-blocks.
-  if (!gemm_path_available(GemmPath::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  // are packed and multiplied in two super-blocks, on either tile.
+  const std::vector<GemmPath> blocked = available({GemmPath::Avx2, GemmPath::Avx512});
+  if (blocked.empty()) GTEST_SKIP() << "neither AVX2 nor AVX-512 here";
   ValueSource values{4, 0.0};
   const Shape s{530, 1, 4000};
   const auto a = make_matrix<float>(s.m, s.k, Layout::RowMajor, [&] { return values.f32(); });
   const auto b = make_matrix<float>(s.k, s.n, Layout::RowMajor, [&] { return values.f32(); });
-  OutputMatrix want = make_output(s.m, s.n, values), got = want;
+  OutputMatrix want = make_output(s.m, s.n, values);
+  const OutputMatrix start = want;
   sgemm_reference(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(), want.rs, false);
-  sgemm(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs, false, 2);
-  EXPECT_TRUE(same_bits(got.data, want.data, false));
+  for (GemmPath path : blocked) {
+    OutputMatrix got = start;
+    sgemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs, false, 2);
+    EXPECT_TRUE(same_bits(got.data, want.data, false)) << gemm_path_name(path);
+  }
 }
 
 TEST(GemmSgemm, EmptyProductsWriteZerosOrNothing) {
   const float a[] = {1.0f}, b[] = {1.0f};
-  for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512})) {
+  for (GemmPath path : available(kSgemmPaths)) {
     std::vector<float> c = {-0.0f, 7.0f, -0.0f, 7.0f};
     sgemm_on(path, 2, 2, 0, a, 0, 0, b, 0, 0, c.data(), 2, true, 2);  // k = 0, accumulating: C unchanged
     EXPECT_TRUE(same_bits(c, {-0.0f, 7.0f, -0.0f, 7.0f}, false));
@@ -289,18 +350,66 @@ TEST(GemmSgemm, EmptyProductsWriteZerosOrNothing) {
 
 TEST(GemmSgemm, PathsAreNamedAndChosenByTheCpu) {
   EXPECT_STREQ(gemm_path_name(GemmPath::Portable), "portable");
+  EXPECT_STREQ(gemm_path_name(GemmPath::Avx2), "avx2");
+  EXPECT_STREQ(gemm_path_name(GemmPath::Avx2FmaBf16), "avx2-fma-bf16");
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512), "avx512");
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512Bf16), "avx512-bf16");
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512FmaBf16), "avx512-fma-bf16");
   EXPECT_TRUE(gemm_path_available(GemmPath::Portable));
-  EXPECT_EQ(sgemm_path(), gemm_path_available(GemmPath::Avx512) ? GemmPath::Avx512 : GemmPath::Portable);
+  // Each instruction set's paths, and what sgemm and bf16gemm choose under it.
+  using runtime::Isa;
+  EXPECT_EQ(gemm_path_available(GemmPath::Avx2), runtime::cpu_isa() >= Isa::Avx2);
+  EXPECT_EQ(gemm_path_available(GemmPath::Avx2FmaBf16), runtime::cpu_isa() >= Isa::Avx2);
+  EXPECT_EQ(gemm_path_available(GemmPath::Avx512), runtime::cpu_isa() >= Isa::Avx512);
+  EXPECT_EQ(sgemm_path_for(Isa::Baseline), GemmPath::Portable);
+  EXPECT_EQ(sgemm_path_for(Isa::Avx2), GemmPath::Avx2);
+  EXPECT_EQ(sgemm_path_for(Isa::Avx512), GemmPath::Avx512);
+  EXPECT_EQ(bf16gemm_path_for(Isa::Baseline), GemmPath::Portable);
+  EXPECT_EQ(bf16gemm_path_for(Isa::Avx2), GemmPath::Avx2FmaBf16);
+  if (gemm_path_available(GemmPath::Avx512)) {
+    const GemmPath chosen = bf16gemm_path_for(Isa::Avx512);
+    EXPECT_TRUE(chosen == GemmPath::Avx512Bf16 || chosen == GemmPath::Avx512FmaBf16) << gemm_path_name(chosen);
+  }
+  // Here: the widest instruction set the CPU has under QUIRE_ISA's cap.
+  EXPECT_EQ(sgemm_path(), sgemm_path_for(runtime::widest_isa()));
+  EXPECT_TRUE(gemm_path_available(sgemm_path()));
   EXPECT_TRUE(gemm_path_available(bf16gemm_path()));
-  EXPECT_NE(bf16gemm_path(), GemmPath::Avx512);
-  EXPECT_EQ(bf16gemm_path() == GemmPath::Portable, !gemm_path_available(GemmPath::Avx512));
+  EXPECT_EQ(sgemm_tile_columns(GemmPath::Portable), 1);
+  EXPECT_EQ(sgemm_tile_columns(GemmPath::Avx2), 16);
+  EXPECT_EQ(sgemm_tile_columns(GemmPath::Avx512), 32);
   float c = 0.0f;
   const float one = 1.0f;
+  const uint16_t one_bf16 = 0x3F80;
   EXPECT_THROW(sgemm_on(GemmPath::Avx512Bf16, 1, 1, 1, &one, 1, 1, &one, 1, 1, &c, 1, false, 1),
                std::invalid_argument);
+  EXPECT_THROW(sgemm_on(GemmPath::Avx2FmaBf16, 1, 1, 1, &one, 1, 1, &one, 1, 1, &c, 1, false, 1),
+               std::invalid_argument);
+  EXPECT_THROW(bf16gemm_on(GemmPath::Avx2, 1, 1, 1, &one_bf16, 1, 1, &one_bf16, 1, 1, &c, 1, false, 1),
+               std::invalid_argument);
+}
+
+// The cap through the environment, in a process of its own (QUIRE_ISA is
+// read once per process): under QUIRE_ISA=avx2 a CPU with AVX-512 runs
+// sgemm on Avx2 and bf16gemm on Avx2FmaBf16, and a product still gives the
+// reference's bits. Exits with 0 if so.
+[[noreturn]] void exit_with_avx2_cap_result() {
+  setenv("QUIRE_ISA", "avx2", 1);
+  ValueSource values{10, 0.0};
+  const Shape s{33, 40, 70};
+  const auto a = make_matrix<float>(s.m, s.k, Layout::RowMajor, [&] { return values.f32(); });
+  const auto b = make_matrix<float>(s.k, s.n, Layout::RowMajor, [&] { return values.f32(); });
+  OutputMatrix want = make_output(s.m, s.n, values), got = want;
+  sgemm_reference(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(), want.rs, true);
+  sgemm(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs, true, 2);
+  const bool chosen = runtime::widest_isa() == runtime::Isa::Avx2 && sgemm_path() == GemmPath::Avx2 &&
+                      bf16gemm_path() == GemmPath::Avx2FmaBf16;
+  std::exit(chosen && same_bits(got.data, want.data, false) ? 0 : 1);
+}
+
+TEST(GemmSgemm, IsaCapOfAvx2ChoosesTheAvx2Paths) {
+  if (runtime::cpu_isa() < runtime::Isa::Avx2) GTEST_SKIP() << "this CPU lacks AVX2+FMA+F16C";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: nothing chosen yet
+  EXPECT_EXIT(exit_with_avx2_cap_result(), testing::ExitedWithCode(0), "");
 }
 
 // ---------------------------------------------------------------------------
@@ -478,7 +587,7 @@ TEST(GemmBf16, ReferenceIsThePairChain) {
 TEST(GemmBf16, EveryPathMatchesTheReferenceOnEdgeShapes) {
   ValueSource values{6, 0.002};
   const std::vector<GemmPath> paths =
-      available({GemmPath::Portable, GemmPath::Avx512Bf16, GemmPath::Avx512FmaBf16});
+      available(kBf16gemmPaths);
   for (const EdgeCase& e : edge_cases()) {
     const auto a = make_matrix<uint16_t>(e.shape.m, e.shape.k, e.a_layout, [&] { return values.bf16(); });
     const auto b = make_matrix<uint16_t>(e.shape.k, e.shape.n, e.b_layout, [&] { return values.bf16(); });
@@ -495,9 +604,30 @@ TEST(GemmBf16, EveryPathMatchesTheReferenceOnEdgeShapes) {
   }
 }
 
+TEST(GemmBf16, EveryPathMatchesTheReferenceOnASizeGrid) {
+  ValueSource values{12, 0.001};
+  const std::vector<GemmPath> paths = available(kBf16gemmPaths);
+  for (const EdgeCase& e : size_grid()) {
+    const auto a = make_matrix<uint16_t>(e.shape.m, e.shape.k, e.a_layout, [&] { return values.bf16(); });
+    const auto b = make_matrix<uint16_t>(e.shape.k, e.shape.n, e.b_layout, [&] { return values.bf16(); });
+    const OutputMatrix start = make_output(e.shape.m, e.shape.n, values);
+    OutputMatrix want = start;
+    bf16gemm_reference(e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(),
+                       want.rs, e.accumulate);
+    for (GemmPath path : paths)
+      for (int threads : {1, 2}) {
+        OutputMatrix got = start;
+        bf16gemm_on(path, e.shape.m, e.shape.n, e.shape.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(),
+                    got.rs, e.accumulate, threads);
+        ASSERT_TRUE(same_bits(got.data, want.data, false))
+            << gemm_path_name(path) << " " << describe(e) << ", " << threads << " threads";
+      }
+  }
+}
+
 TEST(GemmBf16, SpecialValuesFollowTheReferenceExactly) {
   ValueSource values{7, 0.3};
-  for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512Bf16, GemmPath::Avx512FmaBf16}))
+  for (GemmPath path : available(kBf16gemmPaths))
     for (Shape s : {Shape{15, 33, 7}, Shape{30, 70, 41}}) {
       const auto a = make_matrix<uint16_t>(s.m, s.k, Layout::RowMajor, [&] { return values.bf16(); });
       const auto b = make_matrix<uint16_t>(s.k, s.n, Layout::RowMajor, [&] { return values.bf16(); });
@@ -525,7 +655,7 @@ TEST(GemmBf16, EveryPathMatchesTheReferenceAtTheUnderflowEdge) {
     OutputMatrix start{std::vector<float>(s.m * (s.n + 3)), s.n + 3};
     for (float& x : start.data)
       x = float_from_bits(static_cast<uint32_t>(rng() & 1) << 31 | (0x00800000u - 2 + static_cast<uint32_t>(rng() % 6)));
-    for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512Bf16, GemmPath::Avx512FmaBf16})) {
+    for (GemmPath path : available(kBf16gemmPaths)) {
       OutputMatrix want = start, got = start;
       bf16gemm_reference(s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, want.data.data(), want.rs, true);
       bf16gemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, got.data.data(), got.rs, true, 1);
@@ -540,7 +670,7 @@ TEST(GemmBf16, ThreadCountChangesNoBit) {
   const auto a = make_matrix<uint16_t>(s.m, s.k, Layout::RowMajor, [&] { return values.bf16(); });
   const auto b = make_matrix<uint16_t>(s.k, s.n, Layout::RowMajor, [&] { return values.bf16(); });
   const OutputMatrix start = make_output(s.m, s.n, values);
-  for (GemmPath path : available({GemmPath::Portable, GemmPath::Avx512Bf16, GemmPath::Avx512FmaBf16})) {
+  for (GemmPath path : available(kBf16gemmPaths)) {
     OutputMatrix one = start;
     bf16gemm_on(path, s.m, s.n, s.k, a.ptr(), a.rs, a.cs, b.ptr(), b.rs, b.cs, one.data.data(), one.rs, false, 1);
     for (int threads : {2, 3}) {

@@ -1,7 +1,8 @@
 // AdamW's element loop on AVX-512 (adamw_update.h): eight f64 lanes, the
 // scalar update's operations in its order. Only this file's functions are
 // compiled for AVX-512 (a target attribute), and they are called after the
-// CPU is checked, so the binary still runs on any x86-64.
+// CPU is checked (through QUIRE_ISA's cap, runtime/isa.h), so the binary
+// still runs on any x86-64.
 #include "quire/train/adamw_update.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -13,13 +14,16 @@
 
 #include <stdexcept>
 
+#include "quire/runtime/isa.h"
+
 namespace quire::train {
 
 #if QUIRE_HAS_AVX512_UPDATE
 
 bool adamw_avx512_available(runtime::FloatType master) {
+  // Chosen through QUIRE_ISA's cap (runtime/isa.h), as every vector path is.
   return (master == runtime::FloatType::F64 || master == runtime::FloatType::F32) &&
-         __builtin_cpu_supports("avx512f");
+         runtime::widest_isa() >= runtime::Isa::Avx512;
 }
 
 namespace {

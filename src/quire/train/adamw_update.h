@@ -54,8 +54,8 @@ inline void adamw_element(const AdamWConstants& c, size_t i, S* m, S* v, P* p, c
   p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m1 / denom));
 }
 
-/// Whether this CPU runs adamw_vectors_avx512 (AVX-512F), for masters f64
-/// and f32.
+/// Whether adamw_vectors_avx512 is to run here: masters f64 and f32, on a
+/// CPU with AVX-512 that QUIRE_ISA does not cap below it (runtime/isa.h).
 bool adamw_avx512_available(runtime::FloatType master);
 
 /// Updates whole vectors of 8 elements from `lo` while 8 remain before `hi`

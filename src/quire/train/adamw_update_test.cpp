@@ -105,7 +105,7 @@ void expect_same_bits(const Case& k, std::mt19937_64& rng) {
 }
 
 TEST(AdamWUpdate, VectorLoopGivesTheScalarLoopsBits) {
-  if (!adamw_avx512_available(runtime::FloatType::F64)) GTEST_SKIP() << "no AVX-512 here";
+  if (!adamw_avx512_available(runtime::FloatType::F64)) GTEST_SKIP() << "no AVX-512 here (or QUIRE_ISA caps it)";
   std::mt19937_64 rng(11);
   for (runtime::FloatType master : {runtime::FloatType::F64, runtime::FloatType::F32})
     for (bool grad_f32 : {false, true})

@@ -6,8 +6,8 @@ The model is the tutorial's Tower (06_tower.qr) at D = 256 and L = 8: eight
 residual blocks x + Linear(gelu(RMSNorm(x))) and a linear head, trained on
 the mean squared error with AdamW (lr 1e-3, no weight decay, constant
 schedule) in f32. quire runs `quire train --precision f32` with each
---product-step (separate: the reference's rounding; fma: the packed
-products); PyTorch runs the same model in eager mode (torch.nn, erf gelu,
+--product-step (fma, the default: the packed products; separate: the
+product and the sum rounded apart); PyTorch runs the same model in eager mode (torch.nn, erf gelu,
 torch.optim.AdamW, f32). A step is the forward, the gradient and the update;
 each side's figure is the median step time over the steps after a warm-up
 (quire: from the trainer's metrics, elapsed time per step; PyTorch: timed

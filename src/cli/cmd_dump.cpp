@@ -47,7 +47,7 @@ struct DumpOptions {
   std::string file, stage, format = "text", entry, precision = "f64", profile, remat = "recompute", inputs;
   std::vector<std::string> dims;
   bool half_intermediates = false;
-  bool fused_products = false;
+  bool fused_products = true;  // --product-step fma, the default
   bool grad = false;
   int bits = 128;
   int64_t seed = 0;

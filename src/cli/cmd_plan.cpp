@@ -53,7 +53,7 @@ Handler setup_plan(CLI::App& sub) {
     std::vector<std::string> dims;
     std::optional<int> threads;
     bool cost = false;
-    bool fused_products = false;
+    bool fused_products = true;  // --product-step fma, the default
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();

@@ -133,7 +133,7 @@ Handler setup_run(CLI::App& sub) {
     std::vector<std::string> dims;
     int64_t seed = 0;
     bool half_intermediates = false;
-    bool fused_products = false;
+    bool fused_products = true;  // --product-step fma, the default
     std::string remat = "store";
     std::string backend = "native";
     int threads = default_threads();
@@ -159,7 +159,7 @@ Handler setup_run(CLI::App& sub) {
                  "run under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces --precision");
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
-  add_product_step_option(sub, o->fused_products);
+  CLI::Option* product_step = add_product_step_option(sub, o->fused_products);
   sub.add_option("--remat", o->remat,
                  "how a gradient's backward pass gets the forward values of calls: store (default) or recompute")
       ->check(CLI::IsMember({"store", "recompute"}));
@@ -176,7 +176,7 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::PositiveNumber);
   add_output_option(sub, "--out", o->out,
                  "write the result in its realized type: .npy (one tensor), .npz or .safetensors (bf16 is <f4 in NumPy files)");
-  return [o, bits, precision_flag, backend_flag]() {
+  return [o, bits, precision_flag, backend_flag, product_step]() {
     const bool exact = o->precision == "exact";
     if (!o->realize.empty() && precision_flag->count() > 0)
       throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
@@ -188,7 +188,7 @@ Handler setup_run(CLI::App& sub) {
     if (exact && o->repeat > 0) throw UsageError("--repeat: the exact reference is not timed");
     if (exact && backend_flag->count() > 0)
       throw UsageError(fmt::format("--backend {}: the exact reference runs in its own interpreter", o->backend));
-    if (exact && o->fused_products)
+    if (exact && product_step->count() > 0)
       throw UsageError("--product-step: the exact reference rounds nothing");
     if (exact && o->half_intermediates)
       throw UsageError("--half-intermediates: the exact reference has no half values");

@@ -31,6 +31,7 @@ Handler setup_train(CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   o->train.threads = default_threads();
+  o->train.fused_products = true;  // --product-step fma, the default
   sub.add_option("file", o->file, "the program (.qr) with a `training run` block")->required();
   CLI::Option* precision_flag = sub.add_option("--precision", o->train.precision, "the run policy: f64 (default), f32, bf16 or f16")
       ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));

@@ -84,12 +84,13 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
   return file;
 }
 
-void add_product_step_option(CLI::App& sub, bool& fused) {
-  sub.add_option_function<std::string>(
-         "--product-step", [&fused](const std::string& v) { fused = v == "fma"; },
-         "how a product's steps round: separate (the product, then the sum; default) or fma (one fused "
-         "multiply-add per step where the accumulator is f64 or f32, which lets f32 products run on the "
-         "native matrix-multiply micro-kernel)")
+CLI::Option* add_product_step_option(CLI::App& sub, bool& fused) {
+  return sub
+      .add_option_function<std::string>(
+          "--product-step", [&fused](const std::string& v) { fused = v == "fma"; },
+          "how a product's steps round: fma (one fused multiply-add per step where the accumulator is f64 or "
+          "f32, which lets f32 products run on the native matrix-multiply micro-kernel; default) or separate "
+          "(the product rounded, then the sum)")
       ->check(CLI::IsMember({"separate", "fma"}));
 }
 

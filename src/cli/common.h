@@ -43,9 +43,11 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
                                             const std::map<std::string, int64_t>& dims);
 
-/// Adds `--product-step separate|fma` to `sub`, writing `fused` (true for
-/// fma): how a product's steps round (precision::RealizeOptions::fused_products).
-void add_product_step_option(CLI::App& sub, bool& fused);
+/// Adds `--product-step fma|separate` to `sub`, writing `fused` (true for
+/// fma, which `fused` should start as: the default): how a product's steps
+/// round (precision::RealizeOptions::fused_products). Returns the option, so
+/// that a command can tell whether it was given.
+CLI::Option* add_product_step_option(CLI::App& sub, bool& fused);
 
 /// Adds an option naming a file to write (io::write_file_atomically: `-` is
 /// standard output, a symbolic link is followed, a device or FIFO is written

@@ -37,7 +37,17 @@ KernelEngine::KernelEngine(const elab::Program& prog, int entry, const std::map<
 KernelEngine::KernelEngine(std::shared_ptr<KernelCatalog> catalog, KernelRunner& runner,
                            std::function<void(const std::string&)> warn)
     : catalog_(std::move(catalog)), active_(&runner), warn_(std::move(warn)) {
-  for (size_t k = 0; k < catalog_->kernels().size(); ++k) add(static_cast<int>(k));
+  std::vector<std::pair<int, const Kernel*>> kernels;
+  for (size_t k = 0; k < catalog_->kernels().size(); ++k)
+    kernels.emplace_back(static_cast<int>(k), &catalog_->kernels()[k].kernel);
+  launches_.resize(kernels.size(), 0);
+  try {
+    active_->add_all(kernels);
+  } catch (const std::exception& e) {
+    fell_back_ = e.what();
+    if (warn_) warn_(fell_back_);
+    active_ = &fallback_;
+  }
 }
 
 void KernelEngine::add(int id) {

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "quire/core/program.h"
@@ -51,6 +52,12 @@ class KernelRunner {
   virtual void add(int kernel_id, const Kernel& k) {
     (void)kernel_id;
     (void)k;
+  }
+  /// Called once with every kernel of a compiled catalog, before any run, in
+  /// place of add() for each: a runner may prepare them together (the native
+  /// runner compiles them side by side). By default, add() for each in turn.
+  virtual void add_all(const std::vector<std::pair<int, const Kernel*>>& kernels) {
+    for (const auto& [id, k] : kernels) add(id, *k);
   }
 };
 

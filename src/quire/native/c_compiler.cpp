@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -301,7 +302,8 @@ std::string CCompiler::cache_key(const std::string& source) {
   return support::sha256_hex(identity);
 }
 
-void CCompiler::compile(const std::string& source, const std::string& key, const std::string& object) {
+void CCompiler::compile(const std::string& source, const std::string& key, const std::string& object,
+                        int64_t& runs) const {
   // Unique per process and call, so concurrent compiles of one text never
   // write the same file; the renames below make the last one win, whole.
   static std::atomic<int64_t> attempts{0};
@@ -327,7 +329,7 @@ void CCompiler::compile(const std::string& source, const std::string& key, const
     throw;
   }
   close(log);
-  ++compilations_;
+  ++runs;
   // The source stays beside its object: what a cached object was built
   // from, or what failed to build, can be read there.
   rename_into_place(source_path, kept_source);
@@ -374,6 +376,22 @@ void CCompiler::warn(const std::string& message) const {
   else std::cerr << "quire: warning: " << message << "\n";
 }
 
+std::string CCompiler::object_path(const std::string& key) const {
+  return fmt::format("{}/{}.so", settings_.cache_dir, key);
+}
+
+bool CCompiler::needs_compile(const std::string& source, const std::string& object) {
+  if (access(object.c_str(), R_OK) != 0) return true;
+  // Written before objects had records (an older quire, maybe sharing the
+  // cache): no sign of damage, only nothing to check it against.
+  if (access(record_path(object).c_str(), F_OK) != 0) return true;
+  if (const std::string problem = check_object(source, object); !problem.empty()) {
+    warn(fmt::format("the cached kernel object {} {}: compiling it again", object, problem));
+    return true;
+  }
+  return false;
+}
+
 void* CCompiler::load(const std::string& source, const std::string& symbol) {
   if (!settings_.timeout_error.empty()) throw NativeError(settings_.timeout_error);
   ensure_cache_dir();
@@ -382,22 +400,57 @@ void* CCompiler::load(const std::string& source, const std::string& symbol) {
   if (it != objects_.end()) {
     ++cache_hits_;
   } else {
-    const std::string object = fmt::format("{}/{}.so", settings_.cache_dir, key);
-    if (access(object.c_str(), R_OK) != 0) {
-      compile(source, key, object);
-    } else if (access(record_path(object).c_str(), F_OK) != 0) {
-      // Written before objects had records (an older quire, maybe sharing
-      // the cache): no sign of damage, only nothing to check it against.
-      compile(source, key, object);
-    } else if (const std::string problem = check_object(source, object); !problem.empty()) {
-      warn(fmt::format("the cached kernel object {} {}: compiling it again", object, problem));
-      compile(source, key, object);
-    } else {
-      ++cache_hits_;
+    const std::string object = object_path(key);
+    if (prepared_.erase(key) == 0) {
+      if (needs_compile(source, object))
+        compile(source, key, object, compilations_);
+      else
+        ++cache_hits_;
     }
     it = objects_.emplace(key, std::make_unique<SharedObject>(object)).first;
   }
   return it->second->symbol(symbol);
+}
+
+void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
+  if (!settings_.timeout_error.empty()) throw NativeError(settings_.timeout_error);
+  ensure_cache_dir();
+  struct Job {
+    const std::string* source;
+    std::string key;
+    std::exception_ptr error;
+    int64_t runs = 0;
+  };
+  std::vector<Job> todo;
+  std::set<std::string> seen;
+  for (const std::string& source : sources) {
+    std::string key = cache_key(source);
+    if (objects_.count(key) || prepared_.count(key) || !seen.insert(key).second) continue;
+    if (needs_compile(source, object_path(key))) todo.push_back({&source, std::move(key), nullptr, 0});
+  }
+  // Each compile is a process of its own: the threads only start and wait
+  // for them. Each writes its own temporary files and renames them into
+  // place whole (compile), so side by side they never meet.
+  std::atomic<size_t> next = 0;
+  auto work = [&] {
+    for (size_t i; (i = next++) < todo.size();) {
+      try {
+        compile(*todo[i].source, todo[i].key, object_path(todo[i].key), todo[i].runs);
+      } catch (...) {
+        todo[i].error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  const size_t threads = std::min<size_t>(todo.size(), static_cast<size_t>(std::max(jobs, 1)));
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (const Job& job : todo) compilations_ += job.runs;
+  for (const Job& job : todo) {
+    if (job.error) std::rethrow_exception(job.error);
+    prepared_.insert(job.key);
+  }
 }
 
 }  // namespace quire::native

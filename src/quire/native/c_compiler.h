@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -95,6 +96,14 @@ class CCompiler {
   /// the cache, or compiled into it first. NativeError on any failure.
   void* load(const std::string& source, const std::string& symbol);
 
+  /// Builds into the cache, up to `jobs` compiler processes at a time, the
+  /// object of every source in `sources` that load() would compile (each
+  /// distinct source once), so that the loads that follow find them built:
+  /// a program's kernels are compiled side by side before its first launch
+  /// instead of one after another. NativeError (the first failure in
+  /// `sources`' order) if a compile fails; the objects built before it stay.
+  void prepare(const std::vector<std::string>& sources, int jobs);
+
   int64_t compilations() const { return compilations_; }  ///< compiler runs (failed ones included)
   int64_t cache_hits() const { return cache_hits_; }      ///< loads that found their object built
   const CompilerSettings& settings() const { return settings_; }
@@ -105,11 +114,18 @@ class CCompiler {
   std::string check_object(const std::string& source, const std::string& object);
   void warn(const std::string& message) const;
   void ensure_cache_dir();
-  void compile(const std::string& source, const std::string& key, const std::string& object);
+  std::string object_path(const std::string& key) const;
+  /// Whether the cached `object` of `source` must be built: absent, without
+  /// a record, or failing its record (which is warned about).
+  bool needs_compile(const std::string& source, const std::string& object);
+  /// Counts a compiler run in `runs` (failed ones included). Safe to run on
+  /// several threads at once, each with its own `runs` (prepare does).
+  void compile(const std::string& source, const std::string& key, const std::string& object, int64_t& runs) const;
 
   CompilerSettings settings_;
   bool cache_dir_ready_ = false;
   std::map<std::string, std::unique_ptr<SharedObject>> objects_;  ///< by cache key
+  std::set<std::string> prepared_;  ///< keys prepare() built, not yet loaded: loaded without a check
   int64_t compilations_ = 0;
   int64_t cache_hits_ = 0;
 };

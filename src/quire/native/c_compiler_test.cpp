@@ -1,7 +1,8 @@
 // The object cache's trust in what it loads (c_compiler.h, TRUST): an object
 // swapped for another kernel's, or truncated, is found out before dlopen and
 // compiled again, with a warning; and a compiler that never returns is killed
-// at its time limit (TIME LIMIT). The flags follow QUIRE_ISA's cap.
+// at its time limit (TIME LIMIT). A program's kernels are prepared side by
+// side, each distinct source compiled once. The flags follow QUIRE_ISA's cap.
 
 #include "quire/native/c_compiler.h"
 
@@ -15,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "quire/native/native_testing.h"
 #include "quire/runtime/isa.h"
@@ -155,6 +158,44 @@ TEST_F(ObjectCacheTest, AnUnusableTimeLimitIsNamed) {
   setenv("QUIRE_ISA", cap, 1);
   const std::vector<std::string>& flags = compile_flags();
   std::exit(std::find(flags.begin(), flags.end(), flag) != flags.end() ? 0 : 1);
+}
+
+TEST_F(ObjectCacheTest, PrepareCompilesEachDistinctSourceOnceSideBySide) {
+  // Six sources, two of them twice, one built already: four compiles, on
+  // three compiler processes at a time, and the loads that follow find
+  // every object built, counting neither a compile nor a cache hit.
+  build(returning(0));
+  const std::vector<std::string> sources = {returning(0), returning(1), returning(2), returning(1),
+                                            returning(3), returning(4), returning(2)};
+  CCompiler compiler(collecting());
+  compiler.prepare(sources, 3);
+  EXPECT_EQ(compiler.compilations(), 4);
+  EXPECT_EQ(objects().size(), 5u);
+  for (int n = 0; n <= 4; ++n) {
+    const auto value = reinterpret_cast<double (*)(void)>(compiler.load(returning(n), "value"));
+    EXPECT_EQ(value(), n);
+  }
+  EXPECT_EQ(compiler.compilations(), 4);
+  EXPECT_EQ(compiler.cache_hits(), 1);  // returning(0), built before prepare
+  // Prepared again, nothing is compiled.
+  compiler.prepare(sources, 3);
+  EXPECT_EQ(compiler.compilations(), 4);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+TEST_F(ObjectCacheTest, PrepareReportsAFailedCompileInSourceOrder) {
+  CCompiler compiler(collecting());
+  const std::vector<std::string> sources = {returning(5), "double value(void) { return nonesuch; }\n", returning(6),
+                                            "int broken(\n"};
+  try {
+    compiler.prepare(sources, 2);
+    FAIL() << "a source that does not compile was prepared";
+  } catch (const NativeError& e) {
+    EXPECT_NE(std::string(e.what()).find("nonesuch"), std::string::npos) << e.what();
+  }
+  // What compiled stays built and loads.
+  const auto value = reinterpret_cast<double (*)(void)>(compiler.load(returning(6), "value"));
+  EXPECT_EQ(value(), 6.0);
 }
 
 TEST(CompileFlags, FollowTheIsaCap) {

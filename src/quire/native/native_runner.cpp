@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "quire/kernel/kernel_interpreter.h"
 #include "quire/native/c_emit.h"
@@ -16,10 +17,20 @@ namespace quire::native {
 
 NativeRunner::NativeRunner(CompilerSettings settings) : compiler_(std::move(settings)) {}
 
-void NativeRunner::add(int kernel_id, const kernel::Kernel& k) {
-  void* address = compiler_.load(emit_c(k), kKernelSymbol);
+void NativeRunner::add(int kernel_id, const kernel::Kernel& k) { add_emitted(kernel_id, k, emit_c(k)); }
+
+void NativeRunner::add_emitted(int kernel_id, const kernel::Kernel& k, const std::string& source) {
+  void* address = compiler_.load(source, kKernelSymbol);
   functions_[kernel_id] = reinterpret_cast<KernelFunction>(address);
   as_is_[kernel_id] = kernel::stores_product_as_is(k);
+}
+
+void NativeRunner::add_all(const std::vector<std::pair<int, const kernel::Kernel*>>& kernels) {
+  std::vector<std::string> sources;
+  sources.reserve(kernels.size());
+  for (const auto& [id, k] : kernels) sources.push_back(emit_c(*k));
+  compiler_.prepare(sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  for (size_t i = 0; i < kernels.size(); ++i) add_emitted(kernels[i].first, *kernels[i].second, sources[i]);
 }
 
 runtime::Tensor NativeRunner::run(int kernel_id, const kernel::Kernel& k,

@@ -22,6 +22,9 @@ class NativeRunner : public kernel::KernelRunner {
 
   /// Emits and compiles `k` (or finds it in the cache); NativeError on failure.
   void add(int kernel_id, const kernel::Kernel& k) override;
+  /// Emits every kernel, compiles those the cache lacks side by side (one
+  /// compiler process per core: CCompiler::prepare), then adds each.
+  void add_all(const std::vector<std::pair<int, const kernel::Kernel*>>& kernels) override;
   /// Runs `k` on its inputs (in buffer order), checked as run_kernel checks
   /// them (KernelMisuse). A kernel not added yet is added first.
   runtime::Tensor run(int kernel_id, const kernel::Kernel& k,
@@ -45,6 +48,8 @@ class NativeRunner : public kernel::KernelRunner {
 
  private:
   using KernelFunction = void (*)(const void* const* inputs, void* output, int64_t lo, int64_t hi);
+
+  void add_emitted(int kernel_id, const kernel::Kernel& k, const std::string& source);
 
   CCompiler compiler_;
   std::map<int, KernelFunction> functions_;  ///< by kernel id

@@ -26,6 +26,7 @@
 #include "quire/io/io_error.h"
 #include "quire/io/json_file.h"
 #include "quire/precision/bounds.h"
+#include "quire/precision/bounds_print.h"
 #include "quire/precision/envelope.h"
 #include "quire/precision/measure.h"
 #include "quire/realize/realization.h"

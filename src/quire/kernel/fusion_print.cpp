@@ -128,10 +128,6 @@ std::string dims_text(const std::map<std::string, int64_t>& dims) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string plural(int64_t n, const char* one, const char* many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
 std::string inputs_text(const Function& fn, const FusionGroup& g) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < g.inputs.size(); ++i) parts.push_back(fmt::format("i{} = {}", i, fn.value_name(g.inputs[i])));

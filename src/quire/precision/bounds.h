@@ -128,15 +128,4 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
                           const Realization& r, const Envelope& e,
                           const std::vector<std::vector<interp::Value>>& samples, const Sensitivities* sens);
 
-/// The printout: the output's magnitude, each rule's bound (beside the
-/// measured gap when there is one), the estimate, the measurements, the
-/// envelope, the `sites` sites with the largest componentwise bounds, and one
-/// sentence per rule on what it covers.
-std::string print_bounds(const BoundsReport& b, int sites = 10);
-
-/// {"format": "quire-bounds", "version": 1, entry, result, realization,
-/// magnitude, rules: {componentwise: {bound, covers, infinite?}, …}, rss,
-/// measured?, held_out?, sites: [...]}; non-finite numbers as "inf", "nan".
-nlohmann::ordered_json bounds_json(const BoundsReport& b);
-
 }  // namespace quire::precision

@@ -7,6 +7,7 @@
 // site; the CLI refuses a missing, malformed or foreign envelope.
 
 #include "quire/precision/bounds.h"
+#include "quire/precision/bounds_print.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -21,6 +21,15 @@ inline std::string sci(double v) {
   return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
 }
 
+/// "1.23e2": three significant digits, as the printouts' ratios show them.
+inline std::string short_sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{:.2e}", v);
+  const size_t e = s.find('e');
+  return s.substr(0, e + 1) + std::to_string(std::stoi(s.substr(e + 1)));
+}
+
 inline nlohmann::ordered_json json_number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";

@@ -31,4 +31,8 @@ std::string clip_columns(std::string_view text, size_t width) {
   return std::string(text.substr(0, end)) + "...";
 }
 
+std::string plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 }  // namespace quire

@@ -1,8 +1,9 @@
 // Columns of UTF-8 text in the printed tables: a name counts its code points,
-// not its bytes, and is cut only between characters.
+// not its bytes, and is cut only between characters; a count and its noun.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,5 +18,8 @@ std::string pad_columns(std::string_view text, size_t width);
 /// `text` as it is if it has at most `width` code points; else its first
 /// `width − 3` code points and "...", never a character cut in two.
 std::string clip_columns(std::string_view text, size_t width);
+
+/// "1 group", "3 groups": `n` and the noun that agrees with it.
+std::string plural(int64_t n, const char* one, const char* many);
 
 }  // namespace quire

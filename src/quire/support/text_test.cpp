@@ -1,4 +1,5 @@
-// Columns of UTF-8 text: counted in code points, cut between characters.
+// Columns of UTF-8 text: counted in code points, cut between characters;
+// a count and its noun.
 
 #include "quire/support/text.h"
 
@@ -23,6 +24,12 @@ TEST(Text, ClipsBetweenCharacters) {
   EXPECT_EQ(clip_columns("ℝℝℝℝℝℝℝ", 5), "ℝℝ...");
   EXPECT_EQ(code_points(clip_columns("call layer_norm{D = D}(x, βγδεζηθικλμνξ)", 30)), 30u);
   EXPECT_EQ(clip_columns("abcdef", 2), "...");
+}
+
+TEST(Text, PluralAgreesWithItsCount) {
+  EXPECT_EQ(plural(1, "group", "groups"), "1 group");
+  EXPECT_EQ(plural(0, "group", "groups"), "0 groups");
+  EXPECT_EQ(plural(3, "launch", "launches"), "3 launches");
 }
 
 }  // namespace

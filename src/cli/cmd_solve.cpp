@@ -35,7 +35,7 @@ Handler setup_solve(CLI::App& sub) {
     std::string file, envelope, profile, out, types = "f32,bf16,f16", discontinuous = "wide";
     double budget = -1;
     bool relative = false, absolute = false;
-    int held_out = 4;
+    int held_out = 32;
     int sites = 30;
     double negligible = 1e-3;
   };
@@ -55,7 +55,7 @@ Handler setup_solve(CLI::App& sub) {
                  "rule 2's θ: a value whose first narrowing saves less than θ times the mean value's all-f64 cost is "
                  "not offered (default 1e-3)")
       ->check(CLI::Range(0.0, 1.0));
-  sub.add_option("--held-out", o->held_out, "fresh samples to measure the accepted realization on (default 4)")
+  sub.add_option("--held-out", o->held_out, "fresh samples, drawn as the envelope's were, that must be inside the budget too (default 32)")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--sites", o->sites, "rows per table (default 30; -1: all)");
   add_output_option(sub, "--out", o->out, "write the realization (atomically); without it nothing is written");

@@ -26,8 +26,9 @@
 //    exact reference on the envelope's samples; while the worst gap exceeds
 //    the budget, the choices with the largest terms are widened one type
 //    (one in the first round, two in the second, four in the third, …) and
-//    it is measured again. The result is accepted only inside the budget,
-//    and it is then measured on held-out samples as well.
+//    it is measured again. The gaps are measured on the envelope's samples
+//    and on held-out ones (fresh draws, the seeds after the envelope's), and
+//    the result is accepted only when every one of both is inside the budget.
 //
 // Requires: an elaborated program, the entry's envelope (its samples are
 // rebuilt from it) and sensitivities. Produces: a Solution, its printout and
@@ -57,7 +58,7 @@ struct SolveOptions {
   std::vector<FloatType> menu = {FloatType::F32, FloatType::BF16, FloatType::F16};
   bool measure_discontinuous = false;  ///< rule 3 offers those values, and the measurement decides
   double negligible = 1e-3;            ///< rule 2's θ, a fraction of the mean choice's all-f64 cost
-  int held_out = 4;                    ///< fresh samples measured after acceptance
+  int held_out = 32;                   ///< fresh samples that must be inside the budget too
 };
 
 /// One narrowing taken.

@@ -1,6 +1,6 @@
 // quire solve FILE --precision envelope.json --budget B [--relative|--absolute]
 //   [--profile P.json] [--types f32,bf16,f16] [--discontinuous wide|measure]
-//   [--negligible θ] [--held-out K] [--sites N] [--out realization.json]
+//   [--negligible θ] [--held-out K] [--headroom H] [--sites N] [--out realization.json]
 //
 // The solver (docs/precision.md "The solver"): the envelope's entry gets a
 // storage type for every value it stores and every parameter, ranked by
@@ -36,6 +36,7 @@ Handler setup_solve(CLI::App& sub) {
     double budget = -1;
     bool relative = false, absolute = false;
     int held_out = 32;
+    double headroom = 4;
     int sites = 30;
     double negligible = 1e-3;
   };
@@ -57,6 +58,9 @@ Handler setup_solve(CLI::App& sub) {
       ->check(CLI::Range(0.0, 1.0));
   sub.add_option("--held-out", o->held_out, "fresh samples, drawn as the envelope's were, that must be inside the budget too (default 32)")
       ->check(CLI::NonNegativeNumber);
+  sub.add_option("--headroom", o->headroom,
+                 "a type is offered only where the samples' largest |v| times this is finite in it (default 4)")
+      ->check(CLI::Range(1.0, 1e300));
   sub.add_option("--sites", o->sites, "rows per table (default 30; -1: all)");
   add_output_option(sub, "--out", o->out, "write the realization (atomically); without it nothing is written");
   return [o]() {
@@ -68,6 +72,7 @@ Handler setup_solve(CLI::App& sub) {
     options.relative = !o->absolute;
     options.measure_discontinuous = o->discontinuous == "measure";
     options.held_out = o->held_out;
+    options.headroom = o->headroom;
     options.negligible = o->negligible;
     options.menu.clear();
     std::stringstream types(o->types);

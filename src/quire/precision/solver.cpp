@@ -314,11 +314,28 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     if (it == measured.end()) return bound;
     return t == FloatType::F64 ? std::min(bound, it->second) : it->second;
   };
-  auto menu_for = [&](bool at_least_f32) {
+  // The range: a type is offered only when the largest |v| any sample saw,
+  // times the headroom, is finite in it (a NaN magnitude fits nothing), so
+  // that inputs a little larger than the samples' do not overflow it. The
+  // types it keeps out are said in the choice's note.
+  auto menu_for = [&](bool at_least_f32, double magnitude, std::string& excluded) {
     std::vector<FloatType> allowed{FloatType::F64};
-    for (FloatType t : options.menu)
-      if (t != FloatType::F64 && !(at_least_f32 && is_half(t))) allowed.push_back(t);
+    std::vector<std::string> out_of_range;
+    for (FloatType t : options.menu) {
+      if (t == FloatType::F64 || (at_least_f32 && is_half(t))) continue;
+      const double largest = runtime::float_type_info(t).largest_finite;
+      if (magnitude * options.headroom <= largest)
+        allowed.push_back(t);
+      else
+        out_of_range.push_back(fmt::format("{} (largest finite {})", name(t), sci(largest)));
+    }
+    if (!out_of_range.empty())
+      excluded = fmt::format("range: |v| up to {} times the headroom {} leaves out {}", sci(magnitude),
+                             options.headroom, fmt::join(out_of_range, ", "));
     return allowed;
+  };
+  auto join_note = [](std::string& note, const std::string& more) {
+    if (!more.empty()) note = note.empty() ? more : note + "; " + more;
   };
 
   // Lookups by name, built once: the analysis stays linear in the program's size.
@@ -363,7 +380,8 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
       c.terms = env->terms.value_or(1);
       c.magnitude = env->max_abs;
       c.sensitivity = sens ? sens->l1 : 0;
-      c.allowed = menu_for(fr.at_least_f32);
+      std::string excluded;
+      c.allowed = menu_for(fr.at_least_f32, env->max_abs, excluded);
       for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
       if (fr.at_least_f32) c.note = fmt::format("never below f32: {}", fr.floor_why);
       if (const std::string why = discontinuities.flip(site); !why.empty()) {
@@ -376,6 +394,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
       } else if (const std::string tie = discontinuities.tie(site); !tie.empty()) {
         c.note = fmt::format("{}: a tie is not first order; the measurement decides", tie);
       }
+      join_note(c.note, excluded);
       s.choices.push_back(std::move(c));
     }
   }
@@ -395,10 +414,12 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     c.elements = env->elements;
     c.magnitude = env->max_abs;
     c.sensitivity = sens ? sens->l1 : 0;
-    c.allowed = menu_for(p.numerics_high);
+    std::string excluded;
+    c.allowed = menu_for(p.numerics_high, env->max_abs, excluded);
     for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
     c.rounding[FloatType::F64] = 0;  // a parameter's values are f64 values: exact there
     if (p.numerics_high) c.note = "never below f32: a `numerics high` parameter";
+    join_note(c.note, excluded);
     s.choices.push_back(std::move(c));
   }
 

@@ -59,6 +59,9 @@ struct SolveOptions {
   bool measure_discontinuous = false;  ///< rule 3 offers those values, and the measurement decides
   double negligible = 1e-3;            ///< rule 2's θ, a fraction of the mean choice's all-f64 cost
   int held_out = 32;                   ///< fresh samples that must be inside the budget too
+  /// A type is offered only where the largest |v| of the samples times this
+  /// is finite in it (range as a hard constraint).
+  double headroom = 4;
 };
 
 /// One narrowing taken.

@@ -149,6 +149,35 @@ TEST(SolverHeldOut, FreshInputsOutsideTheBudgetAreWidenedFor) {
       << text;
 }
 
+// Range as a hard constraint: values up to about 4e4 fit f16 (65504), but
+// not with the default headroom of 4, and the choice's note says so.
+TEST(SolverRange, ATypeIsOfferedOnlyWhereTheValuesTimesTheHeadroomAreFinite) {
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[8]) -> ℝ[] = sum(x * 20000.0)\n"), "f", {}, 1);
+  const SiteEnvelope* product = nullptr;
+  for (const SiteEnvelope& e : a.envelope.sites)
+    if (e.op == "mul") product = &e;
+  ASSERT_NE(product, nullptr);
+  ASSERT_GT(product->max_abs * 4, 65504.0);
+  ASSERT_LT(product->max_abs, 65504.0);
+  auto offered = [](const Solution& s, FloatType t) {
+    for (const Choice& c : s.choices)
+      if (c.operation.find("mul") != std::string::npos || c.operation.find("*") != std::string::npos)
+        return std::find(c.allowed.begin(), c.allowed.end(), t) != c.allowed.end();
+    ADD_FAILURE() << "no choice for the product";
+    return false;
+  };
+  const Solution guarded = a.solve(1e-1);
+  EXPECT_FALSE(offered(guarded, FloatType::F16));
+  EXPECT_TRUE(offered(guarded, FloatType::BF16));
+  bool said = false;
+  for (const Choice& c : guarded.choices)
+    said = said || (c.note.find("range: |v| up to") != std::string::npos &&
+                    c.note.find("f16 (largest finite 6.5504e4)") != std::string::npos);
+  EXPECT_TRUE(said);
+  const Solution bare = a.solve(1e-1, {.headroom = 1});
+  EXPECT_TRUE(offered(bare, FloatType::F16));
+}
+
 TEST(SolverTutorial, TheTermsAreSensitivityTimesRounding) {
   Analyzed a(tutorial(), "loss", {{"B", 4}});
   const Solution s = a.solve(1e-3);

@@ -149,6 +149,30 @@ TEST(SolverHeldOut, FreshInputsOutsideTheBudgetAreWidenedFor) {
       << text;
 }
 
+// (x − 1)⁷ expanded, near its root: even f64 cancels catastrophically, and
+// its four calibration samples happen to stay inside a budget that fresh
+// draws leave. Measured on them alone, all-f64 was accepted; with held-out
+// samples the budget is refused as beyond what f64 achieves, and the
+// printout says the held-out draws are outside.
+TEST(SolverHeldOut, ABudgetOnlyTheCalibrationSamplesMeetIsRefused) {
+  Analyzed a(elab::testing::elaborate_text("fn f(z : ℝ[n: 16]) -> ℝ[] =\n"
+                                           "  let x = 1.0 + z * 0.01\n"
+                                           "  sum(x^7.0 - 7.0 * x^6.0 + 21.0 * x^5.0 - 35.0 * x^4.0 + 35.0 * x^3.0"
+                                           " - 21.0 * x^2.0 + 7.0 * x - 1.0)\n"),
+             "f", {}, 4);
+  const double budget = 1.2e-3;
+  const Solution blind = a.solve(budget, {.held_out = 0});
+  ASSERT_TRUE(blind.accepted) << print_solution(blind);
+  const Solution checked = a.solve(budget);
+  EXPECT_FALSE(checked.accepted);
+  ASSERT_EQ(checked.held_out.size(), 32u);
+  Gaps fresh;
+  fresh.per_sample = checked.held_out;
+  EXPECT_LT(fresh.inside(checked.budget_absolute), 32);
+  for (const Choice& c : checked.choices) EXPECT_EQ(c.type, FloatType::F64) << c.name;
+  EXPECT_NE(print_solution(checked).find("OUTSIDE the budget even at f64"), std::string::npos);
+}
+
 // Range as a hard constraint: values up to about 4e4 fit f16 (65504), but
 // not with the default headroom of 4, and the choice's note says so.
 TEST(SolverRange, ATypeIsOfferedOnlyWhereTheValuesTimesTheHeadroomAreFinite) {

@@ -11,7 +11,9 @@
 #include <optional>
 #include <set>
 
+#include "quire/kernel/exp_erf_pairs.h"
 #include "quire/kernel/kernel_interpreter.h"
+#include "quire/kernel/kernel_walk.h"
 #include "quire/runtime/elementary.h"
 #include "quire/runtime/float_types.h"
 #include "quire/runtime/runtime_error.h"
@@ -270,7 +272,7 @@ class FunctionWriter {
   /// sum of a 256 × 256 f32 matrix, in a lane tile whose accumulators are
   /// arrays: 0.27 → 0.035 ns an element here, docs/performance.md.)
   static std::vector<bool> f32_scalars(const Kernel& k) {
-    const std::vector<std::pair<int, int>> sets = assignments(k.body);
+    const std::vector<std::pair<int, int>> sets = kernel::assignments(k.body);
     std::vector<bool> f32(static_cast<size_t>(std::max(k.scalars, 0)), true);
     // Whether expression i's value is an f32 value, given the scalars still
     // marked so; the marks only fall, so the loop below ends.
@@ -307,18 +309,6 @@ class FunctionWriter {
 
   /// (scalar, expression) of every assignment among `body`'s statements,
   /// loops included, in order.
-  static std::vector<std::pair<int, int>> assignments(const std::vector<Stmt>& body) {
-    std::vector<std::pair<int, int>> sets;
-    std::function<void(const std::vector<Stmt>&)> collect = [&](const std::vector<Stmt>& b) {
-      for (const Stmt& s : b) {
-        if (s.kind == StmtKind::Loop) collect(s.body);
-        if (s.kind == StmtKind::Set) sets.emplace_back(s.scalar, s.expr);
-      }
-    };
-    collect(body);
-    return sets;
-  }
-
   /// Whether scalar `scalar` is a C float (f32_scalars).
   bool float_scalar(int scalar) const {
     return scalar >= 0 && scalar < k_.scalars && f32_scalar_[static_cast<size_t>(scalar)];
@@ -392,7 +382,7 @@ class FunctionWriter {
                          [&](const auto& term) { return term.first == tile_->var && term.second != 1; });
     };
     if (s.kind == StmtKind::Store && strided(s.index)) return true;
-    const std::vector<int> read = reached({s.expr});
+    const std::vector<int> read = kernel::reached(k_, {s.expr});
     return std::any_of(read.begin(), read.end(), [&](int i) {
       const Expr& e = k_.exprs[static_cast<size_t>(i)];
       return e.kind == ExprKind::Load && strided(e.index);
@@ -403,48 +393,18 @@ class FunctionWriter {
 
   /// The expressions in the trees of `pending` (the roots), each once,
   /// invalid operands left out.
-  std::vector<int> reached(std::vector<int> pending) const {
-    std::vector<int> out;
-    std::vector<bool> seen(k_.exprs.size(), false);
-    while (!pending.empty()) {
-      const int i = pending.back();
-      pending.pop_back();
-      if (!valid_expr(i) || seen[static_cast<size_t>(i)]) continue;
-      seen[static_cast<size_t>(i)] = true;
-      out.push_back(i);
-      const Expr& e = k_.exprs[static_cast<size_t>(i)];
-      pending.insert(pending.end(), {e.a, e.b, e.c});
-    }
-    return out;
-  }
-
   /// The expressions `body`'s statements compute, loops included.
-  static std::vector<int> statement_exprs(const std::vector<Stmt>& body) {
-    std::vector<int> roots;
-    std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& b) {
-      for (const Stmt& s : b) s.kind == StmtKind::Loop ? walk(s.body) : roots.push_back(s.expr);
-    };
-    walk(body);
-    return roots;
-  }
-
   /// op when e is round_f32(op(a)) for a unary op, else nullptr.
-  const Expr* rounded_f32_unary(const Expr& e) const {
-    if (e.kind != ExprKind::Round || e.type != runtime::FloatType::F32 || !valid_expr(e.a)) return nullptr;
-    const Expr& op = k_.exprs[static_cast<size_t>(e.a)];
-    return op.kind == ExprKind::Unary ? &op : nullptr;
-  }
-
   /// A rounding to f32 of erf or gelu: elementary_fast.inc has a shortcut
   /// to its bits.
   bool is_fast_site(const Expr& e) const {
-    const Expr* op = rounded_f32_unary(e);
+    const Expr* op = kernel::rounded_f32_unary(k_, e);
     return op && (op->unary == runtime::UnaryOp::Erf || op->unary == runtime::UnaryOp::Gelu);
   }
 
   /// Whether a statement of `body` computes a fast site.
   bool holds_fast_site(const std::vector<Stmt>& body) const {
-    const std::vector<int> computed = reached(statement_exprs(body));
+    const std::vector<int> computed = kernel::reached(k_, kernel::statement_exprs(body));
     return std::any_of(computed.begin(), computed.end(),
                        [&](int i) { return is_fast_site(k_.exprs[static_cast<size_t>(i)]); });
   }
@@ -467,7 +427,7 @@ class FunctionWriter {
     line(depth + 1, "int64_t quire_doubt = !QUIRE_FAST_F32;");
     line(depth + 1, "if (QUIRE_FAST_F32) {");
     fast_ = true;
-    exp_partner_ = exp_partners(s.body);
+    exp_partner_ = kernel::exp_erf_partners(k_, s.body);
     block_loop(s, depth + 2, " reduction(|:quire_doubt)");
     exp_partner_.clear();
     fast_ = false;
@@ -528,132 +488,6 @@ class FunctionWriter {
     const std::string rounded = fmt::format("t{}", temps_++);
     line(depth, fmt::format("const double {} = quire_round_f32({});", rounded, approx));
     return memo_[i] = rounded;
-  }
-
-  // --- exp beside erf -------------------------------------------------------
-  //
-  // The GELU's gradient reads erf(s) and exp(w) of one element x, with s =
-  // round_f32(x · √½) and w = round_f32(−½ · round_f32(x · x)): w is within a
-  // few f32 roundings of −s², and exp(w) follows from the exp(−s²) that erf's
-  // shortcut computes anyway (elementary_fast.inc's quire_fast_exp_near). The
-  // pairing is found by the shape of the two arguments (below); the
-  // constants are the run's, so the shortcut's own test, |w + s²| ≤ 2^-10,
-  // is what makes it exact: where it fails the block is in doubt and runs
-  // the reference. The shape keeps unrelated exp and erf apart, which would
-  // put every block in doubt.
-
-  /// The scalars set exactly once among `body`'s statements (loops
-  /// included), each with its expression.
-  static std::map<int, int> single_sets(const std::vector<Stmt>& body) {
-    std::map<int, int> once;
-    std::set<int> twice;
-    for (const auto& [scalar, expr] : assignments(body))
-      if (!once.emplace(scalar, expr).second) twice.insert(scalar);
-    for (int s : twice) once.erase(s);
-    return once;
-  }
-
-  /// e, or the expression the scalar it reads is set to (and so on), per `sets`.
-  int resolved(int e, const std::map<int, int>& sets) const {
-    for (size_t hops = 0; hops <= sets.size() && valid_expr(e); ++hops) {
-      const Expr& x = k_.exprs[static_cast<size_t>(e)];
-      const auto it = x.kind == ExprKind::Scalar ? sets.find(x.scalar) : sets.end();
-      if (it == sets.end()) return e;
-      e = it->second;
-    }
-    return e;
-  }
-
-  /// Whether x and y compute the same value in one iteration: the same
-  /// tree, scalars followed per `sets`, a product's operands in either order.
-  /// It only decides a pairing: a wrong answer costs time, never bits.
-  bool same_value(int x, int y, const std::map<int, int>& sets, int depth = 0) const {
-    x = resolved(x, sets);
-    y = resolved(y, sets);
-    if (x == y) return valid_expr(x);
-    if (!valid_expr(x) || !valid_expr(y) || depth > 32) return false;
-    const Expr& a = k_.exprs[static_cast<size_t>(x)];
-    const Expr& b = k_.exprs[static_cast<size_t>(y)];
-    if (a.kind != b.kind) return false;
-    auto same = [&](int p, int q) { return same_value(p, q, sets, depth + 1); };
-    switch (a.kind) {
-      case ExprKind::Const:
-        return std::bit_cast<uint64_t>(a.value) == std::bit_cast<uint64_t>(b.value);
-      case ExprKind::Load:
-        return a.buffer == b.buffer && a.buffer != k_.output() && a.index.offset == b.index.offset &&
-               a.index.terms == b.index.terms;
-      case ExprKind::Scalar:
-        return a.scalar == b.scalar;
-      case ExprKind::Unary:
-        return a.unary == b.unary && same(a.a, b.a);
-      case ExprKind::Round:
-        return a.type == b.type && same(a.a, b.a);
-      case ExprKind::Binary:
-        if (a.binary != b.binary) return false;
-        if (same(a.a, b.a) && same(a.b, b.b)) return true;
-        return (a.binary == runtime::BinaryOp::Mul || a.binary == runtime::BinaryOp::Add) && same(a.a, b.b) &&
-               same(a.b, b.a);
-      default:
-        return false;
-    }
-  }
-
-  /// The operands of e when e (scalars followed) is round_f32(p · q).
-  std::optional<std::pair<int, int>> f32_product(int e, const std::map<int, int>& sets) const {
-    e = resolved(e, sets);
-    if (!valid_expr(e)) return std::nullopt;
-    const Expr& r = k_.exprs[static_cast<size_t>(e)];
-    if (r.kind != ExprKind::Round || r.type != runtime::FloatType::F32 || !valid_expr(r.a)) return std::nullopt;
-    const Expr& m = k_.exprs[static_cast<size_t>(r.a)];
-    if (m.kind != ExprKind::Binary || m.binary != runtime::BinaryOp::Mul) return std::nullopt;
-    return std::make_pair(m.a, m.b);
-  }
-
-  /// Whether e reads inputs alone (no scalar, no load of the output), so
-  /// that it has its value wherever in an iteration it is evaluated.
-  bool from_inputs(int e) const {
-    if (!valid_expr(e)) return false;
-    const Expr& x = k_.exprs[static_cast<size_t>(e)];
-    if (x.kind == ExprKind::Scalar || (x.kind == ExprKind::Load && x.buffer == k_.output())) return false;
-    for (int o : {x.a, x.b, x.c})
-      if (o >= 0 && !from_inputs(o)) return false;
-    return true;
-  }
-
-  /// The exp sites of a fast block's `body` that pair with an erf site: exp
-  /// site (its rounding's expression) → the erf's argument, as an
-  /// expression of the inputs. A pair: the erf's argument is round_f32(x ·
-  /// c) and the exp's round_f32(k · round_f32(x · x)), for one x.
-  std::map<int, int> exp_partners(const std::vector<Stmt>& body) const {
-    const std::map<int, int> sets = single_sets(body);
-    const std::vector<int> computed = reached(statement_exprs(body));
-    // The argument a of round_f32(op(a)) at e, or -1.
-    auto rounded_unary = [&](int e, runtime::UnaryOp op) {
-      const Expr* u = rounded_f32_unary(k_.exprs[static_cast<size_t>(e)]);
-      return u && u->unary == op ? u->a : -1;
-    };
-    struct ErfArg {
-      int u;     ///< resolved, and from the inputs alone
-      int p, q;  ///< u = round_f32(p · q)
-    };
-    std::vector<ErfArg> erf_args;
-    for (int e : computed) {
-      const int u = resolved(rounded_unary(e, runtime::UnaryOp::Erf), sets);
-      if (!valid_expr(u) || !from_inputs(u)) continue;
-      if (const auto pq = f32_product(u, sets)) erf_args.push_back({u, pq->first, pq->second});
-    }
-    std::map<int, int> partners;
-    for (int e : computed) {
-      const auto w = f32_product(rounded_unary(e, runtime::UnaryOp::Exp), sets);
-      if (!w) continue;
-      for (int factor : {w->first, w->second}) {
-        const auto square = f32_product(factor, sets);
-        if (!square || !same_value(square->first, square->second, sets)) continue;
-        for (const ErfArg& a : erf_args)
-          if (same_value(a.p, square->first, sets) || same_value(a.q, square->first, sets)) partners.emplace(e, a.u);
-      }
-    }
-    return partners;
   }
 
   std::string index(const kernel::Affine& a) const {

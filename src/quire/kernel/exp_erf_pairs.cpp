@@ -67,9 +67,13 @@ class PairFinder {
         if (same(a.a, b.a) && same(a.b, b.b)) return true;
         return (a.binary == runtime::BinaryOp::Mul || a.binary == runtime::BinaryOp::Add) && same(a.a, b.b) &&
                same(a.b, b.a);
-      default:
+      // Never asked of a pairing's arguments: not told apart, so not paired.
+      case ExprKind::Where:
+      case ExprKind::Fma:
+      case ExprKind::Finite:
         return false;
     }
+    return false;
   }
 
   /// The operands of e when e (scalars followed) is round_f32(p · q).

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -401,11 +402,13 @@ void* CCompiler::load(const std::string& source, const std::string& symbol) {
     ++cache_hits_;
   } else {
     const std::string object = object_path(key);
-    if (prepared_.erase(key) == 0) {
-      if (needs_compile(source, object))
-        compile(source, key, object, compilations_);
-      else
-        ++cache_hits_;
+    if (const auto p = prepared_.find(key); p != prepared_.end()) {
+      if (!p->second) ++cache_hits_;  // found whole in the cache by prepare()
+      prepared_.erase(p);
+    } else if (needs_compile(source, object)) {
+      compile(source, key, object, compilations_);
+    } else {
+      ++cache_hits_;
     }
     it = objects_.emplace(key, std::make_unique<SharedObject>(object)).first;
   }
@@ -426,7 +429,10 @@ void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
   for (const std::string& source : sources) {
     std::string key = cache_key(source);
     if (objects_.count(key) || prepared_.count(key) || !seen.insert(key).second) continue;
-    if (needs_compile(source, object_path(key))) todo.push_back({&source, std::move(key), nullptr, 0});
+    if (needs_compile(source, object_path(key)))
+      todo.push_back({&source, std::move(key), nullptr, 0});
+    else
+      prepared_.emplace(std::move(key), false);  // checked against its record: load() need not again
   }
   // Each compile is a process of its own: the threads only start and wait
   // for them. Each writes its own temporary files and renames them into
@@ -449,7 +455,7 @@ void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
   for (const Job& job : todo) compilations_ += job.runs;
   for (const Job& job : todo) {
     if (job.error) std::rethrow_exception(job.error);
-    prepared_.insert(job.key);
+    prepared_.emplace(job.key, true);
   }
 }
 

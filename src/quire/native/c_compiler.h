@@ -33,7 +33,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -125,7 +124,9 @@ class CCompiler {
   CompilerSettings settings_;
   bool cache_dir_ready_ = false;
   std::map<std::string, std::unique_ptr<SharedObject>> objects_;  ///< by cache key
-  std::set<std::string> prepared_;  ///< keys prepare() built, not yet loaded: loaded without a check
+  /// Keys prepare() settled, not yet loaded: true where it built the object,
+  /// false where it found it whole in the cache. Loaded without a check.
+  std::map<std::string, bool> prepared_;
   int64_t compilations_ = 0;
   int64_t cache_hits_ = 0;
 };

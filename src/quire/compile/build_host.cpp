@@ -341,15 +341,16 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Field: {
       const interp::ParamMap& tree = *arg(0).params;
       if (in.type.kind == elab::TypeKind::Tensor) {
-        auto it = tree.find(in.text);
-        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", in.text));
+        const std::string& name = in.attr<core::attr::Member>().name;
+        auto it = tree.find(name);
+        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", name));
         v = shaped(it->second.kind, it->second.shape);
         break;
       }
-      return Value::of_params(std::make_shared<const interp::ParamMap>(interp::subtree(tree, in.text)));
+      return Value::of_params(std::make_shared<const interp::ParamMap>(interp::subtree(tree, in.attr<core::attr::Member>().name)));
     }
     case Op::TupleGet:
-      return arg(0).elements.at(static_cast<size_t>(in.integer));
+      return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
     case Op::MakeTuple: {
       std::vector<Value> elems;
       for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
@@ -538,9 +539,9 @@ Value Walk::call_step(int id, const core::Instr& in, Frame& frame, bool keeping,
     std::vector<int> vjps(static_cast<size_t>(copies));
     for (int64_t i = copies; i-- > 0;) {
       const int child = saved
-                            ? instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
+                            ? instance(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
                                        mode, FrameMode::Reusing, saved->copies.at(static_cast<size_t>(i)), depth + 1)
-                            : instance(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
+                            : instance(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
                                        mode, FrameMode::Fused, -1, depth + 1);
       vjps[static_cast<size_t>(i)] = child;
       ct = this->result(child).elements.at(2);

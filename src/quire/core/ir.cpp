@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <utility>
 
 namespace quire::core {
 
@@ -27,7 +28,8 @@ const char* numerics_name(Numerics n) {
 
 namespace {
 
-constexpr OpInfo make_info(const char* name, const char* spelling, int arity, Regularity regularity, uint16_t flags) {
+constexpr OpInfo make_info(const char* name, const char* spelling, int arity, Regularity regularity, uint16_t flags,
+                           size_t attrs) {
   const auto has = [flags](uint16_t flag) { return (flags & flag) != 0; };
   return {name,
           spelling,
@@ -41,7 +43,8 @@ constexpr OpInfo make_info(const char* name, const char* spelling, int arity, Re
           has(op_flag::Selects),
           has(op_flag::Compares),
           has(op_flag::Draws),
-          has(op_flag::Calls)};
+          has(op_flag::Calls),
+          attrs};
 }
 
 }  // namespace
@@ -49,7 +52,7 @@ constexpr OpInfo make_info(const char* name, const char* spelling, int arity, Re
 const OpInfo& op_info(Op op) {
   using namespace op_flag;
   static constexpr OpInfo table[] = {
-#define QUIRE_OP(E, N, S, A, REG, FLAGS) make_info(N, S, A, Regularity::REG, FLAGS),
+#define QUIRE_OP(E, N, S, A, REG, FLAGS, ATTRS) make_info(N, S, A, Regularity::REG, FLAGS, attr_index<attr::ATTRS>()),
 #include "quire/core/ops.def"
 #undef QUIRE_OP
   };
@@ -58,13 +61,37 @@ const OpInfo& op_info(Op op) {
 
 std::optional<Op> op_by_name(std::string_view name) {
   static constexpr Op kOps[] = {
-#define QUIRE_OP(E, N, S, A, REG, FLAGS) Op::E,
+#define QUIRE_OP(E, N, S, A, REG, FLAGS, ATTRS) Op::E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
   };
   for (Op op : kOps)
     if (name == op_info(op).name) return op;
   return std::nullopt;
+}
+
+void Instr::wrong_family(size_t asked) const {
+  throw std::logic_error(fmt::format("internal: {} at %{} carries {} attributes, not {}", op_info(op).name, id,
+                                     attr_family_name(attrs.index()), attr_family_name(asked)));
+}
+
+namespace {
+
+template <size_t... I>
+Attrs family_defaults(size_t family, std::index_sequence<I...>) {
+  Attrs out;
+  ((family == I ? (void)(out = std::variant_alternative_t<I, Attrs>{}) : void()), ...);
+  return out;
+}
+
+}  // namespace
+
+Attrs default_attrs(Op op) {
+  return family_defaults(op_info(op).attrs, std::make_index_sequence<std::variant_size_v<Attrs>>{});
+}
+
+attr::ProductOut::Out requested_out(const Instr& in) {
+  return in.op == Op::Dot ? in.attr<attr::ProductOut>().out : attr::ProductOut::Out::Policy;
 }
 
 const elab::Type& Function::type_of(int id) const {

@@ -9,21 +9,24 @@
 //
 // Invariants (checked by verify()): every operand is defined before use in
 // the same function; an instruction's operand count matches its op's arity;
-// element-wise instructions carry one alignment per operand.
+// element-wise instructions carry one alignment per operand; it carries the
+// attribute family ops.def names for its op (core/attrs.h).
 
 #include <cstdint>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "quire/core/attrs.h"
 #include "quire/core/type.h"
 #include "quire/support/source.h"
 
 namespace quire::core {
 
 enum class Op : uint8_t {
-#define QUIRE_OP(E, N, S, A, REG, FLAGS) E,
+#define QUIRE_OP(E, N, S, A, REG, FLAGS, ATTRS) E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
 };
@@ -53,6 +56,7 @@ struct OpInfo {
   bool compares;
   bool draws;
   bool calls;
+  size_t attrs;  ///< the index in Attrs of the family its instructions carry
 };
 const OpInfo& op_info(Op op);
 /// The operation named `name` ("contract", "reduce_max"), if any.
@@ -76,18 +80,42 @@ struct Instr {
   std::vector<elab::OperandAlignment> align;  ///< element-wise: one per operand
   std::vector<int> axes;      ///< explicit axes of the (first) operand: reduced, split, concatenated, permuted, ...
   bool all_axes = false;      ///< a reduction over every axis, `...` included
-  double number = 0;          ///< Const, HostConst, Pow's literal exponent, draws' first parameter
-  double number2 = 0;         ///< draws' second parameter (high / std)
-  int64_t integer = 0;        ///< ConstInt, TupleGet's index, slice start
-  int64_t integer2 = 0;       ///< slice stop
-  int64_t integer3 = 1;       ///< slice step
-  std::string text;           ///< Field's name, Cast's target type
+  Attrs attrs;                ///< the family ops.def names for `op`: set() and attr() check it
   int callee = -1;            ///< Call/Fold: index into Program::functions
   std::vector<elab::Size> sizes;  ///< Call/Fold: the callee's dims (module dimensions or inferred size parameters); split/draw/one_hot sizes; Fold's count first
   std::vector<std::pair<int, int>> pairs;  ///< Contract: batch axes (a, b) paired by name
   std::vector<std::string> paths;  ///< MakeParams: where each part goes ("w", "proj.w"; "proj." or "" for a sub-tree)
   Numerics numerics = Numerics::Default;  ///< the innermost numerics form around it
+
+  /// The attributes of family A; an internal error (std::logic_error) when
+  /// `op` carries another family.
+  template <class A>
+  const A& attr() const {
+    if (const A* a = std::get_if<A>(&attrs)) return *a;
+    wrong_family(attr_index<A>());
+  }
+  template <class A>
+  A& attr() {
+    if (A* a = std::get_if<A>(&attrs)) return *a;
+    wrong_family(attr_index<A>());
+  }
+  /// Sets the attributes; an internal error when ops.def gives `op` another family.
+  template <class A>
+  Instr& set(A a) {
+    if (op_info(op).attrs != attr_index<A>()) wrong_family(attr_index<A>());
+    attrs = std::move(a);
+    return *this;
+  }
+
+ private:
+  [[noreturn]] void wrong_family(size_t asked) const;
 };
+
+/// The attributes an instruction of `op` starts with: its family's defaults.
+Attrs default_attrs(Op op);
+
+/// A product's `out = …`: Dot's attribute; Policy for every other operation.
+attr::ProductOut::Out requested_out(const Instr& in);
 
 struct FnArg {
   int id = 0;

@@ -18,7 +18,7 @@ namespace {
 
 std::vector<Op> every_op() {
   return {
-#define QUIRE_OP(E, N, S, A, REG, FLAGS) Op::E,
+#define QUIRE_OP(E, N, S, A, REG, FLAGS, ATTRS) Op::E,
 #include "quire/core/ops.def"
 #undef QUIRE_OP
   };
@@ -47,6 +47,17 @@ TEST(OpsTable, FlagsAgreeWithEachOther) {
     }
     EXPECT_FALSE(info.elementwise && info.reduction);
   }
+}
+
+TEST(OpsTable, EachOperationStartsWithItsAttributeFamily) {
+  for (Op op : every_op()) {
+    SCOPED_TRACE(op_info(op).name);
+    EXPECT_LT(op_info(op).attrs, std::variant_size_v<Attrs>);
+    EXPECT_EQ(default_attrs(op).index(), op_info(op).attrs);
+  }
+  EXPECT_EQ(op_info(Op::Slice).attrs, attr_index<attr::Range>());
+  EXPECT_EQ(op_info(Op::Dot).attrs, attr_index<attr::ProductOut>());
+  EXPECT_EQ(op_info(Op::Contract).attrs, attr_index<attr::None>());
 }
 
 TEST(OpsTable, NamesAreUniqueAndFindTheirOperation) {

@@ -17,7 +17,7 @@ std::vector<int> reachable_functions(const elab::Program& prog, int root) {
     seen[f] = true;
     for (const Instr& in : prog.functions[f].body) {
       if (op_info(in.op).calls) visit(in.callee);
-      if (in.op == Op::FoldVjp) visit(static_cast<int>(in.integer));
+      if (in.op == Op::FoldVjp) visit(in.attr<attr::VjpOf>().function);
     }
     order.push_back(f);
   };
@@ -44,15 +44,15 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
   for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
   switch (in.op) {
     case Op::Const:
-    case Op::HostConst: return number(in.number);
-    case Op::ConstInt: return std::to_string(in.integer);
-    case Op::ConstBool: return in.integer ? "true" : "false";
-    case Op::Field: return fmt::format("{}.{}", arg(0), in.text);
-    case Op::TupleGet: return fmt::format("{}.{}", arg(0), in.integer);
+    case Op::HostConst: return number(in.attr<attr::Literal>().value);
+    case Op::ConstInt: return std::to_string(in.attr<attr::Integer>().value);
+    case Op::ConstBool: return in.attr<attr::Boolean>().value ? "true" : "false";
+    case Op::Field: return fmt::format("{}.{}", arg(0), in.attr<attr::Member>().name);
+    case Op::TupleGet: return fmt::format("{}.{}", arg(0), in.attr<attr::Element>().index);
     case Op::MakeTuple: return fmt::format("({})", fmt::join(args, ", "));
-    case Op::PowConst: return fmt::format("pow {} {}", number(in.number), arg(0));
+    case Op::PowConst: return fmt::format("pow {} {}", number(in.attr<attr::Exponent>().value), arg(0));
     case Op::Pow: return fmt::format("pow {}, {}", arg(0), arg(1));
-    case Op::Cast: return fmt::format("cast {} {}", in.text, arg(0));
+    case Op::Cast: return fmt::format("cast {} {}", cast_target_name(in.attr<attr::CastTo>().target), arg(0));
     case Op::Sum:
     case Op::Mean:
     case Op::ReduceMax:
@@ -64,7 +64,12 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("{} {} {}", info.spelling, fmt::join(axes, " "), arg(0));
     }
     case Op::Dot:
-      return in.text.empty() ? fmt::format("dot {}, {}", arg(0), arg(1)) : fmt::format("dot {}, {} {}", arg(0), arg(1), in.text);
+      switch (in.attr<attr::ProductOut>().out) {
+        case attr::ProductOut::Out::Policy: return fmt::format("dot {}, {}", arg(0), arg(1));
+        case attr::ProductOut::Out::F32: return fmt::format("dot {}, {} out=f32", arg(0), arg(1));
+        case attr::ProductOut::Out::F64: return fmt::format("dot {}, {} out=f64", arg(0), arg(1));
+      }
+      return "dot ?";
     case Op::Contract: return fmt::format("contract axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
     case Op::Transpose: {
       std::vector<std::string> perm;
@@ -85,13 +90,21 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("merge {} {}", fmt::join(axes, " "), arg(0));
     }
     case Op::Concat: return fmt::format("concat axis {} {}", axis_label(operand_type(0), in.axes[0]), fmt::join(args, ", "));
-    case Op::Slice:
-      return fmt::format("slice axis {} [{}:{}:{}] {}", axis_label(operand_type(0), in.axes[0]), in.integer, in.integer2,
-                         in.integer3, arg(0));
+    case Op::Slice: {
+      const attr::Range& r = in.attr<attr::Range>();
+      return fmt::format("slice axis {} [{}:{}:{}] {}", axis_label(operand_type(0), in.axes[0]), r.start, r.stop, r.step,
+                         arg(0));
+    }
     case Op::Gather: return fmt::format("gather axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
     case Op::OneHot: return fmt::format("one_hot {} {}", in.sizes.empty() ? "?" : in.sizes[0].str(), arg(0));
-    case Op::Uniform: return fmt::format("uniform [{}, {}) {}", number(in.number), number(in.number2), arg(0));
-    case Op::Normal: return fmt::format("normal (mean {}, std {}) {}", number(in.number), number(in.number2), arg(0));
+    case Op::Uniform: {
+      const attr::DrawParams& d = in.attr<attr::DrawParams>();
+      return fmt::format("uniform [{}, {}) {}", number(d.first), number(d.second), arg(0));
+    }
+    case Op::Normal: {
+      const attr::DrawParams& d = in.attr<attr::DrawParams>();
+      return fmt::format("normal (mean {}, std {}) {}", number(d.first), number(d.second), arg(0));
+    }
     case Op::Bernoulli: return fmt::format("bernoulli {}, {}", arg(0), arg(1));
     case Op::Call:
     case Op::Fold: {
@@ -114,7 +127,7 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("sum_to [{}{}] {}, {}", in.align[0].rest ? "..., " : "", fmt::join(map, ", "), arg(0), arg(1));
     }
     case Op::Expand: {
-      std::string what = in.integer ? "expand_mean" : "expand";
+      std::string what = in.attr<attr::ExpandOf>().mean ? "expand_mean" : "expand";
       if (in.all_axes) return fmt::format("{} {}, {}", what, arg(0), arg(1));
       std::vector<std::string> axes;
       for (int a : in.axes) axes.push_back("axis " + axis_label(operand_type(1), a));
@@ -122,15 +135,18 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     }
     case Op::ContractGradA:
     case Op::ContractGradB:
-      if (in.integer == 0) return fmt::format("{} (dot) {}, {}, {}", info.spelling, arg(0), arg(1), arg(2));
+      if (in.attr<attr::ProductForm>().dot) return fmt::format("{} (dot) {}, {}, {}", info.spelling, arg(0), arg(1), arg(2));
       return fmt::format("{} (contract axis {}) {}, {}, {}", info.spelling, axis_label(operand_type(1), in.axes.at(0)),
                          arg(0), arg(1), arg(2));
     case Op::ConcatGrad:
-      return fmt::format("concat_grad axis {} part {} {}", axis_label(operand_type(1), in.axes.at(0)), in.integer,
+      return fmt::format("concat_grad axis {} part {} {}", axis_label(operand_type(1), in.axes.at(0)),
+                         in.attr<attr::Element>().index,
                          fmt::join(args, ", "));
-    case Op::SliceGrad:
-      return fmt::format("slice_grad axis {} [{}:{}:{}] {}, {}", axis_label(operand_type(1), in.axes.at(0)), in.integer,
-                         in.integer2, in.integer3, arg(0), arg(1));
+    case Op::SliceGrad: {
+      const attr::Range& r = in.attr<attr::Range>();
+      return fmt::format("slice_grad axis {} [{}:{}:{}] {}, {}", axis_label(operand_type(1), in.axes.at(0)), r.start,
+                         r.stop, r.step, arg(0), arg(1));
+    }
     case Op::GatherGrad:
       return fmt::format("gather_grad axis {} {}, {}, {}", axis_label(operand_type(1), in.axes.at(0)), arg(0), arg(1), arg(2));
     case Op::MakeParams: {
@@ -141,8 +157,8 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     }
     case Op::FoldVjp: {
       const Function* callee = in.callee >= 0 ? &prog.functions[in.callee] : nullptr;
-      const Function* vjp = in.integer >= 0 && in.integer < static_cast<int64_t>(prog.functions.size())
-                                ? &prog.functions[in.integer] : nullptr;
+      const int v = in.attr<attr::VjpOf>().function;
+      const Function* vjp = v >= 0 && static_cast<size_t>(v) < prog.functions.size() ? &prog.functions[v] : nullptr;
       return fmt::format("fold_vjp {} {} then {}(stacked {}; acc {}; ct {})", in.sizes.empty() ? "?" : in.sizes[0].str(),
                          callee ? callee->name : "?", vjp ? vjp->name : "?", arg(0), arg(1), arg(2));
     }

@@ -42,8 +42,28 @@ std::vector<std::string> verify(const Function& fn, size_t functions) {
       if (in.callee < 0 || static_cast<size_t>(in.callee) >= functions)
         problem(in.id,
                 fmt::format("`{}` names function {}, which the program does not have", info.spelling, in.callee));
-    if (in.op == Op::FoldVjp && (in.integer < 0 || static_cast<size_t>(in.integer) >= functions))
-      problem(in.id, fmt::format("`fold_vjp` names vjp {}, which the program does not have", in.integer));
+    if (in.attrs.index() != info.attrs) {
+      problem(in.id, fmt::format("`{}` carries {} attributes, not {}", info.name, attr_family_name(in.attrs.index()),
+                                 attr_family_name(info.attrs)));
+      continue;
+    }
+    if (in.op == Op::FoldVjp)
+      if (const int v = in.attr<attr::VjpOf>().function; v < 0 || static_cast<size_t>(v) >= functions)
+        problem(in.id, fmt::format("`fold_vjp` names vjp {}, which the program does not have", v));
+    if (in.op == Op::TupleGet || in.op == Op::ConcatGrad) {
+      // TupleGet reads an element of its tuple; ConcatGrad's part is one of its operands after the cotangent.
+      const int k = in.attr<attr::Element>().index;
+      const int a = in.args.empty() ? 0 : in.args[0];
+      const size_t count = in.op == Op::ConcatGrad ? (in.args.empty() ? 0 : in.args.size() - 1)
+                           : a >= 1 && a < in.id && fn.type_of(a).kind == elab::TypeKind::Tuple
+                               ? fn.type_of(a).elements.size()
+                               : 0;
+      if (k < 0 || static_cast<size_t>(k) >= count)
+        problem(in.id, fmt::format("`{}` reads element {} of {}", info.name, k, count));
+    }
+    if (in.op == Op::Slice || in.op == Op::SliceGrad)
+      if (const attr::Range& r = in.attr<attr::Range>(); r.step < 1 || r.start < 0 || r.stop < r.start)
+        problem(in.id, fmt::format("`{}` has the range [{}:{}:{}]", info.name, r.start, r.stop, r.step));
   }
   if (fn.result_value < 1 || fn.result_value > values)
     problems.push_back(fmt::format("{}: its result %{} is not one of its values", fn.name, fn.result_value));

@@ -92,6 +92,31 @@ TEST(CoreVerify, ACallOfAFunctionThatDoesNotExist) {
   EXPECT_THROW(verify_or_throw(all), std::logic_error);
 }
 
+TEST(CoreVerify, AnInstructionCarryingAnotherOperationsAttributes) {
+  Damaged d = elaborated();
+  for (Instr& in : d.fn.body)
+    if (in.op == Op::Exp) in.attrs = attr::Range{0, 1, 1};  // past set(), which would refuse it
+  EXPECT_TRUE(mentions(verify(d.fn, 1), "`exp` carries Range attributes, not None"));
+}
+
+TEST(CoreVerify, ATupleElementOrASliceOutOfRange) {
+  auto e = elab::testing::elaborate_text(R"(
+fn f(x : ℝ[n: 8]) -> ℝ[] =
+  let (a, b) = (x, slice(axis n, x, 2, 6))
+  sum(a) + sum(b)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  Function fn = e->prog->functions.at(static_cast<size_t>(e->prog->find_function("f")));
+  EXPECT_TRUE(verify(fn, 1).empty());
+  for (Instr& in : fn.body) {
+    if (in.op == Op::TupleGet) in.attr<attr::Element>().index = 2;
+    if (in.op == Op::Slice) in.attr<attr::Range>().step = 0;
+  }
+  const auto problems = verify(fn, 1);
+  EXPECT_TRUE(mentions(problems, "`get` reads element 2 of 2")) << ::testing::PrintToString(problems);
+  EXPECT_TRUE(mentions(problems, "`slice` has the range [2:6:0]")) << ::testing::PrintToString(problems);
+}
+
 TEST(CoreVerify, AResultThatIsNotAValue) {
   Damaged d = elaborated();
   d.fn.result_value = d.fn.value_count() + 1;

@@ -1220,7 +1220,7 @@ void Elaborator::build_gradients() {
     core::Instr one;
     one.op = core::Op::Const;
     one.type = Type::real_scalar();
-    one.number = 1.0;
+    one.set(core::attr::Literal{1.0});
     int ct = emit(one);
     core::Instr call;
     call.op = core::Op::Call;
@@ -1235,7 +1235,7 @@ void Elaborator::build_gradients() {
       in.op = core::Op::TupleGet;
       in.type = vf.result.elements.at(static_cast<size_t>(k2));
       in.args = {r};
-      in.integer = k2;
+      in.set(core::attr::Element{k2});
       return emit(in);
     };
     int grad_value = get(1);

@@ -160,6 +160,7 @@ class BodyLowering {
   Instr make(Op op, Type type, std::vector<int> args, SourceRange loc) {
     Instr in;
     in.op = op;
+    in.attrs = core::default_attrs(op);
     in.type = std::move(type);
     in.args = std::move(args);
     in.loc = loc;
@@ -170,7 +171,7 @@ class BodyLowering {
   std::optional<Operand> real_scalar(const Operand& op, SourceRange loc) {
     if (op.kind == OK::Literal) {
       Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
-      in.number = op.number;
+      in.set(core::attr::Literal{op.number});
       return emit(std::move(in));
     }
     if (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)
@@ -189,7 +190,7 @@ class BodyLowering {
       TensorType b;
       b.elem = Elem::Bool;
       Instr cast = make(Op::Cast, Type::make_tensor(b), {r->id}, loc);
-      cast.text = "bool";
+      cast.set(core::attr::CastTo{core::CastTarget::Bool});
       cast.align = {{{}, false}};
       return emit(std::move(cast));
     }
@@ -357,7 +358,7 @@ class BodyLowering {
         TensorType t = param.type;
         for (Axis& a : t.axes) a.size = a.size.substitute(binding, ok);
         Instr in = make(Op::Field, Type::make_tensor(t), {tree.id}, loc);
-        in.text = name;
+        in.set(core::attr::Member{name});
         in.name = name;
         return fields_[key] = emit(std::move(in));
       }
@@ -367,7 +368,7 @@ class BodyLowering {
         for (Size& s : inner.dims) s = s.substitute(binding, ok);
         for (Size& s : inner.stack) s = s.substitute(binding, ok);
         Instr in = make(Op::Field, Type::make_params(inner), {tree.id}, loc);
-        in.text = name;
+        in.set(core::attr::Member{name});
         in.name = name;
         return fields_[key] = emit(std::move(in));
       }
@@ -438,7 +439,7 @@ class BodyLowering {
       return Operand::error();
     }
     Instr in = make(Op::TupleGet, base.type.elements[e.index], {base.id}, e.range);
-    in.integer = e.index;
+    in.set(core::attr::Element{e.index});
     return emit(std::move(in));
   }
 
@@ -562,7 +563,7 @@ class BodyLowering {
         for (size_t i = 0; i < p.elements.size(); ++i) {
           if (!p.elements[i] || p.elements[i]->kind == ast::Pattern::Kind::Wildcard) continue;
           Instr in = make(Op::TupleGet, v.type.elements[i], {v.id}, p.elements[i]->range);
-          in.integer = static_cast<int64_t>(i);
+          in.set(core::attr::Element{static_cast<int>(i)});
           Operand elem = emit(std::move(in));
           bind(*p.elements[i], elem, fn_.body.size() - 1, depth + 1);
         }
@@ -638,7 +639,7 @@ class BodyLowering {
     TensorType out = t->type.tensor;
     out.elem = it->second;
     Instr in = make(Op::Cast, Type::make_tensor(out), {t->id}, e.range);
-    in.text = e.name == "real" ? "ℝ" : e.name;
+    in.set(core::attr::CastTo{*core::parse_cast_target(e.name)});
     in.align = {{identity_map(out.axes.size()), out.rest}};
     return emit(std::move(in));
   }
@@ -730,7 +731,7 @@ class BodyLowering {
       }
       Instr in = make(Op::PowConst, Type::make_tensor(x->type.tensor), {x->id}, e.range);
       in.type.tensor.elem = Elem::Real;
-      in.number = b.number;
+      in.set(core::attr::Exponent{b.number});
       in.align = {{identity_map(x->type.tensor.axes.size()), x->type.tensor.rest}};
       return emit(std::move(in));
     }
@@ -838,8 +839,12 @@ class BodyLowering {
                         : expected.scalar == ScalarKind::Bool ? Op::ConstBool
                                                               : Op::ConstInt,
                         expected, {}, loc);
-        in.number = op.number;
-        in.integer = static_cast<int64_t>(op.number);
+        switch (expected.scalar) {
+          case ScalarKind::F64: in.set(core::attr::Literal{op.number}); break;
+          case ScalarKind::Bool: in.set(core::attr::Boolean{op.number != 0}); break;
+          case ScalarKind::Nat:
+          case ScalarKind::Int: in.set(core::attr::Integer{static_cast<int64_t>(op.number)}); break;
+        }
         return emit(std::move(in)).id;
       }
       if (op.kind == OK::Value && op.type == expected) return op.id;
@@ -1197,7 +1202,7 @@ class BodyLowering {
         args[0] = it->second.id;
       } else {
         Instr in = make(Op::Field, Type::make_params(use.type), {1}, e.children[0]->range);
-        in.text = use.name;
+        in.set(core::attr::Member{use.name});
         in.name = use.name;
         args[0] = (fields_[key] = emit(std::move(in))).id;
       }
@@ -1538,7 +1543,9 @@ class BodyLowering {
         error("E0401", k->range, "`out =` takes f32 (the accumulator's type)");
         return Operand::error();
       }
-      if (r.ok()) fn_.body.back().text = "out=" + k->value->name;
+      if (r.ok())
+        fn_.body.back().set(core::attr::ProductOut{k->value->name == "f32" ? core::attr::ProductOut::Out::F32
+                                                                            : core::attr::ProductOut::Out::F64});
     }
     return r;
   }
@@ -1656,9 +1663,7 @@ class BodyLowering {
     out.axes[i].size = Size::constant((bounds[1] - bounds[0] + bounds[2] - 1) / bounds[2]);
     Instr in = make(Op::Slice, Type::make_tensor(out), {x->id}, e.range);
     in.axes = {i};
-    in.integer = bounds[0];
-    in.integer2 = bounds[1];
-    in.integer3 = bounds[2];
+    in.set(core::attr::Range{bounds[0], bounds[1], bounds[2]});
     return emit(std::move(in));
   }
 
@@ -1963,8 +1968,7 @@ class BodyLowering {
       error("E0401", e.range, "normal needs std ≥ 0");
       return Operand::error();
     }
-    in.number = *p1;
-    in.number2 = *p2;
+    if (!bern) in.set(core::attr::DrawParams{*p1, *p2});
     return emit(std::move(in));
   }
 

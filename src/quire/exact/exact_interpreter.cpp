@@ -10,6 +10,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
+#include "quire/realize/realization.h"
 #include "quire/runtime/kernels.h"
 
 namespace quire::exact {
@@ -480,12 +481,12 @@ Big literal(const elab::Program& prog, const core::Instr& in, int bits) {
     if (text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
       try {
         Big decimal = Big::from_decimal(text, bits);
-        if (decimal.to_double() == in.number) return decimal;
+        if (decimal.to_double() == in.attr<core::attr::Literal>().value) return decimal;
       } catch (const std::invalid_argument&) {
       }
     }
   }
-  return Big(in.number, bits);
+  return Big(in.attr<core::attr::Literal>().value, bits);
 }
 
 /// Copy `i` of a stack: every leaf loses its leading axis.
@@ -762,32 +763,30 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
   const core::OpInfo& info = core::op_info(in.op);
   switch (in.op) {
     case Op::Const: return ExactValue::of(BigTensor{{}, {literal(prog_, in, bits)}});
-    case Op::HostConst: return ExactValue::of_host(in.number);
-    case Op::ConstInt:
-    case Op::ConstBool: return ExactValue::of_host(static_cast<double>(in.integer));
+    case Op::HostConst: return ExactValue::of_host(in.attr<core::attr::Literal>().value);
+    case Op::ConstInt: return ExactValue::of_host(static_cast<double>(in.attr<core::attr::Integer>().value));
+    case Op::ConstBool: return ExactValue::of_host(in.attr<core::attr::Boolean>().value ? 1.0 : 0.0);
     case Op::Real: return ExactValue::of(BigTensor{{}, {big(arg(0).host)}});
     case Op::Field: {
       const BigParamMap& tree = *arg(0).params;
       if (in.type.kind == elab::TypeKind::Tensor) {
-        auto it = tree.find(in.text);
-        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", in.text));
+        const std::string& name = in.attr<core::attr::Member>().name;
+        auto it = tree.find(name);
+        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", name));
         return ExactValue::of(it->second);
       }
-      return ExactValue::of_params(std::make_shared<const BigParamMap>(subtree(tree, in.text)));
+      return ExactValue::of_params(std::make_shared<const BigParamMap>(subtree(tree, in.attr<core::attr::Member>().name)));
     }
-    case Op::TupleGet: return arg(0).elements.at(static_cast<size_t>(in.integer));
+    case Op::TupleGet: return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
     case Op::MakeTuple: {
       std::vector<ExactValue> elems;
       for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
       return ExactValue::of_tuple(std::move(elems));
     }
     case Op::Cast: {
-      const std::string& t = in.text;
       const ExactValue& x = arg(0);
-      if (t == "i32" || t == "i64" || t == "bool") {
-        const runtime::ElemKind kind = t == "i32" ? runtime::ElemKind::I32
-                                       : t == "i64" ? runtime::ElemKind::I64
-                                                    : runtime::ElemKind::Bool;
+      if (const std::optional<runtime::ElemKind> integer = precision::cast_integer_kind(in.attr<core::attr::CastTo>().target)) {
+        const runtime::ElemKind kind = *integer;
         ExactValue v;
         v.is_real = false;
         if (!x.is_real) {
@@ -908,7 +907,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     }
     BigTensor exponent;  // `pow 2 x`: the literal exponent, a scalar read by every element
     if (in.op == Op::PowConst) {
-      exponent = BigTensor{{}, {big(in.number)}};
+      exponent = BigTensor{{}, {big(in.attr<core::attr::Exponent>().value)}};
       where.push_back(iota({}));
       maps.push_back(runtime::AxisMap(static_cast<size_t>(rank), -1));
     }
@@ -1047,11 +1046,12 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       // `stop` would silently clip it, so that is an error (as in the reference).
       int axis = rest_of(0) + in.axes[0];
       int64_t size = shape_of(arg(0)).at(static_cast<size_t>(axis));
-      if (in.integer2 > size)
+      const core::attr::Range& r = in.attr<core::attr::Range>();
+      if (r.stop > size)
         throw runtime::RuntimeError(fmt::format("slice [{}, {}) of axis `{}` is out of range: the axis has size {}",
-                                                in.integer, in.integer2,
+                                                r.start, r.stop,
                                                 fn.type_of(in.args[0]).tensor.axes.at(in.axes[0]).name, size));
-      return moved(arg(0), [&](const Tensor& t) { return runtime::slice(t, axis, in.integer, in.integer2, in.integer3); });
+      return moved(arg(0), [&](const Tensor& t) { return runtime::slice(t, axis, r.start, r.stop, r.step); });
     }
     case Op::Gather: {
       const Tensor& ids = arg(1).other;
@@ -1068,9 +1068,14 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       // quire's draws are defined in f64 (Philox); their values enter exactly.
       Shape shape;
       for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
-      if (in.op == Op::Uniform)
-        return ExactValue::of(runtime::draw_uniform(arg(0).key, shape, in.number, in.number2), bits);
-      if (in.op == Op::Normal) return ExactValue::of(runtime::draw_normal(arg(0).key, shape, in.number, in.number2), bits);
+      if (in.op == Op::Uniform) {
+        const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();
+        return ExactValue::of(runtime::draw_uniform(arg(0).key, shape, d.first, d.second), bits);
+      }
+      if (in.op == Op::Normal) {
+        const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();
+        return ExactValue::of(runtime::draw_normal(arg(0).key, shape, d.first, d.second), bits);
+      }
       double p = real_arg(1).elems.at(0).to_double();
       if (!(p >= 0 && p <= 1)) throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
       return ExactValue::of(runtime::draw_bernoulli(arg(0).key, shape, p), bits);
@@ -1090,7 +1095,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       const Shape& x = shape_of(arg(1));
       BigTensor r = pick(ct, runtime::broadcast_to(iota(ct.shape),
                                                    reduced_map(static_cast<int>(x.size()), rest_of(1), in.all_axes, in.axes), x));
-      if (in.integer == 1 && ct.size() > 0) {
+      if (in.attr<core::attr::ExpandOf>().mean && ct.size() > 0) {
         const Big count = Big::from_int(runtime::element_count(x) / ct.size(), bits);
         for (Big& e : r.elems) e = div(e, count);
       }
@@ -1102,7 +1107,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       const BigTensor& a = real_arg(1);
       const BigTensor& b = real_arg(2);
       runtime::ContractPlan fwd =
-          in.integer == 0 ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
+          in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
                           : contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
                                           in.axes, in.pairs);
       if (in.op == Op::ContractGradA)
@@ -1126,15 +1131,17 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::ConcatGrad: {
       int axis = rest_of(1) + in.axes.at(0);
       int64_t offset = 0;
-      for (int64_t k = 0; k < in.integer; ++k) offset += shape_of(arg(1 + static_cast<size_t>(k))).at(static_cast<size_t>(axis));
-      int64_t size = shape_of(arg(1 + static_cast<size_t>(in.integer))).at(static_cast<size_t>(axis));
+      const size_t part = static_cast<size_t>(in.attr<core::attr::Element>().index);
+      for (size_t k = 0; k < part; ++k) offset += shape_of(arg(1 + k)).at(static_cast<size_t>(axis));
+      int64_t size = shape_of(arg(1 + part)).at(static_cast<size_t>(axis));
       return moved(arg(0), [&](const Tensor& t) { return runtime::slice(t, axis, offset, offset + size, 1); });
     }
     case Op::SliceGrad: {
       // Positions numbered from 1, so that the kernel's +0.0 fill marks the places ct does not reach.
       const BigTensor& ct = real_arg(0);
-      Tensor where = runtime::slice_adjoint(iota(ct.shape, 1), shape_of(arg(1)), rest_of(1) + in.axes.at(0), in.integer,
-                                            in.integer2, in.integer3);
+      const core::attr::Range& range = in.attr<core::attr::Range>();
+      Tensor where = runtime::slice_adjoint(iota(ct.shape, 1), shape_of(arg(1)), rest_of(1) + in.axes.at(0), range.start,
+                                            range.stop, range.step);
       BigTensor r = BigTensor::filled(where.shape, bits);
       for (size_t i = 0; i < where.reals.size(); ++i)
         if (where.reals[i] != 0) r.elems[i] = ct.elems.at(position(where.reals[i]) - 1);
@@ -1189,7 +1196,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       std::vector<BigParamMap> grads(static_cast<size_t>(copies));
       for (int64_t i = copies; i-- > 0;) {
         const size_t c = static_cast<size_t>(i);
-        ExactValue r = eval(static_cast<int>(in.integer), {thetas[c], inputs[c], ct}, callee_dims, depth + 1);
+        ExactValue r = eval(in.attr<core::attr::VjpOf>().function, {thetas[c], inputs[c], ct}, callee_dims, depth + 1);
         grads[c] = *r.elements.at(1).params;
         ct = r.elements.at(2);
       }

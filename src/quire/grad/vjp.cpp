@@ -11,6 +11,7 @@ namespace quire::grad {
 
 using core::Instr;
 using core::Op;
+namespace attr = core::attr;
 using elab::OperandAlignment;
 using elab::TensorType;
 using elab::Type;
@@ -149,6 +150,7 @@ class Builder {
   static Instr make(Op op, Type type, std::vector<int> args, const Instr& at) {
     Instr in;
     in.op = op;
+    in.attrs = core::default_attrs(op);
     in.type = std::move(type);
     in.args = std::move(args);
     in.loc = at.loc;
@@ -158,7 +160,7 @@ class Builder {
 
   int constant(double v, const Instr& at) {
     Instr in = make(Op::Const, Type::real_scalar(), {}, at);
-    in.number = v;
+    in.set(attr::Literal{v});
     return emit(std::move(in));
   }
 
@@ -214,7 +216,7 @@ class Builder {
       for (size_t k = 0; k < type.elements.size(); ++k) {
         if (!differentiable(type.elements[k])) continue;
         Instr get = make(Op::TupleGet, type.elements[k], {id}, at);
-        get.integer = static_cast<int64_t>(k);
+        get.set(attr::Element{static_cast<int>(k)});
         seed(c.elements[k], type.elements[k], emit(std::move(get)), at, depth + 1);
       }
     }
@@ -277,7 +279,7 @@ class Builder {
       std::vector<int> parts;
       for (size_t k = 0; k < type.elements.size(); ++k) {
         Instr get = make(Op::TupleGet, type.elements[k], {value}, at);
-        get.integer = static_cast<int64_t>(k);
+        get.set(attr::Element{static_cast<int>(k)});
         int element = emit(std::move(get));
         parts.push_back(materialize(k < c.elements.size() ? c.elements[k] : Ct{}, type.elements[k], element, at, depth + 1));
       }
@@ -300,9 +302,10 @@ class Builder {
       case Op::Field: {
         int tree = in.args[0];
         if (in.type.kind == TypeKind::Params) {
-          for (const auto& [path, id] : ct.tree) cts_[tree].tree.push_back({in.text + "." + path, id});
+          for (const auto& [path, id] : ct.tree)
+            cts_[tree].tree.push_back({in.attr<attr::Member>().name + "." + path, id});
         } else {
-          cts_[tree].tree.push_back({in.text, g});
+          cts_[tree].tree.push_back({in.attr<attr::Member>().name, g});
         }
         return;
       }
@@ -310,7 +313,7 @@ class Builder {
         Ct more;
         const Type& tt = src_.type_of(in.args[0]);
         more.elements.resize(tt.elements.size());
-        more.elements.at(static_cast<size_t>(in.integer)) = ct;
+        more.elements.at(static_cast<size_t>(in.attr<attr::Element>().index)) = ct;
         merge(cts_[in.args[0]], more, tt, in);
         return;
       }
@@ -471,13 +474,14 @@ class Builder {
         return;
       case Op::PowConst: {  // x^n, n a literal: g · n · x^(n−1)
         int d;
-        if (in.number == 2.0) {
+        const double n = in.attr<attr::Exponent>().value;
+        if (n == 2.0) {
           d = op2(Op::Mul, scalar(2.0, in), same(x(0)), in);
         } else {
           Instr p = make(Op::PowConst, in.type, {x(0)}, in);
-          p.number = in.number - 1;
+          p.set(attr::Exponent{n - 1});
           p.align = {identity(r_)};
-          d = op2(Op::Mul, scalar(in.number, in), same(emit(std::move(p))), in);
+          d = op2(Op::Mul, scalar(n, in), same(emit(std::move(p))), in);
         }
         return add(in.args[0], op2(Op::Mul, same(g), same(d), in), in);
       }
@@ -566,7 +570,7 @@ class Builder {
       case Op::Contract:
         for (int side = 0; side < 2; ++side) {
           Instr d = make(side == 0 ? Op::ContractGradA : Op::ContractGradB, src_.type_of(in.args[side]), {g, x(0), x(1)}, in);
-          d.integer = in.op == Op::Dot ? 0 : 1;
+          d.set(attr::ProductForm{in.op == Op::Dot});
           d.axes = in.axes;
           d.pairs = in.pairs;
           add(in.args[side], emit(std::move(d)), in);
@@ -590,16 +594,14 @@ class Builder {
           Instr c = make(Op::ConcatGrad, src_.type_of(in.args[k]), {g}, in);
           for (size_t j = 0; j < in.args.size(); ++j) c.args.push_back(x(j));
           c.axes = in.axes;
-          c.integer = static_cast<int64_t>(k);
+          c.set(attr::Element{static_cast<int>(k)});
           add(in.args[k], emit(std::move(c)), in);
         }
         return;
       case Op::Slice: {
         Instr s = make(Op::SliceGrad, src_.type_of(in.args[0]), {g, x(0)}, in);
         s.axes = in.axes;
-        s.integer = in.integer;
-        s.integer2 = in.integer2;
-        s.integer3 = in.integer3;
+        s.set(in.attr<attr::Range>());
         return add(in.args[0], emit(std::move(s)), in);
       }
       case Op::Gather: {
@@ -655,7 +657,7 @@ class Builder {
     Instr e = make(Op::Expand, src_.type_of(in.args[0]), {g, remap_.at(in.args[0])}, in);
     e.axes = in.axes;
     e.all_axes = in.all_axes;
-    e.integer = mean ? 1 : 0;
+    e.set(attr::ExpandOf{mean});
     return emit(std::move(e));
   }
 
@@ -674,7 +676,7 @@ class Builder {
     int r = emit(std::move(call));
     for (size_t k = 0; k < d.size(); ++k) {
       Instr get = make(Op::TupleGet, types[k + 1], {r}, in);
-      get.integer = static_cast<int64_t>(k + 1);
+      get.set(attr::Element{static_cast<int>(k + 1)});
       add(in.args.at(d[k]), emit(std::move(get)), in);
     }
   }
@@ -688,12 +690,12 @@ class Builder {
     Instr f = make(Op::FoldVjp, Type::make_tuple({in.type, acc, theta}),
                    {remap_.at(in.args[0]), remap_.at(in.args[1]), materialize(cts_[in.id], in.type, y, in)}, in);
     f.callee = callee;
-    f.integer = callee_vjp;
+    f.set(attr::VjpOf{callee_vjp});
     f.sizes = in.sizes;
     int r = emit(std::move(f));
     for (int k : {1, 2}) {
       Instr get = make(Op::TupleGet, k == 1 ? acc : theta, {r}, in);
-      get.integer = k;
+      get.set(attr::Element{k});
       add(in.args.at(k == 1 ? 1 : 0), emit(std::move(get)), in);
     }
   }

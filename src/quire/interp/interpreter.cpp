@@ -230,7 +230,7 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
     Value ct = arg(2);
     std::vector<ParamMap> grads(copies);
     for (int64_t i = copies; i-- > 0;) {
-      Value r = eval(static_cast<int>(in.integer), {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode,
+      Value r = eval(in.attr<core::attr::VjpOf>().function, {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode,
                      saved ? saved->copies.at(static_cast<size_t>(i)).get() : nullptr);
       grads[i] = *r.elements.at(1).params;
       ct = r.elements.at(2);

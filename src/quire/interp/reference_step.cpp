@@ -56,10 +56,6 @@ void round_in_place(Tensor& x, FloatType type) {
 }
 
 /// The storage type a cast's target names: `f32acc` keeps the f32 accumulator.
-FloatType cast_target(const std::string& target) {
-  if (target == "f32acc") return FloatType::F32;
-  return runtime::parse_float_type(target).value_or(FloatType::F64);
-}
 
 }  // namespace
 
@@ -197,33 +193,33 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
   };
   const core::OpInfo& info = core::op_info(in.op);
   switch (in.op) {
-    case Op::Const: return Value::of(Tensor::scalar(in.number));
-    case Op::HostConst: return Value::of_host(in.number);
-    case Op::ConstInt:
-    case Op::ConstBool: return Value::of_host(static_cast<double>(in.integer));
+    case Op::Const: return Value::of(Tensor::scalar(in.attr<core::attr::Literal>().value));
+    case Op::HostConst: return Value::of_host(in.attr<core::attr::Literal>().value);
+    case Op::ConstInt: return Value::of_host(static_cast<double>(in.attr<core::attr::Integer>().value));
+    case Op::ConstBool: return Value::of_host(in.attr<core::attr::Boolean>().value ? 1.0 : 0.0);
     case Op::Real: return Value::of(Tensor::scalar(arg(0).host));
     case Op::Field: {
       const ParamMap& tree = *arg(0).params;
       if (in.type.kind == elab::TypeKind::Tensor) {
-        auto it = tree.find(in.text);
-        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", in.text));
+        const std::string& name = in.attr<core::attr::Member>().name;
+        auto it = tree.find(name);
+        if (it == tree.end()) throw runtime::RuntimeError(fmt::format("parameter `{}` is missing", name));
         return Value::of(it->second);
       }
-      return Value::of_params(std::make_shared<const ParamMap>(subtree(tree, in.text)));
+      return Value::of_params(std::make_shared<const ParamMap>(subtree(tree, in.attr<core::attr::Member>().name)));
     }
-    case Op::TupleGet: return arg(0).elements.at(in.integer);
+    case Op::TupleGet: return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
     case Op::MakeTuple: {
       std::vector<Value> elems;
       for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
       return Value::of_tuple(std::move(elems));
     }
     case Op::Cast: {
-      const std::string& t = in.text;
-      if (t == "i32") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I32));
-      if (t == "i64") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::I64));
-      if (t == "bool") return Value::of(runtime::cast_kind(tensor_arg(0), runtime::ElemKind::Bool));
+      const core::CastTarget t = in.attr<core::attr::CastTo>().target;
+      if (std::optional<runtime::ElemKind> kind = precision::cast_integer_kind(t))
+        return Value::of(runtime::cast_kind(tensor_arg(0), *kind));
       Tensor r = tensor_arg(0).is_real() ? tensor_arg(0) : runtime::cast_kind(tensor_arg(0), runtime::ElemKind::Real);
-      round_in_place(r, cast_target(t));
+      round_in_place(r, precision::named_float_type(t).value_or(FloatType::F64));
       return Value::of(std::move(r));
     }
     case Op::Neg:
@@ -299,7 +295,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     int rank = static_cast<int>(result_rest + static_cast<int64_t>(in.type.tensor.axes.size()));
     auto map = [&](size_t k) { return axis_map(in.align.at(k), tensor_arg(k).rank(), explicit_count(k), result_rest); };
     if (in.op == Op::PowConst) {
-      Tensor e = Tensor::scalar(in.number);
+      Tensor e = Tensor::scalar(in.attr<core::attr::Exponent>().value);
       return Value::of(runtime::binary(runtime::BinaryOp::Pow, tensor_arg(0), map(0), e, runtime::AxisMap(rank, -1), rank));
     }
     if (in.args.size() == 1) return Value::of(runtime::unary(unary_op(in.op), tensor_arg(0)));  // identity alignment
@@ -367,11 +363,12 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       // than `stop` would silently clip it, so that is an error here.
       int axis = rest_of(0) + in.axes[0];
       int64_t size = tensor_arg(0).shape.at(axis);
-      if (in.integer2 > size)
+      const core::attr::Range& r = in.attr<core::attr::Range>();
+      if (r.stop > size)
         throw runtime::RuntimeError(fmt::format("slice [{}, {}) of axis `{}` is out of range: the axis has size {}",
-                                                in.integer, in.integer2,
+                                                r.start, r.stop,
                                                 fn.type_of(in.args[0]).tensor.axes.at(in.axes[0]).name, size));
-      return Value::of(runtime::slice(tensor_arg(0), axis, in.integer, in.integer2, in.integer3));
+      return Value::of(runtime::slice(tensor_arg(0), axis, r.start, r.stop, r.step));
     }
     case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
     case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
@@ -384,8 +381,14 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Bernoulli: {
       runtime::Shape shape;
       for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
-      if (in.op == Op::Uniform) return Value::of(runtime::draw_uniform(arg(0).key, shape, in.number, in.number2));
-      if (in.op == Op::Normal) return Value::of(runtime::draw_normal(arg(0).key, shape, in.number, in.number2));
+      if (in.op == Op::Uniform) {
+        const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();
+        return Value::of(runtime::draw_uniform(arg(0).key, shape, d.first, d.second));
+      }
+      if (in.op == Op::Normal) {
+        const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();
+        return Value::of(runtime::draw_normal(arg(0).key, shape, d.first, d.second));
+      }
       double p = tensor_arg(1).reals.at(0);
       if (!(p >= 0 && p <= 1)) throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
       return Value::of(runtime::draw_bernoulli(arg(0).key, shape, p));
@@ -401,7 +404,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       const Tensor& ct = tensor_arg(0);
       const Tensor& x = tensor_arg(1);
       const runtime::AxisMap map = reduced_map(static_cast<int>(x.rank()), rest_of(1), in.all_axes, in.axes);
-      if (in.integer == 1 && ct.size() > 0) {
+      if (in.attr<core::attr::ExpandOf>().mean && ct.size() > 0) {
         // The mean's share, v / count, taken of ct's elements before the
         // broadcast copies them: each element of the result is the share of
         // the element it copies either way, and ct is the count times
@@ -439,7 +442,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       const Tensor& a = tensor_arg(1);
       const Tensor& b = tensor_arg(2);
       runtime::ContractPlan fwd =
-          in.integer == 0 ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
+          in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
                           : contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
                                           in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {
@@ -462,13 +465,16 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::ConcatGrad: {
       int axis = rest_of(1) + in.axes.at(0);
       int64_t offset = 0;
-      for (int64_t k = 0; k < in.integer; ++k) offset += tensor_arg(1 + k).shape.at(axis);
-      int64_t size = tensor_arg(1 + in.integer).shape.at(axis);
+      const size_t part = static_cast<size_t>(in.attr<core::attr::Element>().index);
+      for (size_t k = 0; k < part; ++k) offset += tensor_arg(1 + k).shape.at(axis);
+      int64_t size = tensor_arg(1 + part).shape.at(axis);
       return Value::of(runtime::slice(tensor_arg(0), axis, offset, offset + size, 1));
     }
-    case Op::SliceGrad:
-      return Value::of(runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), in.integer,
-                                              in.integer2, in.integer3));
+    case Op::SliceGrad: {
+      const core::attr::Range& r = in.attr<core::attr::Range>();
+      return Value::of(
+          runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), r.start, r.stop, r.step));
+    }
     case Op::GatherGrad:
       return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
     case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));

@@ -472,8 +472,9 @@ void count_evaluations(const elab::Program& prog, int entry, const std::map<std:
       if (in.op != Op::Call && in.op != Op::Fold && in.op != Op::FoldVjp) continue;
       if (in.callee < 0) continue;
       std::vector<int> callees{in.callee};
-      if (in.op == Op::FoldVjp && in.integer >= 0 && in.integer < static_cast<int64_t>(prog.functions.size()))
-        callees.push_back(static_cast<int>(in.integer));
+      if (in.op == Op::FoldVjp)
+        if (const int v = in.attr<core::attr::VjpOf>().function; v >= 0 && static_cast<size_t>(v) < prog.functions.size())
+          callees.push_back(v);
       if (f_unknown) {
         unknown.insert(callees.begin(), callees.end());
         continue;

@@ -32,14 +32,18 @@ std::string step_name(const Instr& in) {
   const char* spelling = core::op_info(in.op).spelling;
   switch (in.op) {
     case Op::PowConst:
-      return fmt::format("pow {}", in.number);
+      return fmt::format("pow {}", in.attr<core::attr::Exponent>().value);
     case Op::Cast:
-      return fmt::format("cast {}", in.text);
+      return fmt::format("cast {}", core::cast_target_name(in.attr<core::attr::CastTo>().target));
     case Op::Dot:
-      if (!in.text.empty()) return fmt::format("dot {}", in.text);
+      switch (in.attr<core::attr::ProductOut>().out) {
+        case core::attr::ProductOut::Out::Policy: break;
+        case core::attr::ProductOut::Out::F32: return "dot out=f32";
+        case core::attr::ProductOut::Out::F64: return "dot out=f64";
+      }
       break;
     case Op::Expand:
-      if (in.integer == 1) return "expand_mean";
+      if (in.attr<core::attr::ExpandOf>().mean) return "expand_mean";
       break;
     case Op::Const:
     case Op::ConstInt:

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "quire/interp/core_geometry.h"
+#include "quire/realize/realization.h"
 
 namespace quire::kernel {
 
@@ -234,7 +235,8 @@ class GroupLowering {
       return real();
     }
     if (in.op == Op::Cast) {
-      if (!runtime::parse_float_type(in.text) && in.text != "f32acc") throw unsupported("casts to an integer kind");
+      if (!precision::named_float_type(in.attr<core::attr::CastTo>().target))
+        throw unsupported("casts to an integer kind");
       return real();
     }
     if (in.op == Op::Where) {
@@ -361,14 +363,15 @@ class GroupLowering {
     std::vector<int> x;
     for (size_t k = 0; k < in.args.size(); ++k) x.push_back(read_operand(in, k, maps[k]));
     if (in.op == Op::Cast) {
-      const FloatType t = in.text == "f32acc" ? FloatType::F32 : *runtime::parse_float_type(in.text);
+      const FloatType t = *precision::named_float_type(in.attr<core::attr::CastTo>().target);
       return b_.round(t, x[0]);
     }
     if (in.op == Op::Where) return b_.where(x[0], x[1], x[2]);
     if (in.op == Op::PowConst) {
       // `pow 2 x` squares (runtime/kernels.h: a literal 2 is x*x).
-      if (in.number == 2.0) return b_.binary(runtime::BinaryOp::Mul, x[0], x[0]);
-      return b_.binary(runtime::BinaryOp::Pow, x[0], b_.constant(in.number));
+      const double n = in.attr<core::attr::Exponent>().value;
+      if (n == 2.0) return b_.binary(runtime::BinaryOp::Mul, x[0], x[0]);
+      return b_.binary(runtime::BinaryOp::Pow, x[0], b_.constant(n));
     }
     if (in.args.size() == 1) return b_.unary(interp::unary_op(in.op), x[0]);
     const runtime::BinaryOp op = interp::binary_op(in.op);
@@ -390,7 +393,7 @@ class GroupLowering {
     const runtime::AxisMap map =
         interp::reduced_map(static_cast<int>(shape.size()), rest_of(in, 1), in.all_axes, in.axes);
     const int g = read_operand(in, 0, map);
-    if (in.integer != 1) return g;
+    if (!in.attr<core::attr::ExpandOf>().mean) return g;
     int64_t count = 1;
     for (size_t i = 0; i < map.size(); ++i)
       if (map[i] < 0) count *= shape[i];
@@ -603,7 +606,7 @@ class GroupLowering {
       const Shape as = operand(in.args[1]).shape;
       const Shape bs = operand(in.args[2]).shape;
       runtime::ContractPlan fwd =
-          in.integer == 0 ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
+          in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
                           : interp::contract_plan(rest_of(in, 1), fn_.type_of(in.args[1]).tensor,
                                                   fn_.type_of(in.args[2]).tensor, in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {

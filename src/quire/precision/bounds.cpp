@@ -647,7 +647,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Const: {
       tensor_result({});
       for (int r = 0; r < kBoundRules; ++r)
-        out.error[r] = kU64 * std::fabs(in.number);  // the f64 literal vs its decimal
+        out.error[r] = kU64 * std::fabs(in.attr<core::attr::Literal>().value);  // the f64 literal vs its decimal
       computed = true;                               // a rounding of its decimal, for rss
       return out;
     }
@@ -663,8 +663,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& tree = arg(0);
       if (!tree.params) throw std::logic_error("internal: a field of something that is not a parameter tree");
       if (in.type.kind == elab::TypeKind::Tensor) {
-        auto it = tree.params->find(in.text);
-        if (it == tree.params->end()) throw std::invalid_argument(fmt::format("parameter `{}` is missing", in.text));
+        const std::string& name = in.attr<core::attr::Member>().name;
+        auto it = tree.params->find(name);
+        if (it == tree.params->end()) throw std::invalid_argument(fmt::format("parameter `{}` is missing", name));
         const Bounded& leaf = it->second;
         tensor_result(leaf.shape);
         out.error = leaf.error;
@@ -675,13 +676,13 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         return out;
       }
       out.kind = Bounded::Kind::Params;
-      auto sub = std::make_shared<Tree>(interp::subtree(*tree.params, in.text));
+      auto sub = std::make_shared<Tree>(interp::subtree(*tree.params, in.attr<core::attr::Member>().name));
       out.params = std::move(sub);
       return out;
     }
     case Op::TupleGet: {
       const Bounded& t = arg(0);
-      out = t.elements.at(static_cast<size_t>(in.integer));
+      out = t.elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
       if (out.real()) {
         // Carried: its own bounds, with the envelope's magnitudes (the same values).
         if (const SiteEnvelope* e = envelope_of(site, out.size())) {
@@ -708,12 +709,12 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Cast: {
       const Bounded& x = arg(0);
       tensor_result(x.shape);
-      const std::string& target = in.text;
-      if (target == "i32" || target == "i64" || target == "bool") {
+      const core::CastTarget target = in.attr<core::attr::CastTo>().target;
+      if (precision::cast_integer_kind(target)) {
         // Truncation moves an integer by at most 1 more than its operand's error; a boolean may flip.
         for (int r = 0; r < kBoundRules; ++r) {
           const double d = x.error[r];
-          out.error[r] = d == 0 ? 0 : (target == "bool" ? 1 : d + 1);
+          out.error[r] = d == 0 ? 0 : (target == core::CastTarget::Bool ? 1 : d + 1);
           out.cause[r] = x.cause[r];
         }
         return out;
@@ -721,8 +722,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       out.error = x.error;
       out.cause = x.cause;
       lies_in = x.real() ? x.type : FloatType::F64;  // integers convert exactly below 2^53
-      const FloatType t =
-          target == "f32acc" ? FloatType::F32 : runtime::parse_float_type(target).value_or(FloatType::F64);
+      const FloatType t = precision::named_float_type(target).value_or(FloatType::F64);
       if (!holds(t, *lies_in)) {
         round_to(out, t, &why);
         computed = true;
@@ -776,7 +776,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       Bounded ct = arg(2);
       std::vector<Bounded> grads;
       for (int64_t i = copies; i-- > 0;) {
-        Bounded r = eval(static_cast<int>(in.integer), {theta, inputs[static_cast<size_t>(i)], ct}, callee_dims,
+        Bounded r = eval(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, callee_dims,
                          depth + 1, mode);
         grads.push_back(r.elements.at(1));
         ct = r.elements.at(2);
@@ -1038,7 +1038,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
             break;
           }
           case Op::PowConst: {
-            const double p = in.number;
+            const double p = in.attr<core::attr::Exponent>().value;
             if (p == 0) {
               L = 0;
             } else if (p >= 1 && p == std::floor(p)) {
@@ -1118,7 +1118,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         lies_in = x.type;
         return out;
       }
-      if (in.op == Op::PowConst && in.number == 0) {
+      if (in.op == Op::PowConst && in.attr<core::attr::Exponent>().value == 0) {
         out.error = {};
         lies_in = std::nullopt;
         return out;
@@ -1397,7 +1397,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& a = arg(1);
       const Bounded& b = arg(2);
       const runtime::ContractPlan fwd =
-          in.integer == 0 ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
+          in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
                           : interp::contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor,
                                                   fn.type_of(in.args[2]).tensor, in.axes, in.pairs);
       double k = 0;
@@ -1441,11 +1441,12 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& ct = arg(0);
       tensor_result(arg(1).shape);
       const double copies = ct.size() > 0 ? static_cast<double>(out.size()) / static_cast<double>(ct.size()) : 1;
-      const double count = in.integer == 1 ? copies : 1;
+      const bool mean = in.attr<core::attr::ExpandOf>().mean;
+      const double count = mean ? copies : 1;
       for (int r = 0; r < kBoundRules; ++r)
         out.error[r] = (r == kNorm ? times(ct.error[r], std::sqrt(copies)) : ct.error[r]) / count;
       out.cause = ct.cause;
-      if (in.integer == 1)
+      if (mean)
         charge_kernel(ct, false);
       else
         lies_in = ct.type;
@@ -1579,8 +1580,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Slice: {
       const size_t axis = static_cast<size_t>(rest_of(0) + in.axes.at(0));
       const int64_t size = x.shape.at(axis);
-      int64_t start = in.integer, stop = in.integer2;
-      const int64_t stride = std::max<int64_t>(in.integer3, 1);
+      const core::attr::Range& range = in.attr<core::attr::Range>();
+      int64_t start = range.start, stop = range.stop;
+      const int64_t stride = std::max<int64_t>(range.step, 1);
       if (start < 0) start += size;
       if (stop < 0) stop += size;
       start = std::clamp<int64_t>(start, 0, size);
@@ -1605,7 +1607,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::ConcatGrad: {
       const size_t axis = static_cast<size_t>(rest_of(1) + in.axes.at(0));
       shape = x.shape;
-      shape.at(axis) = arg(1 + static_cast<size_t>(in.integer)).shape.at(axis);
+      shape.at(axis) = arg(1 + static_cast<size_t>(in.attr<core::attr::Element>().index)).shape.at(axis);
       break;
     }
     case Op::Const:

@@ -148,7 +148,7 @@ TEST(SensitivityTutorial, EverySiteAndTheInputAgainstF64) {
   // ‖∂L/∂x‖₁ of the batch's input x, against the f64 interpreter's gradient.
   int x = 0;
   for (const core::Instr& in : loss.body)
-    if (in.op == core::Op::TupleGet && in.integer == 0 && in.args.at(0) == 2) x = in.id;
+    if (in.op == core::Op::TupleGet && in.attr<core::attr::Element>().index == 0 && in.args.at(0) == 2) x = in.id;
   ASSERT_NE(x, 0);
   std::vector<Value> vjp_args = args;
   vjp_args.push_back(Value::of(runtime::Tensor::scalar(1.0)));

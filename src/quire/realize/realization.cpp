@@ -62,6 +62,36 @@ const char* reason_name(Reason r) {
 
 bool is_half(FloatType t) { return t == FloatType::BF16 || t == FloatType::F16; }
 
+std::optional<FloatType> named_float_type(core::CastTarget t) {
+  switch (t) {
+    case core::CastTarget::F64: return FloatType::F64;
+    case core::CastTarget::F32:
+    case core::CastTarget::F32Acc: return FloatType::F32;
+    case core::CastTarget::Bf16: return FloatType::BF16;
+    case core::CastTarget::F16: return FloatType::F16;
+    case core::CastTarget::Real:
+    case core::CastTarget::I32:
+    case core::CastTarget::I64:
+    case core::CastTarget::Bool: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<runtime::ElemKind> cast_integer_kind(core::CastTarget t) {
+  switch (t) {
+    case core::CastTarget::I32: return runtime::ElemKind::I32;
+    case core::CastTarget::I64: return runtime::ElemKind::I64;
+    case core::CastTarget::Bool: return runtime::ElemKind::Bool;
+    case core::CastTarget::Real:
+    case core::CastTarget::F64:
+    case core::CastTarget::F32:
+    case core::CastTarget::F32Acc:
+    case core::CastTarget::Bf16:
+    case core::CastTarget::F16: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::string signature(const std::vector<Carry>& args) {
   std::function<std::string(const Carry&)> one = [&](const Carry& c) -> std::string {
     if (c.tuple) {
@@ -180,7 +210,7 @@ class Realizer {
     const elab::Type& tree = fn.type_of(in.args.at(0));
     if (tree.kind != elab::TypeKind::Params || tree.params.module < 0) return nullptr;
     for (const elab::ParamInfo& p : prog_.modules[tree.params.module].params)
-      if (p.name == in.text) return &p;
+      if (p.name == in.attr<core::attr::Member>().name) return &p;
     return nullptr;
   }
 
@@ -194,9 +224,11 @@ class Realizer {
     const bool constant = in.op == Op::Const || in.op == Op::Real || in.op == Op::OneHot || in.op == Op::ZerosLike;
     const std::string under = fmt::format("under --precision {}", policy_name(options_.policy));
     if (in.op == Op::Cast) {
-      if (auto t = runtime::parse_float_type(in.text)) return {*t, *t, false, false, Reason::Cast, fmt::format("`as {}`", in.text)};
-      if (in.text == "f32acc")
+      const core::CastTarget target = in.attr<core::attr::CastTo>().target;
+      if (target == core::CastTarget::F32Acc)
         return {FloatType::F32, FloatType::F32, false, false, Reason::Cast, "`as f32acc`: the f32 accumulator is kept"};
+      if (std::optional<FloatType> t = named_float_type(target))
+        return {*t, *t, false, false, Reason::Cast, fmt::format("`as {}`", core::cast_target_name(target))};
     }
     if (is_region(mode)) {
       FloatType r = mode == Numerics::RegionBf16 ? FloatType::BF16 : FloatType::F16;
@@ -209,7 +241,7 @@ class Realizer {
     // `matmul(…, out = f64)`: the f64 accumulator is stored under any policy
     // narrower than f64 (under f64 it changes nothing); a half policy still
     // reads the operands down. Inside a region the region wins (above).
-    if (product && in.text == "out=f64" && p != FloatType::F64)
+    if (core::requested_out(in) == core::attr::ProductOut::Out::F64 && p != FloatType::F64)
       return {FloatType::F64,
               FloatType::F64,
               half_policy(),
@@ -238,7 +270,7 @@ class Realizer {
     if (reads_high)
       return {FloatType::F32, FloatType::F32, false, false, Reason::ParamMark, "reads a `numerics high` parameter: computes in f32"};
     if (product) {
-      if (in.text == "out=f32")
+      if (core::requested_out(in) == core::attr::ProductOut::Out::F32)
         return {FloatType::F32, FloatType::F32, true, false, Reason::OutRequest,
                 fmt::format("{} operands, the f32 accumulator stored (`out = f32`)", name(p)), p};
       return {p, half_acc(p), true, false, Reason::Policy,
@@ -301,7 +333,7 @@ class Realizer {
     if (in.op == Op::Field) {
       auto it = tree_path.find(in.args.at(0));
       if (it == tree_path.end()) return;
-      const std::string path = it->second + in.text;
+      const std::string path = it->second + in.attr<core::attr::Member>().name;
       auto d = a.params.find(path);
       if (d == a.params.end()) return;
       st = {d->second, d->second, false, false, Reason::Solved, fmt::format("reads `{}`, decided {}", path, name(d->second))};
@@ -404,7 +436,7 @@ class Realizer {
           }
           Carry ct = carry[in.args.at(2)];
           for (int i = copies; i-- > 0;) {
-            Carry r = realize_function(static_cast<int>(in.integer), mode, {Carry{}, inputs[i], ct}, prefix, depth + 1);
+            Carry r = realize_function(in.attr<core::attr::VjpOf>().function, mode, {Carry{}, inputs[i], ct}, prefix, depth + 1);
             ct = r.tuple && r.elements.size() > 2 ? r.elements[2] : Carry{};
           }
           Carry result;
@@ -415,7 +447,7 @@ class Realizer {
         }
         case Op::TupleGet: {
           const Carry& t = carry[in.args.at(0)];
-          size_t k = static_cast<size_t>(in.integer);
+          size_t k = static_cast<size_t>(in.attr<core::attr::Element>().index);
           carried(t.tuple && k < t.elements.size() ? t.elements[k] : Carry{}, "a tuple's element, as stored");
           continue;
         }
@@ -428,7 +460,7 @@ class Realizer {
         }
         case Op::Field: {
           auto it = tree_path.find(in.args.at(0));
-          std::string path = it != tree_path.end() ? it->second + in.text : "";
+          std::string path = it != tree_path.end() ? it->second + in.attr<core::attr::Member>().name : "";
           if (in.type.kind == elab::TypeKind::Params) {
             if (it != tree_path.end()) tree_path[in.id] = path + ".";
             continue;
@@ -517,7 +549,7 @@ class Realizer {
       carry[in.id].type = st.storage;
       if (in.op == Op::Field) {
         if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end())
-          reads_[it->second + in.text].push_back({st.storage, core::site_name(fn, in.id)});
+          reads_[it->second + in.attr<core::attr::Member>().name].push_back({st.storage, core::site_name(fn, in.id)});
       }
     }
     r.result = fn.result_value > 0 ? carry[fn.result_value] : Carry{};

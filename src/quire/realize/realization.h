@@ -34,6 +34,7 @@
 
 #include "quire/core/program.h"
 #include "quire/runtime/float_types.h"
+#include "quire/runtime/tensor.h"
 
 namespace quire::precision {
 
@@ -162,6 +163,12 @@ struct RealizeOptions {
 };
 
 bool is_half(FloatType t);
+
+/// The float type a cast to `t` names: f64, f32, bf16 or f16 as written, f32
+/// for f32acc; nullopt for ℝ (the policy's type) and the integer kinds.
+std::optional<FloatType> named_float_type(core::CastTarget t);
+/// The element kind of a cast to i32, i64 or bool; nullopt for the real targets.
+std::optional<runtime::ElemKind> cast_integer_kind(core::CastTarget t);
 
 /// Realizes everything `entry` reaches. `dims` sizes the parameters (for bytes).
 Realization realize(const elab::Program& prog, int entry, const RealizeOptions& options,

@@ -80,9 +80,10 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
         case Reason::Cast:
         case Reason::OutRequest:
           f.fixed = true;
-          f.fixed_why = in.op == core::Op::Cast ? fmt::format("an explicit `as {}`", in.text)
-                        : in.text == "out=f64"  ? "an explicit `out = f64`"
-                                                : "an explicit `out = f32`";
+          f.fixed_why = in.op == core::Op::Cast
+                            ? fmt::format("an explicit `as {}`", core::cast_target_name(in.attr<core::attr::CastTo>().target))
+                        : core::requested_out(in) == core::attr::ProductOut::Out::F64 ? "an explicit `out = f64`"
+                                                                                       : "an explicit `out = f32`";
           break;
         case Reason::Region:
           f.fixed = true;
@@ -98,12 +99,12 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
           break;
         default: break;
       }
-      if (in.text == "out=f32" && !f.fixed) {
+      if (core::requested_out(in) == core::attr::ProductOut::Out::F32 && !f.fixed) {
         // Under a wide policy the request changes nothing; narrowed, it is a floor.
         f.at_least_f32 = true;
         f.floor_why = "`out = f32` asks for the f32 accumulator";
       }
-      if (in.text == "out=f64" && !f.fixed) {
+      if (core::requested_out(in) == core::attr::ProductOut::Out::F64 && !f.fixed) {
         // Under f64 the request changes nothing, but it is a floor of f64: nothing to decide.
         f.fixed = true;
         f.fixed_why = "an explicit `out = f64`: the f64 accumulator is stored";

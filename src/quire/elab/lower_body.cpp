@@ -1,22 +1,17 @@
 // The body pass of elaboration: type-checks one function's expressions and
-// lowers them to Core, one typed instruction per value (A-normal form).
-//
-// Requires: every module's members and every function's signature resolved
-// (elaborator.cpp). Produces: the function's Core body and result value.
-// Errors are reported and lowering continues with an Error operand, which
-// silences follow-on errors from the same expression.
+// lowers them to Core, one typed instruction per value (A-normal form). The
+// built-in functions are lowered in builtins.cpp; body_lowering.h states what
+// the pass requires and produces.
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <tuple>
 
-#include "quire/elab/elaborator_impl.h"
+#include "quire/elab/body_lowering.h"
 #include "quire/grad/vjp.h"
 
 namespace quire::elab {
-
-namespace {
 
 using core::Instr;
 using core::Op;
@@ -26,1965 +21,1297 @@ using OK = Operand::Kind;
 // block: whatever parses is lowered; this only guards the recursion.
 constexpr int kMaxDepth = 256;
 
-// Lowering recurses once per level of nesting through lower_inner, then
-// lower_call or lower_binary, then a builtin's own function. Kept out of line,
-// each function's frame holds only its own locals: inlined together (and with
-// AddressSanitizer's redzones) one level took 80 KB of stack, so the parser's
-// 200 levels overflowed an 8 MB stack.
-#define NOINLINE [[gnu::noinline]]
-
-const std::map<std::string, Op>& unary_builtins() {
-  static const std::map<std::string, Op> table = {{"abs", Op::Abs},
-                                                  {"exp", Op::Exp},
-                                                  {"log", Op::Log},
-                                                  {"sqrt", Op::Sqrt},
-                                                  {"rsqrt", Op::Rsqrt},
-                                                  {"tanh", Op::Tanh},
-                                                  {"erf", Op::Erf},
-                                                  {"sigmoid", Op::Sigmoid},
-                                                  {"relu", Op::Relu},
-                                                  {"gelu", Op::Gelu},
-                                                  {"gelu_tanh", Op::GeluTanh},
-                                                  {"silu", Op::Silu},
-                                                  {"log1p", Op::Log1p},
-                                                  {"expm1", Op::Expm1},
-                                                  {"softplus", Op::Softplus},
-                                                  {"not", Op::Not}};
-  return table;
-}
-
-const std::map<std::string, Op>& reduction_builtins() {
-  static const std::map<std::string, Op> table = {{"sum", Op::Sum},
-                                                  {"mean", Op::Mean},
-                                                  {"logsumexp", Op::LogSumExp},
-                                                  {"max", Op::ReduceMax},
-                                                  {"min", Op::ReduceMin}};
-  return table;
-}
-
-std::string axes_list(const TensorType& t) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < t.axes.size(); ++i)
-    names.push_back(t.axes[i].name.empty() ? fmt::format("positional {}", i) : "`" + t.axes[i].name + "`");
-  if (names.empty()) return t.rest ? "only `...`" : "no axes";
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-/// What a callee's `...` is bound to at one call: the caller's leading axes.
-struct RestBinding {
-  bool bound = false;
-  bool rest = false;
-  std::vector<Axis> axes;
-};
-
-/// A generic callee's size parameters at one call (`softmax{N}`): what each
-/// is bound to and by which argument axis. An axis declared with exactly a
-/// size parameter is named by the caller: it matches an axis of any name, and
-/// in the call's result it takes the name of the axis that bound the parameter.
-struct SizeParams {
-  std::vector<std::string> names;  ///< the callee's, in declaration order
-  std::map<std::string, Size> sizes;
-  std::map<std::string, std::string> axis_names;  ///< "" when the binding axis is positional
-  std::map<std::string, std::string> sources;     ///< "argument `x`", for messages
-
-  /// The size parameter that `s` is exactly, or nullptr.
-  const std::string* bare(const Size& s) const {
-    for (const std::string& n : names)
-      if (s == Size::symbol(n)) return &n;
-    return nullptr;
-  }
-};
-
-class BodyLowering {
- public:
-  BodyLowering(Elaborator& el, int function)
-      : el_(el), prog_(el.prog()), fn_(prog_.functions[function]), fi_(el.fn_file(function)), mi_(fn_.module),
-        decl_(*el.fn_decl(function)) {}
-
-  void run() {
-    Elaborator::SizeParamsInScope sizes(el_, fn_.module < 0 ? fn_.dims : std::vector<std::string>{});
-    scopes_.emplace_back();
-    for (const core::FnArg& a : fn_.args) {
-      Operand op;
-      op.kind = OK::Value;
-      op.id = a.id;
-      op.type = a.type;
-      op.loc = a.loc;
-      scopes_.back().names[a.name] = op;
-    }
-    if (mi_ >= 0) scopes_.back().names["theta"] = scopes_.back().names["θ"];
-    // Default values are constants: check them here, where they are declared.
-    for (const ast::FnArg& a : decl_.args)
-      if (a.default_value) {
-        bool is_int = false;
-        el_.eval_const(*a.default_value, fi_, is_int);
-      }
-    if (!decl_.body) return;
-    Operand result = lower(*decl_.body);
-    if (!result.ok() || !fn_.checked) {
-      fn_.checked = false;
-      return;
-    }
-    auto id = convert_to(result, fn_.result, decl_.body->range, "the function's result");
-    if (!id) {
-      fn_.checked = false;
-      return;
-    }
-    fn_.result_value = *id;
-  }
-
- private:
-  // ------------------------------------------------------------ emission
-
-  TypePrinter printer() const { return prog_.printer(); }
-  std::string show(const Type& t) const { return printer()(t); }
-  std::string show(const TensorType& t) const { return printer().tensor(t); }
-
-  void error(const char* code, SourceRange at, std::string message, std::string hint = "") {
-    el_.error(code, at, std::move(message), std::move(hint));
-    fn_.checked = false;
-  }
-
-  Operand emit(Instr in) {
-    in.id = fn_.value_count() + 1;
-    in.numerics = numerics_;
+void BodyLowering::run() {
+  Elaborator::SizeParamsInScope sizes(el_, fn_.module < 0 ? fn_.dims : std::vector<std::string>{});
+  scopes_.emplace_back();
+  for (const core::FnArg& a : fn_.args) {
     Operand op;
     op.kind = OK::Value;
-    op.id = in.id;
-    op.type = in.type;
-    op.loc = in.loc;
-    fn_.body.push_back(std::move(in));
-    return op;
+    op.id = a.id;
+    op.type = a.type;
+    op.loc = a.loc;
+    scopes_.back().names[a.name] = op;
   }
-
-  Instr make(Op op, Type type, std::vector<int> args, SourceRange loc) {
-    Instr in;
-    in.op = op;
-    in.attrs = core::default_attrs(op);
-    in.type = std::move(type);
-    in.args = std::move(args);
-    in.loc = loc;
-    return in;
-  }
-
-  /// A real scalar ℝ[] for a literal or a host scalar (`real(…)`), or nullopt.
-  std::optional<Operand> real_scalar(const Operand& op, SourceRange loc) {
-    if (op.kind == OK::Literal) {
-      Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
-      in.set(core::attr::Literal{op.number});
-      return emit(std::move(in));
+  if (mi_ >= 0) scopes_.back().names["theta"] = scopes_.back().names["θ"];
+  // Default values are constants: check them here, where they are declared.
+  for (const ast::FnArg& a : decl_.args)
+    if (a.default_value) {
+      bool is_int = false;
+      el_.eval_const(*a.default_value, fi_, is_int);
     }
-    if (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)
-      return emit(make(Op::Real, Type::real_scalar(), {op.id}, loc));
-    return std::nullopt;
+  if (!decl_.body) return;
+  Operand result = lower(*decl_.body);
+  if (!result.ok() || !fn_.checked) {
+    fn_.checked = false;
+    return;
   }
-
-  /// A tensor value for an operand: literals become `const`, host scalars
-  /// `real`; booleans (`true`, a host `bool`) then `bool[]`, since the
-  /// kernels mix booleans with no number.
-  std::optional<Operand> tensor(const Operand& op, SourceRange loc, const char* what = "this operand") {
-    bool boolean = (op.kind == OK::Literal && op.is_bool) ||
-                   (op.kind == OK::Value && op.type.kind == TypeKind::Scalar && op.type.scalar == ScalarKind::Bool);
-    if (auto r = real_scalar(op, loc)) {
-      if (!boolean) return r;
-      TensorType b;
-      b.elem = Elem::Bool;
-      Instr cast = make(Op::Cast, Type::make_tensor(b), {r->id}, loc);
-      cast.set(core::attr::CastTo{core::CastTarget::Bool});
-      cast.align = {{{}, false}};
-      return emit(std::move(cast));
-    }
-    switch (op.kind) {
-      case OK::Error: return std::nullopt;
-      case OK::Value:
-        if (op.type.kind == TypeKind::Tensor) return op;
-        error("E0401", loc, fmt::format("{} is {}, not a tensor", what, show(op.type)));
-        return std::nullopt;
-      default:
-        error("E0401", loc, fmt::format("{} is a {}, not a value", what,
-                                        op.kind == OK::Module ? "module" : op.kind == OK::File ? "file alias"
-                                                                       : op.kind == OK::Use    ? "sub-module"
-                                                                                               : "function"),
-              op.kind == OK::Function ? "call it with (…)" : "");
-        return std::nullopt;
-    }
+  auto id = convert_to(result, fn_.result, decl_.body->range, "the function's result");
+  if (!id) {
+    fn_.checked = false;
+    return;
   }
+  fn_.result_value = *id;
+}
 
-  // ------------------------------------------------------------ names
+void BodyLowering::error(const char* code, SourceRange at, std::string message, std::string hint) {
+  el_.error(code, at, std::move(message), std::move(hint));
+  fn_.checked = false;
+}
 
-  std::optional<Operand> lookup_local(const std::string& name) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto found = it->names.find(name);
-      if (found != it->names.end()) return found->second;
-    }
-    return std::nullopt;
+Operand BodyLowering::emit(Instr in) {
+  in.id = fn_.value_count() + 1;
+  in.numerics = numerics_;
+  Operand op;
+  op.kind = OK::Value;
+  op.id = in.id;
+  op.type = in.type;
+  op.loc = in.loc;
+  fn_.body.push_back(std::move(in));
+  return op;
+}
+
+Instr BodyLowering::make(Op op, Type type, std::vector<int> args, SourceRange loc) {
+  Instr in;
+  in.op = op;
+  in.attrs = core::default_attrs(op);
+  in.type = std::move(type);
+  in.args = std::move(args);
+  in.loc = loc;
+  return in;
+}
+
+std::optional<Operand> BodyLowering::real_scalar(const Operand& op, SourceRange loc) {
+  if (op.kind == OK::Literal) {
+    Instr in = make(Op::Const, Type::real_scalar(), {}, loc);
+    in.set(core::attr::Literal{op.number});
+    return emit(std::move(in));
   }
+  if (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)
+    return emit(make(Op::Real, Type::real_scalar(), {op.id}, loc));
+  return std::nullopt;
+}
 
-  Operand lookup(const std::string& name, SourceRange loc) {
-    if (auto local = lookup_local(name)) return *local;
-    if (mi_ >= 0) {
-      const ModuleInfo& m = prog_.modules[mi_];
-      for (const ParamInfo& p : m.params)
-        if (p.name == name) return field(self_tree(), name, loc);
-      for (size_t u = 0; u < m.uses.size(); ++u)
-        if (m.uses[u].name == name) {
-          return named(OK::Use, static_cast<int>(u), loc);
-        }
-      auto f = m.fns.find(name);
-      if (f != m.fns.end()) {
-        Operand op;
-        op.kind = OK::Function;
-        op.index = f->second;
-        op.number = 1;  // a call of the module's own function: θ passes implicitly
-        op.loc = loc;
-        return op;
+std::optional<Operand> BodyLowering::tensor(const Operand& op, SourceRange loc, const char* what) {
+  bool boolean = (op.kind == OK::Literal && op.is_bool) ||
+                 (op.kind == OK::Value && op.type.kind == TypeKind::Scalar && op.type.scalar == ScalarKind::Bool);
+  if (auto r = real_scalar(op, loc)) {
+    if (!boolean) return r;
+    TensorType b;
+    b.elem = Elem::Bool;
+    Instr cast = make(Op::Cast, Type::make_tensor(b), {r->id}, loc);
+    cast.set(core::attr::CastTo{core::CastTarget::Bool});
+    cast.align = {{{}, false}};
+    return emit(std::move(cast));
+  }
+  switch (op.kind) {
+    case OK::Error:
+      return std::nullopt;
+    case OK::Value:
+      if (op.type.kind == TypeKind::Tensor) return op;
+      error("E0401", loc, fmt::format("{} is {}, not a tensor", what, show(op.type)));
+      return std::nullopt;
+    default:
+      error("E0401", loc,
+            fmt::format("{} is a {}, not a value", what,
+                        op.kind == OK::Module ? "module"
+                        : op.kind == OK::File ? "file alias"
+                        : op.kind == OK::Use  ? "sub-module"
+                                              : "function"),
+            op.kind == OK::Function ? "call it with (…)" : "");
+      return std::nullopt;
+  }
+}
+
+std::optional<Operand> BodyLowering::lookup_local(const std::string& name) {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto found = it->names.find(name);
+    if (found != it->names.end()) return found->second;
+  }
+  return std::nullopt;
+}
+
+Operand BodyLowering::lookup(const std::string& name, SourceRange loc) {
+  if (auto local = lookup_local(name)) return *local;
+  if (mi_ >= 0) {
+    const ModuleInfo& m = prog_.modules[mi_];
+    for (const ParamInfo& p : m.params)
+      if (p.name == name) return field(self_tree(), name, loc);
+    for (size_t u = 0; u < m.uses.size(); ++u)
+      if (m.uses[u].name == name) {
+        return named(OK::Use, static_cast<int>(u), loc);
       }
+    auto f = m.fns.find(name);
+    if (f != m.fns.end()) {
+      Operand op;
+      op.kind = OK::Function;
+      op.index = f->second;
+      op.number = 1;  // a call of the module's own function: θ passes implicitly
+      op.loc = loc;
+      return op;
     }
-    if (auto op = lookup_in_file(fi_, name, loc)) return *op;
-    if (int f = prelude_function(name); f >= 0) return named(OK::Function, f, loc);
-    for (const std::string& d : prog_.files[fi_].dims)
+  }
+  if (auto op = lookup_in_file(fi_, name, loc)) return *op;
+  if (int f = prelude_function(name); f >= 0) return named(OK::Function, f, loc);
+  for (const std::string& d : prog_.files[fi_].dims)
+    if (d == name) {
+      error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));
+      return Operand::error();
+    }
+  if (mi_ >= 0)
+    for (const std::string& d : prog_.modules[mi_].dims)
       if (d == name) {
         error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));
         return Operand::error();
       }
-    if (mi_ >= 0)
-      for (const std::string& d : prog_.modules[mi_].dims)
-        if (d == name) {
-          error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));
-          return Operand::error();
-        }
-    if (mi_ < 0)
-      for (const std::string& d : fn_.dims)
-        if (d == name) {
-          error("E0401", loc, fmt::format("`{}` is a size parameter, not a value", name));
-          return Operand::error();
-        }
-    error("E0303", loc, fmt::format("unknown name `{}`", name), suggestion(name));
+  if (mi_ < 0)
+    for (const std::string& d : fn_.dims)
+      if (d == name) {
+        error("E0401", loc, fmt::format("`{}` is a size parameter, not a value", name));
+        return Operand::error();
+      }
+  error("E0303", loc, fmt::format("unknown name `{}`", name), suggestion(name));
+  return Operand::error();
+}
+
+std::string BodyLowering::suggestion(const std::string& name) {
+  // The closest local name by edit distance, if it is close.
+  std::string best;
+  size_t best_d = 3;
+  auto consider = [&](const std::string& cand) {
+    size_t n = name.size(), m = cand.size();
+    if (n > 64 || m > 64) return;
+    std::vector<size_t> prev(m + 1), cur(m + 1);
+    for (size_t j = 0; j <= m; ++j) prev[j] = j;
+    for (size_t i = 1; i <= n; ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= m; ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (name[i - 1] == cand[j - 1] ? 0 : 1)});
+      std::swap(prev, cur);
+    }
+    if (prev[m] < best_d) {
+      best_d = prev[m];
+      best = cand;
+    }
+  };
+  for (const Scope& s : scopes_)
+    for (const auto& [n, op] : s.names) consider(n);
+  if (mi_ >= 0) {
+    for (const ParamInfo& p : prog_.modules[mi_].params) consider(p.name);
+    for (const UseInfo& u : prog_.modules[mi_].uses) consider(u.name);
+  }
+  return best.empty() ? "" : fmt::format("did you mean `{}`?", best);
+}
+
+std::optional<Operand> BodyLowering::lookup_in_file(int file, const std::string& name, SourceRange loc) {
+  const FileInfo& f = prog_.files[file];
+  for (const ConstInfo& c : f.consts)
+    if (c.name == name) {
+      Operand op;
+      op.kind = OK::Literal;
+      op.number = c.value;
+      op.is_integer = c.kind != ScalarKind::F64;
+      op.is_bool = c.kind == ScalarKind::Bool;
+      op.loc = loc;
+      return op;
+    }
+  for (int m : f.modules)
+    if (prog_.modules[m].name == name) {
+      return named(OK::Module, m, loc);
+    }
+  for (int fn : f.fns)
+    if (prog_.functions[fn].name == name) {
+      return named(OK::Function, fn, loc);
+    }
+  for (const auto& [alias, idx] : f.imports)
+    if (alias == name) {
+      return named(OK::File, idx, loc);
+    }
+  return std::nullopt;
+}
+
+Operand BodyLowering::named(OK kind, int index, SourceRange loc) {
+  Operand op;
+  op.kind = kind;
+  op.index = index;
+  op.loc = loc;
+  return op;
+}
+
+Operand BodyLowering::self_tree() const {
+  Operand op;
+  op.kind = OK::Value;
+  op.id = 1;
+  op.type = fn_.args[0].type;
+  return op;
+}
+
+Operand BodyLowering::field(const Operand& tree, const std::string& name, SourceRange loc) {
+  auto key = std::make_tuple(tree.id, name, numerics_);
+  if (auto it = fields_.find(key); it != fields_.end()) return it->second;
+  const ParamsType& p = tree.type.params;
+  if (!p.stack.empty()) {
+    error("E0401", loc, fmt::format("`{}` is a stack of modules: its fields are read by calling its functions", name),
+          "call e.g. `blocks.apply(x)`, which folds over the copies");
     return Operand::error();
   }
-
-  std::string suggestion(const std::string& name) {
-    // The closest local name by edit distance, if it is close.
-    std::string best;
-    size_t best_d = 3;
-    auto consider = [&](const std::string& cand) {
-      size_t n = name.size(), m = cand.size();
-      if (n > 64 || m > 64) return;
-      std::vector<size_t> prev(m + 1), cur(m + 1);
-      for (size_t j = 0; j <= m; ++j) prev[j] = j;
-      for (size_t i = 1; i <= n; ++i) {
-        cur[0] = i;
-        for (size_t j = 1; j <= m; ++j)
-          cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (name[i - 1] == cand[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-      }
-      if (prev[m] < best_d) {
-        best_d = prev[m];
-        best = cand;
-      }
-    };
-    for (const Scope& s : scopes_)
-      for (const auto& [n, op] : s.names) consider(n);
-    if (mi_ >= 0) {
-      for (const ParamInfo& p : prog_.modules[mi_].params) consider(p.name);
-      for (const UseInfo& u : prog_.modules[mi_].uses) consider(u.name);
+  const ModuleInfo& m = prog_.modules[p.module];
+  std::map<std::string, Size> binding;
+  for (size_t i = 0; i < m.dims.size() && i < p.dims.size(); ++i) binding[m.dims[i]] = p.dims[i];
+  bool ok = true;
+  for (const ParamInfo& param : m.params)
+    if (param.name == name) {
+      TensorType t = param.type;
+      for (Axis& a : t.axes) a.size = a.size.substitute(binding, ok);
+      Instr in = make(Op::Field, Type::make_tensor(t), {tree.id}, loc);
+      in.set(core::attr::Member{name});
+      in.name = name;
+      return fields_[key] = emit(std::move(in));
     }
-    return best.empty() ? "" : fmt::format("did you mean `{}`?", best);
-  }
-
-  std::optional<Operand> lookup_in_file(int file, const std::string& name, SourceRange loc) {
-    const FileInfo& f = prog_.files[file];
-    for (const ConstInfo& c : f.consts)
-      if (c.name == name) {
-        Operand op;
-        op.kind = OK::Literal;
-        op.number = c.value;
-        op.is_integer = c.kind != ScalarKind::F64;
-        op.is_bool = c.kind == ScalarKind::Bool;
-        op.loc = loc;
-        return op;
-      }
-    for (int m : f.modules)
-      if (prog_.modules[m].name == name) {
-        return named(OK::Module, m, loc);
-      }
-    for (int fn : f.fns)
-      if (prog_.functions[fn].name == name) {
-        return named(OK::Function, fn, loc);
-      }
-    for (const auto& [alias, idx] : f.imports)
-      if (alias == name) {
-        return named(OK::File, idx, loc);
-      }
-    return std::nullopt;
-  }
-
-  /// An operand that names a module, sub-module, file or function.
-  static Operand named(OK kind, int index, SourceRange loc) {
-    Operand op;
-    op.kind = kind;
-    op.index = index;
-    op.loc = loc;
-    return op;
-  }
-
-  /// θ, the function's own parameter tree (value %1 of a module's function).
-  Operand self_tree() const {
-    Operand op;
-    op.kind = OK::Value;
-    op.id = 1;
-    op.type = fn_.args[0].type;
-    return op;
-  }
-
-  /// θ.name: a parameter (a tensor) or a sub-module's tree. Cached per tree,
-  /// name and numerics form: a read inside `numerics(high)` is its own site, so
-  /// the precision policy can type each read by the form it is in.
-  Operand field(const Operand& tree, const std::string& name, SourceRange loc) {
-    auto key = std::make_tuple(tree.id, name, numerics_);
-    if (auto it = fields_.find(key); it != fields_.end()) return it->second;
-    const ParamsType& p = tree.type.params;
-    if (!p.stack.empty()) {
-      error("E0401", loc, fmt::format("`{}` is a stack of modules: its fields are read by calling its functions", name),
-            "call e.g. `blocks.apply(x)`, which folds over the copies");
-      return Operand::error();
+  for (const UseInfo& use : m.uses)
+    if (use.name == name) {
+      ParamsType inner = use.type;
+      for (Size& s : inner.dims) s = s.substitute(binding, ok);
+      for (Size& s : inner.stack) s = s.substitute(binding, ok);
+      Instr in = make(Op::Field, Type::make_params(inner), {tree.id}, loc);
+      in.set(core::attr::Member{name});
+      in.name = name;
+      return fields_[key] = emit(std::move(in));
     }
-    const ModuleInfo& m = prog_.modules[p.module];
-    std::map<std::string, Size> binding;
-    for (size_t i = 0; i < m.dims.size() && i < p.dims.size(); ++i) binding[m.dims[i]] = p.dims[i];
-    bool ok = true;
-    for (const ParamInfo& param : m.params)
-      if (param.name == name) {
-        TensorType t = param.type;
-        for (Axis& a : t.axes) a.size = a.size.substitute(binding, ok);
-        Instr in = make(Op::Field, Type::make_tensor(t), {tree.id}, loc);
-        in.set(core::attr::Member{name});
-        in.name = name;
-        return fields_[key] = emit(std::move(in));
-      }
-    for (const UseInfo& use : m.uses)
-      if (use.name == name) {
-        ParamsType inner = use.type;
-        for (Size& s : inner.dims) s = s.substitute(binding, ok);
-        for (Size& s : inner.stack) s = s.substitute(binding, ok);
-        Instr in = make(Op::Field, Type::make_params(inner), {tree.id}, loc);
-        in.set(core::attr::Member{name});
-        in.name = name;
-        return fields_[key] = emit(std::move(in));
-      }
-    error("E0303", loc, fmt::format("module `{}` has no parameter or sub-module `{}`", m.name, name));
-    return Operand::error();
-  }
+  error("E0303", loc, fmt::format("module `{}` has no parameter or sub-module `{}`", m.name, name));
+  return Operand::error();
+}
 
-  // ------------------------------------------------------------ expressions
-
-  Operand lower(const ast::Expr& e) {
-    if (++depth_ > kMaxDepth) {
-      --depth_;
-      error("E0202", e.range, "expression nested too deeply");
-      return Operand::error();
-    }
-    Operand r = lower_inner(e);
+Operand BodyLowering::lower(const ast::Expr& e) {
+  if (++depth_ > kMaxDepth) {
     --depth_;
-    return r;
-  }
-
-  Operand lower_inner(const ast::Expr& e) {
-    switch (e.kind) {
-      case ast::ExprKind::Number: {
-        Operand op;
-        op.kind = OK::Literal;
-        op.number = e.number;
-        op.is_integer = e.is_integer;
-        op.loc = e.range;
-        return op;
-      }
-      case ast::ExprKind::Bool: {
-        Operand op;
-        op.kind = OK::Literal;
-        op.number = e.boolean ? 1 : 0;
-        op.is_bool = op.is_integer = true;
-        op.loc = e.range;
-        return op;
-      }
-      case ast::ExprKind::String:
-        error("E0401", e.range, "a string is not a value here");
-        return Operand::error();
-      case ast::ExprKind::Name: return lookup(e.name, e.range);
-      case ast::ExprKind::Member: return lower_member(e);
-      case ast::ExprKind::TupleIndex: return lower_tuple_index(e);
-      case ast::ExprKind::Call: return lower_call(e);
-      case ast::ExprKind::Binary: return lower_binary(e);
-      case ast::ExprKind::Unary: return lower_negation(e);
-      case ast::ExprKind::Cast: return lower_cast(e);
-      case ast::ExprKind::Tuple: return lower_tuple(e);
-      case ast::ExprKind::Block: return lower_block(e);
-      case ast::ExprKind::Numerics:
-      case ast::ExprKind::Precision: return lower_numerics(e);
-    }
+    error("E0202", e.range, "expression nested too deeply");
     return Operand::error();
   }
+  Operand r = lower_inner(e);
+  --depth_;
+  return r;
+}
 
-  NOINLINE Operand lower_tuple_index(const ast::Expr& e) {
-    if (e.children.empty()) return Operand::error();
-    Operand base = lower(*e.children[0]);
-    if (!base.ok()) return base;
-    if (base.kind != OK::Value || base.type.kind != TypeKind::Tuple) {
-      error("E0401", e.range, fmt::format("`.{}` reads a tuple's element, but this is {}", e.index,
-                                          base.kind == OK::Value ? show(base.type) : std::string("not a value")));
+Operand BodyLowering::lower_inner(const ast::Expr& e) {
+  switch (e.kind) {
+    case ast::ExprKind::Number: {
+      Operand op;
+      op.kind = OK::Literal;
+      op.number = e.number;
+      op.is_integer = e.is_integer;
+      op.loc = e.range;
+      return op;
+    }
+    case ast::ExprKind::Bool: {
+      Operand op;
+      op.kind = OK::Literal;
+      op.number = e.boolean ? 1 : 0;
+      op.is_bool = op.is_integer = true;
+      op.loc = e.range;
+      return op;
+    }
+    case ast::ExprKind::String:
+      error("E0401", e.range, "a string is not a value here");
+      return Operand::error();
+    case ast::ExprKind::Name:
+      return lookup(e.name, e.range);
+    case ast::ExprKind::Member:
+      return lower_member(e);
+    case ast::ExprKind::TupleIndex:
+      return lower_tuple_index(e);
+    case ast::ExprKind::Call:
+      return lower_call(e);
+    case ast::ExprKind::Binary:
+      return lower_binary(e);
+    case ast::ExprKind::Unary:
+      return lower_negation(e);
+    case ast::ExprKind::Cast:
+      return lower_cast(e);
+    case ast::ExprKind::Tuple:
+      return lower_tuple(e);
+    case ast::ExprKind::Block:
+      return lower_block(e);
+    case ast::ExprKind::Numerics:
+    case ast::ExprKind::Precision:
+      return lower_numerics(e);
+  }
+  return Operand::error();
+}
+
+NOINLINE Operand BodyLowering::lower_tuple_index(const ast::Expr& e) {
+  if (e.children.empty()) return Operand::error();
+  Operand base = lower(*e.children[0]);
+  if (!base.ok()) return base;
+  if (base.kind != OK::Value || base.type.kind != TypeKind::Tuple) {
+    error("E0401", e.range,
+          fmt::format("`.{}` reads a tuple's element, but this is {}", e.index,
+                      base.kind == OK::Value ? show(base.type) : std::string("not a value")));
+    return Operand::error();
+  }
+  if (e.index < 0 || e.index >= static_cast<int>(base.type.elements.size())) {
+    error("E0401", e.range,
+          fmt::format("the tuple has {} elements; `.{}` is outside", base.type.elements.size(), e.index));
+    return Operand::error();
+  }
+  Instr in = make(Op::TupleGet, base.type.elements[e.index], {base.id}, e.range);
+  in.set(core::attr::Element{e.index});
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::lower_negation(const ast::Expr& e) {
+  if (e.children.empty()) return Operand::error();
+  Operand x = lower(*e.children[0]);
+  if (x.kind == OK::Literal && !x.is_bool) {
+    x.number = -x.number;
+    x.loc = e.range;
+    return x;
+  }
+  auto t = tensor(x, e.children[0]->range);
+  if (!t) return Operand::error();
+  if (t->type.tensor.elem == Elem::Bool) {
+    error("E0406", e.range, "cannot negate a boolean tensor", "use not(x)");
+    return Operand::error();
+  }
+  return elementwise(Op::Neg, {*t}, e.range, t->type.tensor.elem);
+}
+
+NOINLINE Operand BodyLowering::lower_tuple(const ast::Expr& e) {
+  std::vector<int> ids;
+  std::vector<Type> types;
+  for (const ast::ExprPtr& c : e.children) {
+    Operand op = lower(*c);
+    if (op.kind == OK::Literal) {
+      auto t = tensor(op, c->range);
+      if (!t) return Operand::error();
+      op = *t;
+    }
+    if (!op.ok()) return op;
+    if (op.kind != OK::Value) {
+      error("E0401", c->range, "a tuple holds values");
       return Operand::error();
     }
-    if (e.index < 0 || e.index >= static_cast<int>(base.type.elements.size())) {
-      error("E0401", e.range, fmt::format("the tuple has {} elements; `.{}` is outside", base.type.elements.size(), e.index));
+    ids.push_back(op.id);
+    types.push_back(op.type);
+  }
+  return emit(make(Op::MakeTuple, Type::make_tuple(types), ids, e.range));
+}
+
+NOINLINE Operand BodyLowering::lower_numerics(const ast::Expr& e) {
+  core::Numerics saved = numerics_;
+  if (e.kind == ast::ExprKind::Numerics) {
+    if (e.name != "high") {
+      error("E0401", e.range, fmt::format("unknown numerics `{}`", e.name), "write numerics(high) { … }");
       return Operand::error();
     }
-    Instr in = make(Op::TupleGet, base.type.elements[e.index], {base.id}, e.range);
-    in.set(core::attr::Element{e.index});
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand lower_negation(const ast::Expr& e) {
-    if (e.children.empty()) return Operand::error();
-    Operand x = lower(*e.children[0]);
-    if (x.kind == OK::Literal && !x.is_bool) {
-      x.number = -x.number;
-      x.loc = e.range;
-      return x;
-    }
-    auto t = tensor(x, e.children[0]->range);
-    if (!t) return Operand::error();
-    if (t->type.tensor.elem == Elem::Bool) {
-      error("E0406", e.range, "cannot negate a boolean tensor", "use not(x)");
+    numerics_ = core::Numerics::High;
+  } else {
+    if (e.name == "bf16")
+      numerics_ = core::Numerics::RegionBf16;
+    else if (e.name == "f16")
+      numerics_ = core::Numerics::RegionF16;
+    else {
+      error("E0401", e.range, fmt::format("unknown precision `{}`", e.name), "precision(bf16) or precision(f16)");
       return Operand::error();
     }
-    return elementwise(Op::Neg, {*t}, e.range, t->type.tensor.elem);
   }
-
-  NOINLINE Operand lower_tuple(const ast::Expr& e) {
-    std::vector<int> ids;
-    std::vector<Type> types;
-    for (const ast::ExprPtr& c : e.children) {
-      Operand op = lower(*c);
-      if (op.kind == OK::Literal) {
-        auto t = tensor(op, c->range);
-        if (!t) return Operand::error();
-        op = *t;
-      }
-      if (!op.ok()) return op;
-      if (op.kind != OK::Value) {
-        error("E0401", c->range, "a tuple holds values");
-        return Operand::error();
-      }
-      ids.push_back(op.id);
-      types.push_back(op.type);
-    }
-    return emit(make(Op::MakeTuple, Type::make_tuple(types), ids, e.range));
+  Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
+  // A literal result still belongs to the form: materialize it inside.
+  if (r.kind == OK::Literal) {
+    auto t = tensor(r, e.range);
+    r = t ? *t : Operand::error();
   }
+  numerics_ = saved;
+  return r;
+}
 
-  NOINLINE Operand lower_numerics(const ast::Expr& e) {
-    core::Numerics saved = numerics_;
-    if (e.kind == ast::ExprKind::Numerics) {
-      if (e.name != "high") {
-        error("E0401", e.range, fmt::format("unknown numerics `{}`", e.name), "write numerics(high) { … }");
-        return Operand::error();
-      }
-      numerics_ = core::Numerics::High;
-    } else {
-      if (e.name == "bf16") numerics_ = core::Numerics::RegionBf16;
-      else if (e.name == "f16") numerics_ = core::Numerics::RegionF16;
-      else {
-        error("E0401", e.range, fmt::format("unknown precision `{}`", e.name), "precision(bf16) or precision(f16)");
-        return Operand::error();
-      }
-    }
-    Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
-    // A literal result still belongs to the form: materialize it inside.
-    if (r.kind == OK::Literal) {
-      auto t = tensor(r, e.range);
-      r = t ? *t : Operand::error();
-    }
-    numerics_ = saved;
-    return r;
-  }
-
-
-  NOINLINE Operand lower_block(const ast::Expr& e) {
-    scopes_.emplace_back();
-    for (const ast::Let& let : e.lets) {
-      if (!let.value || !let.pattern) continue;
-      size_t before = fn_.body.size();
-      Operand v = lower(*let.value);
-      if (v.ok() && let.annotation) {
-        auto t = el_.resolve_type(*let.annotation, fi_, mi_);
-        if (t) {
-          auto id = convert_to(v, *t, let.value->range, "the annotated let");
-          if (id) {
-            v.kind = OK::Value;
-            v.id = *id;
-            v.type = *t;
-          } else {
-            v = Operand::error();
-          }
+NOINLINE Operand BodyLowering::lower_block(const ast::Expr& e) {
+  scopes_.emplace_back();
+  for (const ast::Let& let : e.lets) {
+    if (!let.value || !let.pattern) continue;
+    size_t before = fn_.body.size();
+    Operand v = lower(*let.value);
+    if (v.ok() && let.annotation) {
+      auto t = el_.resolve_type(*let.annotation, fi_, mi_);
+      if (t) {
+        auto id = convert_to(v, *t, let.value->range, "the annotated let");
+        if (id) {
+          v.kind = OK::Value;
+          v.id = *id;
+          v.type = *t;
+        } else {
+          v = Operand::error();
         }
       }
-      bind(*let.pattern, v, before, 0);
     }
-    Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
-    scopes_.pop_back();
-    return r;
+    bind(*let.pattern, v, before, 0);
   }
+  Operand r = e.children.empty() ? Operand::error() : lower(*e.children[0]);
+  scopes_.pop_back();
+  return r;
+}
 
-  void bind(const ast::Pattern& p, const Operand& v, size_t first_new, int depth) {
-    if (depth > kMaxDepth) return;
-    switch (p.kind) {
-      case ast::Pattern::Kind::Wildcard: return;
-      case ast::Pattern::Kind::Name:
-        // The value takes the let's name when this let created it.
-        if (v.kind == OK::Value && v.id > static_cast<int>(fn_.args.size())) {
-          Instr& in = fn_.body[v.id - fn_.args.size() - 1];
-          if (in.name.empty() && static_cast<size_t>(v.id - fn_.args.size() - 1) >= first_new) in.name = p.name.text;
-        }
-        scopes_.back().names[p.name.text] = v;
+void BodyLowering::bind(const ast::Pattern& p, const Operand& v, size_t first_new, int depth) {
+  if (depth > kMaxDepth) return;
+  switch (p.kind) {
+    case ast::Pattern::Kind::Wildcard:
+      return;
+    case ast::Pattern::Kind::Name:
+      // The value takes the let's name when this let created it.
+      if (v.kind == OK::Value && v.id > static_cast<int>(fn_.args.size())) {
+        Instr& in = fn_.body[v.id - fn_.args.size() - 1];
+        if (in.name.empty() && static_cast<size_t>(v.id - fn_.args.size() - 1) >= first_new) in.name = p.name.text;
+      }
+      scopes_.back().names[p.name.text] = v;
+      return;
+    case ast::Pattern::Kind::Tuple: {
+      if (!v.ok()) {
+        for (const ast::PatternPtr& sub : p.elements)
+          if (sub) bind(*sub, Operand::error(), first_new, depth + 1);
         return;
-      case ast::Pattern::Kind::Tuple: {
-        if (!v.ok()) {
-          for (const ast::PatternPtr& sub : p.elements)
-            if (sub) bind(*sub, Operand::error(), first_new, depth + 1);
-          return;
-        }
-        if (v.kind != OK::Value || v.type.kind != TypeKind::Tuple || v.type.elements.size() != p.elements.size()) {
-          error("E0401", p.range,
-                fmt::format("a pattern of {} elements cannot match {}", p.elements.size(),
-                            v.kind == OK::Value ? show(v.type) : std::string("this")));
-          for (const ast::PatternPtr& sub : p.elements)
-            if (sub) bind(*sub, Operand::error(), first_new, depth + 1);
-          return;
-        }
-        for (size_t i = 0; i < p.elements.size(); ++i) {
-          if (!p.elements[i] || p.elements[i]->kind == ast::Pattern::Kind::Wildcard) continue;
-          Instr in = make(Op::TupleGet, v.type.elements[i], {v.id}, p.elements[i]->range);
-          in.set(core::attr::Element{static_cast<int>(i)});
-          Operand elem = emit(std::move(in));
-          bind(*p.elements[i], elem, fn_.body.size() - 1, depth + 1);
-        }
+      }
+      if (v.kind != OK::Value || v.type.kind != TypeKind::Tuple || v.type.elements.size() != p.elements.size()) {
+        error("E0401", p.range,
+              fmt::format("a pattern of {} elements cannot match {}", p.elements.size(),
+                          v.kind == OK::Value ? show(v.type) : std::string("this")));
+        for (const ast::PatternPtr& sub : p.elements)
+          if (sub) bind(*sub, Operand::error(), first_new, depth + 1);
         return;
       }
+      for (size_t i = 0; i < p.elements.size(); ++i) {
+        if (!p.elements[i] || p.elements[i]->kind == ast::Pattern::Kind::Wildcard) continue;
+        Instr in = make(Op::TupleGet, v.type.elements[i], {v.id}, p.elements[i]->range);
+        in.set(core::attr::Element{static_cast<int>(i)});
+        Operand elem = emit(std::move(in));
+        bind(*p.elements[i], elem, fn_.body.size() - 1, depth + 1);
+      }
+      return;
     }
   }
+}
 
-  NOINLINE Operand lower_member(const ast::Expr& e) {
-    if (e.children.empty()) return Operand::error();
-    Operand base = lower(*e.children[0]);
-    if (!base.ok()) return base;
-    switch (base.kind) {
-      case OK::File: {
-        if (auto op = lookup_in_file(base.index, e.name, e.range)) return *op;
-        error("E0303", e.range, fmt::format("`{}` has no module, function or constant `{}`", prog_.files[base.index].path, e.name));
-        return Operand::error();
-      }
-      case OK::Module: {
-        const ModuleInfo& m = prog_.modules[base.index];
-        auto f = m.fns.find(e.name);
-        if (f == m.fns.end()) {
-          error("E0303", e.range, fmt::format("module `{}` has no function `{}`", m.name, e.name));
-          return Operand::error();
-        }
-        Operand op;
-        op.kind = OK::Function;
-        op.index = f->second;
-        op.number = 0;  // θ is passed explicitly
-        op.loc = e.range;
-        return op;
-      }
-      case OK::Use: {
-        const UseInfo& use = prog_.modules[mi_].uses[base.index];
-        if (use.type.module < 0) return Operand::error();
-        const ModuleInfo& m = prog_.modules[use.type.module];
-        auto f = m.fns.find(e.name);
-        if (f == m.fns.end()) {
-          error("E0303", e.range, fmt::format("module `{}` (sub-module `{}`) has no function `{}`", m.name, use.name, e.name));
-          return Operand::error();
-        }
-        Operand op;
-        op.kind = OK::Function;
-        op.index = f->second;
-        op.number = 2;      // θ.<use> passes implicitly
-        op.id = base.index; // the use
-        op.loc = e.range;
-        return op;
-      }
-      case OK::Value:
-        if (base.type.kind == TypeKind::Params) return field(base, e.name, e.range);
-        error("E0401", e.range, fmt::format("`.{}`: {} has no fields", e.name, show(base.type)));
-        return Operand::error();
-      default:
-        error("E0401", e.range, fmt::format("`.{}` on something that has no members", e.name));
-        return Operand::error();
-    }
-  }
-
-  NOINLINE Operand lower_cast(const ast::Expr& e) {
-    if (e.children.empty()) return Operand::error();
-    Operand x = lower(*e.children[0]);
-    auto t = tensor(x, e.children[0]->range);
-    if (!t) return Operand::error();
-    static const std::map<std::string, Elem> targets = {
-        {"f64", Elem::Real},  {"f32", Elem::Real}, {"bf16", Elem::Real}, {"f16", Elem::Real}, {"f32acc", Elem::Real},
-        {"ℝ", Elem::Real},    {"real", Elem::Real}, {"i32", Elem::I32},  {"i64", Elem::I64},  {"bool", Elem::Bool}};
-    auto it = targets.find(e.name);
-    if (it == targets.end()) {
-      error("E0401", e.range, fmt::format("cannot cast to `{}`", e.name), "f64, f32, bf16, f16, f32acc, ℝ, i32, i64, bool");
+NOINLINE Operand BodyLowering::lower_member(const ast::Expr& e) {
+  if (e.children.empty()) return Operand::error();
+  Operand base = lower(*e.children[0]);
+  if (!base.ok()) return base;
+  switch (base.kind) {
+    case OK::File: {
+      if (auto op = lookup_in_file(base.index, e.name, e.range)) return *op;
+      error("E0303", e.range,
+            fmt::format("`{}` has no module, function or constant `{}`", prog_.files[base.index].path, e.name));
       return Operand::error();
     }
-    TensorType out = t->type.tensor;
-    out.elem = it->second;
-    Instr in = make(Op::Cast, Type::make_tensor(out), {t->id}, e.range);
-    in.set(core::attr::CastTo{*core::parse_cast_target(e.name)});
-    in.align = {{identity_map(out.axes.size()), out.rest}};
-    return emit(std::move(in));
-  }
-
-  static std::vector<int> identity_map(size_t n) {
-    std::vector<int> m(n);
-    for (size_t i = 0; i < n; ++i) m[i] = static_cast<int>(i);
-    return m;
-  }
-
-  /// An element-wise instruction over tensor operands, broadcast by align().
-  Operand elementwise(Op op, const std::vector<Operand>& xs, SourceRange loc, Elem result_elem) {
-    std::vector<const TensorType*> types;
-    for (const Operand& x : xs) types.push_back(&x.type.tensor);
-    std::string err;
-    auto alignment = align(types, err);
-    if (!alignment) {
-      std::vector<std::string> shown;
-      for (const Operand& x : xs) shown.push_back(show(x.type));
-      error("E0402", loc, fmt::format("cannot broadcast {}: {}", fmt::join(shown, " with "), err),
-            "named axes align by name, the others from the right; an axis of size 1 stretches");
-      return Operand::error();
-    }
-    alignment->result.elem = result_elem;
-    std::vector<int> ids;
-    for (const Operand& x : xs) ids.push_back(x.id);
-    Instr in = make(op, Type::make_tensor(alignment->result), ids, loc);
-    in.align = alignment->operands;
-    return emit(std::move(in));
-  }
-
-  static Elem arithmetic_elem(Elem a, Elem b) {
-    if (a == Elem::Real || b == Elem::Real) return Elem::Real;
-    if (a == Elem::I64 || b == Elem::I64) return Elem::I64;
-    return Elem::I32;
-  }
-
-  NOINLINE Operand lower_binary(const ast::Expr& e) {
-    // A chain `x1 + x2 + … + xn` is left-nested in the tree but flat in the
-    // source (the parser does not count it as nesting): walk its left spine
-    // in a loop, so that only real nesting deepens the recursion. Values are
-    // emitted in the order the recursion would emit them.
-    std::vector<const ast::Expr*> spine = {&e};
-    while (spine.back()->children.size() == 2 && spine.back()->children[0]->kind == ast::ExprKind::Binary)
-      spine.push_back(spine.back()->children[0].get());
-    if (spine.back()->children.size() != 2) return Operand::error();
-    Operand acc = lower(*spine.back()->children[0]);
-    for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
-      if ((*it)->children.size() != 2) return Operand::error();
-      Operand b = lower(*(*it)->children[1]);
-      acc = combine_binary(**it, acc, b);
-    }
-    return acc;
-  }
-
-  /// `e`'s operation on its lowered operands.
-  NOINLINE Operand combine_binary(const ast::Expr& e, const Operand& a, const Operand& b) {
-    if (!a.ok() || !b.ok()) return Operand::error();
-    // Two literals fold at compile time (they are constants); booleans go on
-    // to the tensor path, whose checks they meet.
-    if (a.kind == OK::Literal && b.kind == OK::Literal && e.binary != ast::BinaryOp::Dot && !a.is_bool &&
-        !b.is_bool) {
-      double r = 0;
-      bool cmp = false;
-      switch (e.binary) {
-        case ast::BinaryOp::Add: r = a.number + b.number; break;
-        case ast::BinaryOp::Sub: r = a.number - b.number; break;
-        case ast::BinaryOp::Mul: r = a.number * b.number; break;
-        case ast::BinaryOp::Div: r = a.number / b.number; break;
-        case ast::BinaryOp::Pow: r = std::pow(a.number, b.number); break;
-        default: cmp = true; break;
-      }
-      if (!cmp) {
-        Operand op;
-        op.kind = OK::Literal;
-        op.number = r;
-        op.is_integer = a.is_integer && b.is_integer && e.binary != ast::BinaryOp::Div && std::isfinite(r) &&
-                        r == std::trunc(r);  // 2 ^ -1 is not
-        op.loc = e.range;
-        return op;
-      }
-    }
-    if (e.binary == ast::BinaryOp::Pow && b.kind == OK::Literal && !b.is_bool) {
-      auto x = tensor(a, e.children[0]->range);
-      if (!x) return Operand::error();
-      if (x->type.tensor.elem == Elem::Bool) {
-        error("E0406", e.range, "`^` needs numbers, not booleans");
+    case OK::Module: {
+      const ModuleInfo& m = prog_.modules[base.index];
+      auto f = m.fns.find(e.name);
+      if (f == m.fns.end()) {
+        error("E0303", e.range, fmt::format("module `{}` has no function `{}`", m.name, e.name));
         return Operand::error();
       }
-      Instr in = make(Op::PowConst, Type::make_tensor(x->type.tensor), {x->id}, e.range);
-      in.type.tensor.elem = Elem::Real;
-      in.set(core::attr::Exponent{b.number});
-      in.align = {{identity_map(x->type.tensor.axes.size()), x->type.tensor.rest}};
-      return emit(std::move(in));
+      Operand op;
+      op.kind = OK::Function;
+      op.index = f->second;
+      op.number = 0;  // θ is passed explicitly
+      op.loc = e.range;
+      return op;
     }
-    auto x = tensor(a, e.children[0]->range, "the left operand");
-    auto y = tensor(b, e.children[1]->range, "the right operand");
-    if (!x || !y) return Operand::error();
-    if (e.binary == ast::BinaryOp::Dot) return dot(*x, *y, e.range);
-    Elem ea = x->type.tensor.elem, eb = y->type.tensor.elem;
-    Op op = Op::Add;
-    bool comparison = false;
+    case OK::Use: {
+      const UseInfo& use = prog_.modules[mi_].uses[base.index];
+      if (use.type.module < 0) return Operand::error();
+      const ModuleInfo& m = prog_.modules[use.type.module];
+      auto f = m.fns.find(e.name);
+      if (f == m.fns.end()) {
+        error("E0303", e.range,
+              fmt::format("module `{}` (sub-module `{}`) has no function `{}`", m.name, use.name, e.name));
+        return Operand::error();
+      }
+      Operand op;
+      op.kind = OK::Function;
+      op.index = f->second;
+      op.number = 2;       // θ.<use> passes implicitly
+      op.id = base.index;  // the use
+      op.loc = e.range;
+      return op;
+    }
+    case OK::Value:
+      if (base.type.kind == TypeKind::Params) return field(base, e.name, e.range);
+      error("E0401", e.range, fmt::format("`.{}`: {} has no fields", e.name, show(base.type)));
+      return Operand::error();
+    default:
+      error("E0401", e.range, fmt::format("`.{}` on something that has no members", e.name));
+      return Operand::error();
+  }
+}
+
+NOINLINE Operand BodyLowering::lower_cast(const ast::Expr& e) {
+  if (e.children.empty()) return Operand::error();
+  Operand x = lower(*e.children[0]);
+  auto t = tensor(x, e.children[0]->range);
+  if (!t) return Operand::error();
+  static const std::map<std::string, Elem> targets = {
+      {"f64", Elem::Real}, {"f32", Elem::Real},  {"bf16", Elem::Real}, {"f16", Elem::Real}, {"f32acc", Elem::Real},
+      {"ℝ", Elem::Real},   {"real", Elem::Real}, {"i32", Elem::I32},   {"i64", Elem::I64},  {"bool", Elem::Bool}};
+  auto it = targets.find(e.name);
+  if (it == targets.end()) {
+    error("E0401", e.range, fmt::format("cannot cast to `{}`", e.name),
+          "f64, f32, bf16, f16, f32acc, ℝ, i32, i64, bool");
+    return Operand::error();
+  }
+  TensorType out = t->type.tensor;
+  out.elem = it->second;
+  Instr in = make(Op::Cast, Type::make_tensor(out), {t->id}, e.range);
+  in.set(core::attr::CastTo{*core::parse_cast_target(e.name)});
+  in.align = {{identity_map(out.axes.size()), out.rest}};
+  return emit(std::move(in));
+}
+
+std::vector<int> BodyLowering::identity_map(size_t n) {
+  std::vector<int> m(n);
+  for (size_t i = 0; i < n; ++i) m[i] = static_cast<int>(i);
+  return m;
+}
+
+Operand BodyLowering::elementwise(Op op, const std::vector<Operand>& xs, SourceRange loc, Elem result_elem) {
+  std::vector<const TensorType*> types;
+  for (const Operand& x : xs) types.push_back(&x.type.tensor);
+  std::string err;
+  auto alignment = align(types, err);
+  if (!alignment) {
+    std::vector<std::string> shown;
+    for (const Operand& x : xs) shown.push_back(show(x.type));
+    error("E0402", loc, fmt::format("cannot broadcast {}: {}", fmt::join(shown, " with "), err),
+          "named axes align by name, the others from the right; an axis of size 1 stretches");
+    return Operand::error();
+  }
+  alignment->result.elem = result_elem;
+  std::vector<int> ids;
+  for (const Operand& x : xs) ids.push_back(x.id);
+  Instr in = make(op, Type::make_tensor(alignment->result), ids, loc);
+  in.align = alignment->operands;
+  return emit(std::move(in));
+}
+
+Elem BodyLowering::arithmetic_elem(Elem a, Elem b) {
+  if (a == Elem::Real || b == Elem::Real) return Elem::Real;
+  if (a == Elem::I64 || b == Elem::I64) return Elem::I64;
+  return Elem::I32;
+}
+
+NOINLINE Operand BodyLowering::lower_binary(const ast::Expr& e) {
+  // A chain `x1 + x2 + … + xn` is left-nested in the tree but flat in the
+  // source (the parser does not count it as nesting): walk its left spine
+  // in a loop, so that only real nesting deepens the recursion. Values are
+  // emitted in the order the recursion would emit them.
+  std::vector<const ast::Expr*> spine = {&e};
+  while (spine.back()->children.size() == 2 && spine.back()->children[0]->kind == ast::ExprKind::Binary)
+    spine.push_back(spine.back()->children[0].get());
+  if (spine.back()->children.size() != 2) return Operand::error();
+  Operand acc = lower(*spine.back()->children[0]);
+  for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
+    if ((*it)->children.size() != 2) return Operand::error();
+    Operand b = lower(*(*it)->children[1]);
+    acc = combine_binary(**it, acc, b);
+  }
+  return acc;
+}
+
+NOINLINE Operand BodyLowering::combine_binary(const ast::Expr& e, const Operand& a, const Operand& b) {
+  if (!a.ok() || !b.ok()) return Operand::error();
+  // Two literals fold at compile time (they are constants); booleans go on
+  // to the tensor path, whose checks they meet.
+  if (a.kind == OK::Literal && b.kind == OK::Literal && e.binary != ast::BinaryOp::Dot && !a.is_bool && !b.is_bool) {
+    double r = 0;
+    bool cmp = false;
     switch (e.binary) {
-      case ast::BinaryOp::Add: op = Op::Add; break;
-      case ast::BinaryOp::Sub: op = Op::Sub; break;
-      case ast::BinaryOp::Mul: op = Op::Mul; break;
-      case ast::BinaryOp::Div: op = Op::Div; break;
-      case ast::BinaryOp::Pow: op = Op::Pow; break;
-      case ast::BinaryOp::Lt: op = Op::Lt; comparison = true; break;
-      case ast::BinaryOp::Le: op = Op::Le; comparison = true; break;
-      case ast::BinaryOp::Gt: op = Op::Gt; comparison = true; break;
-      case ast::BinaryOp::Ge: op = Op::Ge; comparison = true; break;
-      case ast::BinaryOp::Eq: op = Op::Eq; comparison = true; break;
-      case ast::BinaryOp::Ne: op = Op::Ne; comparison = true; break;
-      case ast::BinaryOp::Dot: break;
+      case ast::BinaryOp::Add:
+        r = a.number + b.number;
+        break;
+      case ast::BinaryOp::Sub:
+        r = a.number - b.number;
+        break;
+      case ast::BinaryOp::Mul:
+        r = a.number * b.number;
+        break;
+      case ast::BinaryOp::Div:
+        r = a.number / b.number;
+        break;
+      case ast::BinaryOp::Pow:
+        r = std::pow(a.number, b.number);
+        break;
+      default:
+        cmp = true;
+        break;
     }
-    if (!comparison && (ea == Elem::Bool || eb == Elem::Bool)) {
-      error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", ast::binary_op_spelling(e.binary)),
-              "convert with `as ℝ`");
-      return Operand::error();
+    if (!cmp) {
+      Operand op;
+      op.kind = OK::Literal;
+      op.number = r;
+      op.is_integer = a.is_integer && b.is_integer && e.binary != ast::BinaryOp::Div && std::isfinite(r) &&
+                      r == std::trunc(r);  // 2 ^ -1 is not
+      op.loc = e.range;
+      return op;
     }
-    // Booleans compare only with booleans, and only for (in)equality.
-    if (comparison && (ea == Elem::Bool || eb == Elem::Bool) &&
-        (ea != eb || (op != Op::Eq && op != Op::Ne))) {
-      error("E0406", e.range,
-            ea != eb ? fmt::format("`{}` compares a boolean with a number", ast::binary_op_spelling(e.binary))
-                     : fmt::format("`{}` does not order booleans", ast::binary_op_spelling(e.binary)),
-            "booleans take == and ≠ with booleans; convert with `as ℝ` to compare numbers");
-      return Operand::error();
-    }
-    Elem result = comparison ? Elem::Bool : arithmetic_elem(ea, eb);
-    if (op == Op::Div || op == Op::Pow) result = Elem::Real;
-    return elementwise(op, {*x, *y}, e.range, result);
   }
-
-  Operand dot(const Operand& x, const Operand& w, SourceRange loc) {
-    const TensorType& a = x.type.tensor;
-    const TensorType& b = w.type.tensor;
-    if (a.elem != Elem::Real || b.elem != Elem::Real) {
-      error("E0406", loc, "`·` multiplies real tensors");
+  if (e.binary == ast::BinaryOp::Pow && b.kind == OK::Literal && !b.is_bool) {
+    auto x = tensor(a, e.children[0]->range);
+    if (!x) return Operand::error();
+    if (x->type.tensor.elem == Elem::Bool) {
+      error("E0406", e.range, "`^` needs numbers, not booleans");
       return Operand::error();
     }
-    if (a.axes.empty()) {
-      error("E0401", loc, fmt::format("`·` contracts the left operand's last axis, but {} has none", show(a)),
-            a.rest ? "`...` cannot be contracted: name the axis in the type" : "use `*` for a scalar product");
-      return Operand::error();
-    }
-    if (b.rest || b.axes.empty()) {
-      error("E0401", loc, fmt::format("`·` contracts the right operand's first axis; {} has {}", show(b),
-                                      b.rest ? "`...` there" : "no axis"));
-      return Operand::error();
-    }
-    const Axis& k1 = a.axes.back();
-    const Axis& k2 = b.axes.front();
-    if (!(k1.size == k2.size)) {
-      error("E0402", loc,
-            fmt::format("`·` contracts {} of size {} with {} of size {}", k1.name.empty() ? "the last axis" : "`" + k1.name + "`",
-                        k1.size.str(), k2.name.empty() ? "the first axis" : "`" + k2.name + "`", k2.size.str()),
-            fmt::format("left {}, right {}", show(a), show(b)));
-      return Operand::error();
-    }
-    TensorType out;
-    out.rest = a.rest;
-    out.axes.assign(a.axes.begin(), a.axes.end() - 1);
-    out.axes.insert(out.axes.end(), b.axes.begin() + 1, b.axes.end());
-    std::set<std::string> names;
-    for (const Axis& ax : out.axes)
-      if (!ax.name.empty() && !names.insert(ax.name).second) {
-        error("E0402", loc, fmt::format("the product would have two axes named `{}`", ax.name));
-        return Operand::error();
-      }
-    return emit(make(Op::Dot, Type::make_tensor(out), {x.id, w.id}, loc));
+    Instr in = make(Op::PowConst, Type::make_tensor(x->type.tensor), {x->id}, e.range);
+    in.type.tensor.elem = Elem::Real;
+    in.set(core::attr::Exponent{b.number});
+    in.align = {{identity_map(x->type.tensor.axes.size()), x->type.tensor.rest}};
+    return emit(std::move(in));
   }
+  auto x = tensor(a, e.children[0]->range, "the left operand");
+  auto y = tensor(b, e.children[1]->range, "the right operand");
+  if (!x || !y) return Operand::error();
+  if (e.binary == ast::BinaryOp::Dot) return dot(*x, *y, e.range);
+  Elem ea = x->type.tensor.elem, eb = y->type.tensor.elem;
+  Op op = Op::Add;
+  bool comparison = false;
+  switch (e.binary) {
+    case ast::BinaryOp::Add:
+      op = Op::Add;
+      break;
+    case ast::BinaryOp::Sub:
+      op = Op::Sub;
+      break;
+    case ast::BinaryOp::Mul:
+      op = Op::Mul;
+      break;
+    case ast::BinaryOp::Div:
+      op = Op::Div;
+      break;
+    case ast::BinaryOp::Pow:
+      op = Op::Pow;
+      break;
+    case ast::BinaryOp::Lt:
+      op = Op::Lt;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Le:
+      op = Op::Le;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Gt:
+      op = Op::Gt;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Ge:
+      op = Op::Ge;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Eq:
+      op = Op::Eq;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Ne:
+      op = Op::Ne;
+      comparison = true;
+      break;
+    case ast::BinaryOp::Dot:
+      break;
+  }
+  if (!comparison && (ea == Elem::Bool || eb == Elem::Bool)) {
+    error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", ast::binary_op_spelling(e.binary)),
+          "convert with `as ℝ`");
+    return Operand::error();
+  }
+  // Booleans compare only with booleans, and only for (in)equality.
+  if (comparison && (ea == Elem::Bool || eb == Elem::Bool) && (ea != eb || (op != Op::Eq && op != Op::Ne))) {
+    error("E0406", e.range,
+          ea != eb ? fmt::format("`{}` compares a boolean with a number", ast::binary_op_spelling(e.binary))
+                   : fmt::format("`{}` does not order booleans", ast::binary_op_spelling(e.binary)),
+          "booleans take == and ≠ with booleans; convert with `as ℝ` to compare numbers");
+    return Operand::error();
+  }
+  Elem result = comparison ? Elem::Bool : arithmetic_elem(ea, eb);
+  if (op == Op::Div || op == Op::Pow) result = Elem::Real;
+  return elementwise(op, {*x, *y}, e.range, result);
+}
 
-  /// Converts an operand to an expected type (a function result, an argument,
-  /// an annotation): literals are materialized; tensors must match.
-  std::optional<int> convert_to(const Operand& op, const Type& expected, SourceRange loc, const std::string& what) {
-    if (!op.ok()) return std::nullopt;
-    if (expected.kind == TypeKind::Scalar) {
-      if (op.kind == OK::Literal) {
-        if ((expected.scalar == ScalarKind::Nat || expected.scalar == ScalarKind::Int) && !op.is_integer) {
-          error("E0401", loc, fmt::format("{} is {}, but {} is not an integer", what, scalar_name(expected.scalar), op.number));
-          return std::nullopt;
-        }
-        if (expected.scalar == ScalarKind::Nat && op.number < 0) {
-          error("E0401", loc, fmt::format("{} is nat, but {} is negative", what, op.number));
-          return std::nullopt;
-        }
-        // Integers travel as doubles until here: only those a double holds exactly.
-        if ((expected.scalar == ScalarKind::Nat || expected.scalar == ScalarKind::Int) &&
-            std::fabs(op.number) > 9007199254740992.0) {
-          error("E0401", loc, fmt::format("{} is {}, but {} is outside ±2^53, the integers held exactly", what,
-                                          scalar_name(expected.scalar), op.number));
-          return std::nullopt;
-        }
-        Instr in = make(expected.scalar == ScalarKind::F64 ? Op::HostConst
-                        : expected.scalar == ScalarKind::Bool ? Op::ConstBool
-                                                              : Op::ConstInt,
-                        expected, {}, loc);
-        switch (expected.scalar) {
-          case ScalarKind::F64: in.set(core::attr::Literal{op.number}); break;
-          case ScalarKind::Bool: in.set(core::attr::Boolean{op.number != 0}); break;
-          case ScalarKind::Nat:
-          case ScalarKind::Int: in.set(core::attr::Integer{static_cast<int64_t>(op.number)}); break;
-        }
-        return emit(std::move(in)).id;
-      }
-      if (op.kind == OK::Value && op.type == expected) return op.id;
-      error("E0401", loc, fmt::format("{} is {}, given {}", what, scalar_name(expected.scalar),
-                                      op.kind == OK::Value ? show(op.type) : std::string("something else")));
-      return std::nullopt;
+Operand BodyLowering::dot(const Operand& x, const Operand& w, SourceRange loc) {
+  const TensorType& a = x.type.tensor;
+  const TensorType& b = w.type.tensor;
+  if (a.elem != Elem::Real || b.elem != Elem::Real) {
+    error("E0406", loc, "`·` multiplies real tensors");
+    return Operand::error();
+  }
+  if (a.axes.empty()) {
+    error("E0401", loc, fmt::format("`·` contracts the left operand's last axis, but {} has none", show(a)),
+          a.rest ? "`...` cannot be contracted: name the axis in the type" : "use `*` for a scalar product");
+    return Operand::error();
+  }
+  if (b.rest || b.axes.empty()) {
+    error("E0401", loc,
+          fmt::format("`·` contracts the right operand's first axis; {} has {}", show(b),
+                      b.rest ? "`...` there" : "no axis"));
+    return Operand::error();
+  }
+  const Axis& k1 = a.axes.back();
+  const Axis& k2 = b.axes.front();
+  if (!(k1.size == k2.size)) {
+    error("E0402", loc,
+          fmt::format("`·` contracts {} of size {} with {} of size {}",
+                      k1.name.empty() ? "the last axis" : "`" + k1.name + "`", k1.size.str(),
+                      k2.name.empty() ? "the first axis" : "`" + k2.name + "`", k2.size.str()),
+          fmt::format("left {}, right {}", show(a), show(b)));
+    return Operand::error();
+  }
+  TensorType out;
+  out.rest = a.rest;
+  out.axes.assign(a.axes.begin(), a.axes.end() - 1);
+  out.axes.insert(out.axes.end(), b.axes.begin() + 1, b.axes.end());
+  std::set<std::string> names;
+  for (const Axis& ax : out.axes)
+    if (!ax.name.empty() && !names.insert(ax.name).second) {
+      error("E0402", loc, fmt::format("the product would have two axes named `{}`", ax.name));
+      return Operand::error();
     }
-    Operand v = op;
-    if (op.kind == OK::Literal || (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)) {
-      if (expected.kind != TypeKind::Tensor) {
-        error("E0401", loc, fmt::format("{} is {}, given a number", what, show(expected)));
+  return emit(make(Op::Dot, Type::make_tensor(out), {x.id, w.id}, loc));
+}
+
+std::optional<int> BodyLowering::convert_to(const Operand& op, const Type& expected, SourceRange loc,
+                                            const std::string& what) {
+  if (!op.ok()) return std::nullopt;
+  if (expected.kind == TypeKind::Scalar) {
+    if (op.kind == OK::Literal) {
+      if ((expected.scalar == ScalarKind::Nat || expected.scalar == ScalarKind::Int) && !op.is_integer) {
+        error("E0401", loc,
+              fmt::format("{} is {}, but {} is not an integer", what, scalar_name(expected.scalar), op.number));
         return std::nullopt;
       }
-      auto t = tensor(op, loc);
-      if (!t) return std::nullopt;
-      v = *t;
+      if (expected.scalar == ScalarKind::Nat && op.number < 0) {
+        error("E0401", loc, fmt::format("{} is nat, but {} is negative", what, op.number));
+        return std::nullopt;
+      }
+      // Integers travel as doubles until here: only those a double holds exactly.
+      if ((expected.scalar == ScalarKind::Nat || expected.scalar == ScalarKind::Int) &&
+          std::fabs(op.number) > 9007199254740992.0) {
+        error("E0401", loc,
+              fmt::format("{} is {}, but {} is outside ±2^53, the integers held exactly", what,
+                          scalar_name(expected.scalar), op.number));
+        return std::nullopt;
+      }
+      Instr in = make(expected.scalar == ScalarKind::F64    ? Op::HostConst
+                      : expected.scalar == ScalarKind::Bool ? Op::ConstBool
+                                                            : Op::ConstInt,
+                      expected, {}, loc);
+      switch (expected.scalar) {
+        case ScalarKind::F64:
+          in.set(core::attr::Literal{op.number});
+          break;
+        case ScalarKind::Bool:
+          in.set(core::attr::Boolean{op.number != 0});
+          break;
+        case ScalarKind::Nat:
+        case ScalarKind::Int:
+          in.set(core::attr::Integer{static_cast<int64_t>(op.number)});
+          break;
+      }
+      return emit(std::move(in)).id;
+    }
+    if (op.kind == OK::Value && op.type == expected) return op.id;
+    error("E0401", loc,
+          fmt::format("{} is {}, given {}", what, scalar_name(expected.scalar),
+                      op.kind == OK::Value ? show(op.type) : std::string("something else")));
+    return std::nullopt;
+  }
+  Operand v = op;
+  if (op.kind == OK::Literal || (op.kind == OK::Value && op.type.kind == TypeKind::Scalar)) {
+    if (expected.kind != TypeKind::Tensor) {
+      error("E0401", loc, fmt::format("{} is {}, given a number", what, show(expected)));
+      return std::nullopt;
+    }
+    auto t = tensor(op, loc);
+    if (!t) return std::nullopt;
+    v = *t;
+  }
+  if (v.kind != OK::Value) {
+    error("E0401", loc, fmt::format("{} must be a value", what));
+    return std::nullopt;
+  }
+  RestBinding rb;
+  std::string err;
+  if (!unify(expected, v.type, {}, rb, err, /*allow_rest=*/false)) {
+    error(
+        "E0401", loc,
+        fmt::format("{} should be {}, but is {}{}", what, show(expected), show(v.type), err.empty() ? "" : ": " + err));
+    return std::nullopt;
+  }
+  return v.id;
+}
+
+bool BodyLowering::unify(const Type& declared, const Type& actual, const std::map<std::string, Size>& dims,
+                         RestBinding& rb, std::string& err, bool allow_rest, const SizeParams* sp, int depth) {
+  if (depth > kMaxDepth) return false;
+  if (declared.kind != actual.kind) return false;
+  bool ok = true;
+  switch (declared.kind) {
+    case TypeKind::Scalar:
+      return declared.scalar == actual.scalar;
+    case TypeKind::Key:
+      return true;
+    case TypeKind::Params: {
+      ParamsType d = declared.params;
+      for (Size& s : d.dims) s = s.substitute(dims, ok);
+      for (Size& s : d.stack) s = s.substitute(dims, ok);
+      return d == actual.params;
+    }
+    case TypeKind::Tuple:
+      if (declared.elements.size() != actual.elements.size()) return false;
+      for (size_t i = 0; i < declared.elements.size(); ++i)
+        if (!unify(declared.elements[i], actual.elements[i], dims, rb, err, allow_rest, sp, depth + 1)) return false;
+      return true;
+    case TypeKind::Tensor: {
+      const TensorType& d = declared.tensor;
+      const TensorType& a = actual.tensor;
+      if (d.elem != a.elem) {
+        err = fmt::format("element type {} is not {}", elem_name(a.elem), elem_name(d.elem));
+        return false;
+      }
+      size_t n = d.axes.size();
+      if (a.axes.size() < n || (!d.rest && (a.axes.size() != n || a.rest))) {
+        err = fmt::format("{} explicit axes where {} are declared", a.axes.size(), n);
+        if (a.rest && !d.rest) err = "`...` where the declared type has fixed axes";
+        return false;
+      }
+      size_t lead = a.axes.size() - n;
+      for (size_t i = 0; i < n; ++i) {
+        const Axis& da = d.axes[i];
+        const Axis& aa = a.axes[lead + i];
+        Size want = da.size.substitute(dims, ok);
+        const std::string* param = sp ? sp->bare(da.size) : nullptr;
+        std::string shown = aa.name.empty() ? std::to_string(lead + i) : "`" + aa.name + "`";
+        if (!(want == aa.size)) {
+          if (param && sp->sources.count(*param))
+            err = fmt::format("axis {} has size {}, but `{}` is {} (bound by {})", shown, aa.size.str(), *param,
+                              want.str(), sp->sources.at(*param));
+          else
+            err = fmt::format("axis {} has size {} where {} is declared", shown, aa.size.str(), want.str());
+          return false;
+        }
+        if (!param && !da.name.empty() && !aa.name.empty() && da.name != aa.name) {
+          err = fmt::format("axis `{}` where `{}` is declared", aa.name, da.name);
+          return false;
+        }
+      }
+      if (d.rest) {
+        if (!allow_rest && !(a.rest && lead == 0)) {
+          err = "`...` is declared but the value has fixed leading axes";
+          return false;
+        }
+        std::vector<Axis> leading(a.axes.begin(), a.axes.begin() + lead);
+        if (rb.bound && (rb.rest != a.rest || rb.axes != leading)) {
+          err = "the arguments' `...` stand for different leading axes";
+          return false;
+        }
+        rb.bound = true;
+        rb.rest = a.rest;
+        rb.axes = leading;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+Type BodyLowering::instantiate(const Type& declared, const std::map<std::string, Size>& dims, const RestBinding& rb,
+                               const SizeParams* sp, int depth) {
+  Type t = declared;
+  bool ok = true;
+  if (depth > kMaxDepth) return t;
+  switch (t.kind) {
+    case TypeKind::Tensor: {
+      for (Axis& a : t.tensor.axes) {
+        const std::string* param = sp ? sp->bare(a.size) : nullptr;
+        if (param && sp->axis_names.count(*param)) a.name = sp->axis_names.at(*param);
+        a.size = a.size.substitute(dims, ok);
+      }
+      if (t.tensor.rest && rb.bound) {
+        std::vector<Axis> axes = rb.axes;
+        axes.insert(axes.end(), t.tensor.axes.begin(), t.tensor.axes.end());
+        t.tensor.axes = std::move(axes);
+        t.tensor.rest = rb.rest;
+      }
+      return t;
+    }
+    case TypeKind::Tuple:
+      for (Type& e : t.elements) e = instantiate(e, dims, rb, sp, depth + 1);
+      return t;
+    case TypeKind::Params:
+      for (Size& s : t.params.dims) s = s.substitute(dims, ok);
+      for (Size& s : t.params.stack) s = s.substitute(dims, ok);
+      return t;
+    default:
+      return t;
+  }
+}
+
+NOINLINE Operand BodyLowering::lower_call(const ast::Expr& e) {
+  if (e.children.empty()) return Operand::error();
+  const ast::Expr& callee = *e.children[0];
+  if (callee.kind == ast::ExprKind::Call && !callee.children.empty() &&
+      callee.children[0]->kind == ast::ExprKind::Name) {
+    const std::string& form = callee.children[0]->name;
+    if ((form == "grad" || form == "value_and_grad") && !lookup_local(form) && names_builtin(form, callee))
+      return lower_gradient_call(callee, e);
+  }
+  if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name) && names_builtin(callee.name, e)) {
+    std::optional<Operand> builtin = lower_builtin(callee.name, e);
+    if (builtin) return *builtin;
+  }
+  Operand f = lower(callee);
+  if (!f.ok()) {
+    for (const ast::Arg& a : e.args)
+      if (a.value) lower(*a.value);  // still report errors inside the arguments
+    return f;
+  }
+  if (f.kind != OK::Function) {
+    error("E0401", callee.range, "this is not a function",
+          f.kind == OK::Use ? "call one of its functions, e.g. `.apply(x)`" : "");
+    return Operand::error();
+  }
+  return call_function(f, e);
+}
+
+NOINLINE Operand BodyLowering::lower_gradient_call(const ast::Expr& form, const ast::Expr& e) {
+  const std::string& name = form.children[0]->name;
+  const ast::Expr* target_expr = nullptr;
+  const ast::Arg* wrt_arg = nullptr;
+  for (const ast::Arg& a : form.args) {
+    if (a.kind == ast::Arg::Kind::Positional && !target_expr) {
+      target_expr = a.value.get();
+    } else if (a.kind == ast::Arg::Kind::Keyword && a.name && a.name->text == "wrt" && !wrt_arg) {
+      wrt_arg = &a;
+    } else {
+      error("E0405", a.range, fmt::format("`{}` takes a function and, optionally, `wrt = argument`", name));
+      return Operand::error();
+    }
+  }
+  if (!target_expr) {
+    error("E0405", form.range, fmt::format("`{}` takes a function: {}(f) or {}(f, wrt = x)", name, name, name));
+    return Operand::error();
+  }
+  Operand f = lower(*target_expr);
+  if (!f.ok()) return f;
+  if (f.kind != OK::Function) {
+    error("E0401", target_expr->range, fmt::format("`{}` differentiates a function; this is not one", name));
+    return Operand::error();
+  }
+  const core::Function& target = prog_.functions[f.index];
+  if (target.module >= 0 && f.number != 0) {
+    error("E0401", target_expr->range,
+          fmt::format("`{}` takes a module's function with its parameters passed explicitly", name),
+          fmt::format("write `{}({})` and pass the parameter tree first", name, target.name));
+    return Operand::error();
+  }
+  if (!(target.result.kind == TypeKind::Tensor && target.result.tensor.elem == Elem::Real &&
+        target.result.tensor.axes.empty() && !target.result.tensor.rest)) {
+    error("E0401", target_expr->range,
+          fmt::format("`{}` differentiates a function returning ℝ[]; `{}` returns {}", name, target.name,
+                      show(target.result)));
+    return Operand::error();
+  }
+  int wrt = 0;
+  if (wrt_arg) {
+    wrt = -1;
+    const ast::Expr* v = wrt_arg->value.get();
+    if (v && v->kind == ast::ExprKind::Name)
+      for (size_t i = 0; i < target.args.size(); ++i)
+        if (target.args[i].name == v->name) wrt = static_cast<int>(i);
+    if (wrt < 0) {
+      error("E0405", wrt_arg->range, fmt::format("`{}` has no argument named so", target.name));
+      return Operand::error();
+    }
+  }
+  if (target.args.empty() || !grad::differentiable(target.args[wrt].type)) {
+    error("E0401", target_expr->range,
+          target.args.empty()
+              ? fmt::format("`{}` takes no argument to differentiate", target.name)
+              : fmt::format("cannot differentiate with respect to `{}` : {} (a real tensor, a parameter "
+                            "tree or a tuple of them)",
+                            target.args[wrt].name, show(target.args[wrt].type)));
+    return Operand::error();
+  }
+  Operand call = call_function(f, e);
+  if (!call.ok()) return call;
+  core::Instr& in = fn_.body.back();
+  if (in.op != Op::Call || in.callee != f.index)
+    throw std::logic_error("internal: a gradient call did not lower to one call of its function");
+  Type grad_type = fn_.type_of(in.args.at(static_cast<size_t>(wrt)));
+  Type result = name == "grad" ? grad_type : Type::make_tuple({in.type, grad_type});
+  in.type = result;
+  in.callee = el_.request_gradient(f.index, wrt, name == "value_and_grad", form.range);
+  call.type = result;
+  return call;
+}
+
+bool BodyLowering::names_builtin(const std::string& name, const ast::Expr& e) const {
+  for (const ast::Arg& a : e.args)
+    if (a.kind == ast::Arg::Kind::Axis) return true;
+  if (mi_ >= 0) {
+    const ModuleInfo& m = prog_.modules[mi_];
+    if (m.fns.count(name)) return false;
+    for (const UseInfo& u : m.uses)
+      if (u.name == name) return false;
+  }
+  if (prog_.files[fi_].prelude) return true;
+  for (int f : prog_.files[fi_].fns)
+    if (prog_.functions[f].name == name) return false;
+  return prelude_function(name) < 0;
+}
+
+int BodyLowering::prelude_function(const std::string& name) const {
+  for (const FileInfo& file : prog_.files)
+    if (file.prelude)
+      for (int f : file.fns)
+        if (prog_.functions[f].name == name) return f;
+  return -1;
+}
+
+NOINLINE Operand BodyLowering::call_function(const Operand& f, const ast::Expr& e) {
+  const core::Function& target = prog_.functions[f.index];
+  const ast::FnDecl& tdecl = *el_.fn_decl(f.index);
+  std::vector<int> args;
+  std::vector<Size> dims;
+  std::vector<Size> stack;
+  size_t first_user = 0;  // index into target.args of the first argument the user passes
+  if (target.module >= 0) {
+    if (f.number == 1) {  // own module: θ as is
+      args.push_back(1);
+      for (const std::string& d : fn_.dims) dims.push_back(Size::symbol(d));
+      first_user = 1;
+    } else if (f.number == 2) {  // a sub-module: θ.<use>, read once the arguments are lowered
+      const UseInfo& use = prog_.modules[mi_].uses[f.id];
+      args.push_back(0);  // placeholder for the sub-tree
+      dims = use.type.dims;
+      stack = use.type.stack;
+      first_user = 1;
+    } else {
+      first_user = 0;  // θ given explicitly: the first user argument
+    }
+  }
+  // Match the user's arguments to the callee's declared arguments.
+  std::vector<const ast::Expr*> given(target.args.size(), nullptr);
+  size_t next = first_user;
+  bool failed = false;
+  for (const ast::Arg& a : e.args) {
+    if (a.kind == ast::Arg::Kind::Positional) {
+      if (next >= target.args.size()) {
+        error("E0405", a.range, fmt::format("`{}` takes {} argument(s)", target.name, target.args.size() - first_user));
+        failed = true;
+        break;
+      }
+      given[next++] = a.value.get();
+    } else if (a.kind == ast::Arg::Kind::Keyword && a.name) {
+      bool found = false;
+      for (size_t i = first_user; i < target.args.size(); ++i)
+        if (target.args[i].name == a.name->text) {
+          if (given[i]) error("E0405", a.range, fmt::format("argument `{}` is given twice", a.name->text));
+          given[i] = a.value.get();
+          found = true;
+        }
+      if (!found) {
+        error("E0405", a.range, fmt::format("`{}` has no argument `{}`", target.name, a.name->text));
+        failed = true;
+      }
+    } else {
+      error("E0405", a.range, fmt::format("`{}` takes values and `name = value` arguments", target.name));
+      failed = true;
+    }
+  }
+  if (failed) return Operand::error();
+  std::vector<Operand> values(target.args.size());
+  for (size_t i = first_user; i < target.args.size(); ++i) {
+    if (given[i]) {
+      values[i] = lower(*given[i]);
+      values[i].loc = given[i]->range;
+      continue;
+    }
+    size_t user_index = i - (target.module >= 0 ? 1 : 0);
+    const ast::FnArg* darg = user_index < tdecl.args.size() ? &tdecl.args[user_index] : nullptr;
+    if (!darg || !darg->default_value) {
+      error("E0405", e.range, fmt::format("`{}` needs its argument `{}`", target.name, target.args[i].name));
+      return Operand::error();
+    }
+    bool is_int = false;
+    auto v = el_.eval_const(*darg->default_value, el_.fn_file(f.index), is_int);
+    if (!v) return Operand::error();
+    values[i].kind = OK::Literal;
+    values[i].number = *v;
+    values[i].is_integer = is_int;
+    values[i].loc = e.range;
+  }
+  for (size_t i = first_user; i < values.size(); ++i)
+    if (!values[i].ok()) return Operand::error();
+  if (target.module >= 0 && f.number == 2) {
+    // The field of a stacked use is read whole; the fold slices it.
+    const UseInfo& use = prog_.modules[mi_].uses[f.id];
+    auto key = std::make_tuple(1, use.name, numerics_);
+    if (auto it = fields_.find(key); it != fields_.end()) {
+      args[0] = it->second.id;
+    } else {
+      Instr in = make(Op::Field, Type::make_params(use.type), {1}, e.children[0]->range);
+      in.set(core::attr::Member{use.name});
+      in.name = use.name;
+      args[0] = (fields_[key] = emit(std::move(in))).id;
+    }
+  }
+  // θ given explicitly fixes the callee's dimensions.
+  if (target.module >= 0 && first_user == 0) {
+    const Operand& theta = values[0];
+    if (theta.kind != OK::Value || theta.type.kind != TypeKind::Params || theta.type.params.module != target.module) {
+      error("E0401", e.args.empty() ? e.range : e.args[0].range,
+            fmt::format("`{}` takes the parameters of `{}` first (`params {}`)", target.name,
+                        prog_.modules[target.module].name, prog_.modules[target.module].name));
+      return Operand::error();
+    }
+    dims = theta.type.params.dims;
+    stack = theta.type.params.stack;
+  }
+  // A generic callee's size parameters come from the arguments' types;
+  // every later use of one is then checked against its binding by unify.
+  SizeParams inferred;
+  const SizeParams* sp = nullptr;
+  if (target.module < 0 && !target.dims.empty()) {
+    inferred.names = target.dims;
+    for (size_t i = first_user; i < target.args.size(); ++i)
+      if (values[i].kind == OK::Value)
+        bind_size_params(target.args[i].type, values[i].type, inferred,
+                         fmt::format("argument `{}`", target.args[i].name));
+    sp = &inferred;
+  }
+  std::map<std::string, Size> binding = inferred.sizes;
+  if (!sp)
+    for (size_t i = 0; i < target.dims.size() && i < dims.size(); ++i) binding[target.dims[i]] = dims[i];
+  RestBinding rb;
+  for (size_t i = first_user; i < target.args.size(); ++i) {
+    if (i == 0 && target.module >= 0) {
+      args.push_back(values[0].id);
+      continue;
+    }
+    Type declared = target.args[i].type;
+    Operand v = values[i];
+    if (declared.kind == TypeKind::Scalar || v.kind == OK::Literal) {
+      Type want = declared.kind == TypeKind::Tensor ? instantiate(declared, binding, rb, sp) : declared;
+      if (declared.kind == TypeKind::Tensor && declared.tensor.rest) want = Type::real_scalar();
+      auto id = convert_to(v, want, v.loc, fmt::format("argument `{}` of `{}`", target.args[i].name, target.name));
+      if (!id) return Operand::error();
+      if (declared.kind == TypeKind::Tensor) {
+        std::string err;
+        if (!unify(declared, fn_.type_of(*id), binding, rb, err, true, sp)) {
+          error("E0401", v.loc, fmt::format("argument `{}` of `{}`: {}", target.args[i].name, target.name, err));
+          return Operand::error();
+        }
+      }
+      args.push_back(*id);
+      continue;
     }
     if (v.kind != OK::Value) {
-      error("E0401", loc, fmt::format("{} must be a value", what));
-      return std::nullopt;
+      error("E0401", v.loc, fmt::format("argument `{}` of `{}` must be a value", target.args[i].name, target.name));
+      return Operand::error();
     }
-    RestBinding rb;
     std::string err;
-    if (!unify(expected, v.type, {}, rb, err, /*allow_rest=*/false)) {
-      error("E0401", loc, fmt::format("{} should be {}, but is {}{}", what, show(expected), show(v.type),
-                                      err.empty() ? "" : ": " + err));
-      return std::nullopt;
-    }
-    return v.id;
-  }
-
-  /// Matches an actual type against a declared one (after substituting the
-  /// callee's dimensions), binding the declared `...` to the actual leading
-  /// axes when allow_rest. With `sp`, an axis declared with exactly one of a
-  /// generic callee's size parameters matches an axis of any name.
-  bool unify(const Type& declared, const Type& actual, const std::map<std::string, Size>& dims, RestBinding& rb,
-             std::string& err, bool allow_rest = true, const SizeParams* sp = nullptr, int depth = 0) {
-    if (depth > kMaxDepth) return false;
-    if (declared.kind != actual.kind) return false;
-    bool ok = true;
-    switch (declared.kind) {
-      case TypeKind::Scalar: return declared.scalar == actual.scalar;
-      case TypeKind::Key: return true;
-      case TypeKind::Params: {
-        ParamsType d = declared.params;
-        for (Size& s : d.dims) s = s.substitute(dims, ok);
-        for (Size& s : d.stack) s = s.substitute(dims, ok);
-        return d == actual.params;
-      }
-      case TypeKind::Tuple:
-        if (declared.elements.size() != actual.elements.size()) return false;
-        for (size_t i = 0; i < declared.elements.size(); ++i)
-          if (!unify(declared.elements[i], actual.elements[i], dims, rb, err, allow_rest, sp, depth + 1)) return false;
-        return true;
-      case TypeKind::Tensor: {
-        const TensorType& d = declared.tensor;
-        const TensorType& a = actual.tensor;
-        if (d.elem != a.elem) {
-          err = fmt::format("element type {} is not {}", elem_name(a.elem), elem_name(d.elem));
-          return false;
-        }
-        size_t n = d.axes.size();
-        if (a.axes.size() < n || (!d.rest && (a.axes.size() != n || a.rest))) {
-          err = fmt::format("{} explicit axes where {} are declared", a.axes.size(), n);
-          if (a.rest && !d.rest) err = "`...` where the declared type has fixed axes";
-          return false;
-        }
-        size_t lead = a.axes.size() - n;
-        for (size_t i = 0; i < n; ++i) {
-          const Axis& da = d.axes[i];
-          const Axis& aa = a.axes[lead + i];
-          Size want = da.size.substitute(dims, ok);
-          const std::string* param = sp ? sp->bare(da.size) : nullptr;
-          std::string shown = aa.name.empty() ? std::to_string(lead + i) : "`" + aa.name + "`";
-          if (!(want == aa.size)) {
-            if (param && sp->sources.count(*param))
-              err = fmt::format("axis {} has size {}, but `{}` is {} (bound by {})", shown, aa.size.str(), *param,
-                                want.str(), sp->sources.at(*param));
-            else
-              err = fmt::format("axis {} has size {} where {} is declared", shown, aa.size.str(), want.str());
-            return false;
-          }
-          if (!param && !da.name.empty() && !aa.name.empty() && da.name != aa.name) {
-            err = fmt::format("axis `{}` where `{}` is declared", aa.name, da.name);
-            return false;
-          }
-        }
-        if (d.rest) {
-          if (!allow_rest && !(a.rest && lead == 0)) {
-            err = "`...` is declared but the value has fixed leading axes";
-            return false;
-          }
-          std::vector<Axis> leading(a.axes.begin(), a.axes.begin() + lead);
-          if (rb.bound && (rb.rest != a.rest || rb.axes != leading)) {
-            err = "the arguments' `...` stand for different leading axes";
-            return false;
-          }
-          rb.bound = true;
-          rb.rest = a.rest;
-          rb.axes = leading;
-        }
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /// A declared type instantiated at a call: dims substituted, `...` replaced
-  /// by what it was bound to, names taken from the declaration, except that
-  /// with `sp` an axis of a size parameter takes the name of the axis that bound it.
-  Type instantiate(const Type& declared, const std::map<std::string, Size>& dims, const RestBinding& rb,
-                   const SizeParams* sp = nullptr, int depth = 0) {
-    Type t = declared;
-    bool ok = true;
-    if (depth > kMaxDepth) return t;
-    switch (t.kind) {
-      case TypeKind::Tensor: {
-        for (Axis& a : t.tensor.axes) {
-          const std::string* param = sp ? sp->bare(a.size) : nullptr;
-          if (param && sp->axis_names.count(*param)) a.name = sp->axis_names.at(*param);
-          a.size = a.size.substitute(dims, ok);
-        }
-        if (t.tensor.rest && rb.bound) {
-          std::vector<Axis> axes = rb.axes;
-          axes.insert(axes.end(), t.tensor.axes.begin(), t.tensor.axes.end());
-          t.tensor.axes = std::move(axes);
-          t.tensor.rest = rb.rest;
-        }
-        return t;
-      }
-      case TypeKind::Tuple:
-        for (Type& e : t.elements) e = instantiate(e, dims, rb, sp, depth + 1);
-        return t;
-      case TypeKind::Params:
-        for (Size& s : t.params.dims) s = s.substitute(dims, ok);
-        for (Size& s : t.params.stack) s = s.substitute(dims, ok);
-        return t;
-      default: return t;
-    }
-  }
-
-  // ------------------------------------------------------------ calls
-
-  NOINLINE Operand lower_call(const ast::Expr& e) {
-    if (e.children.empty()) return Operand::error();
-    const ast::Expr& callee = *e.children[0];
-    if (callee.kind == ast::ExprKind::Call && !callee.children.empty() &&
-        callee.children[0]->kind == ast::ExprKind::Name) {
-      const std::string& form = callee.children[0]->name;
-      if ((form == "grad" || form == "value_and_grad") && !lookup_local(form) && names_builtin(form, callee))
-        return lower_gradient_call(callee, e);
-    }
-    if (callee.kind == ast::ExprKind::Name && !lookup_local(callee.name) && names_builtin(callee.name, e)) {
-      std::optional<Operand> builtin = lower_builtin(callee.name, e);
-      if (builtin) return *builtin;
-    }
-    Operand f = lower(callee);
-    if (!f.ok()) {
-      for (const ast::Arg& a : e.args)
-        if (a.value) lower(*a.value);  // still report errors inside the arguments
-      return f;
-    }
-    if (f.kind != OK::Function) {
-      error("E0401", callee.range, "this is not a function", f.kind == OK::Use ? "call one of its functions, e.g. `.apply(x)`" : "");
+    if (!unify(declared, v.type, binding, rb, err, true, sp)) {
+      Type shown = instantiate(declared, binding, rb);  // the declared names: the caller's do not matter
+      error("E0401", v.loc,
+            fmt::format("argument `{}` of `{}` should be {}, but is {}{}", target.args[i].name, target.name,
+                        show(shown), show(v.type), err.empty() ? "" : ": " + err));
       return Operand::error();
     }
-    return call_function(f, e);
+    args.push_back(v.id);
   }
-
-  /// `grad(f)(args…)` and `value_and_grad(f)(args…)`, optionally with
-  /// `wrt = name`: a call of the gradient function the elaborator builds from
-  /// f's vjp once every body is lowered (grad/vjp.h). Its arguments are f's,
-  /// matched as for a call of f; its result is the cotangent of the chosen
-  /// argument (for value_and_grad: f's value, then that cotangent).
-  NOINLINE Operand lower_gradient_call(const ast::Expr& form, const ast::Expr& e) {
-    const std::string& name = form.children[0]->name;
-    const ast::Expr* target_expr = nullptr;
-    const ast::Arg* wrt_arg = nullptr;
-    for (const ast::Arg& a : form.args) {
-      if (a.kind == ast::Arg::Kind::Positional && !target_expr) {
-        target_expr = a.value.get();
-      } else if (a.kind == ast::Arg::Kind::Keyword && a.name && a.name->text == "wrt" && !wrt_arg) {
-        wrt_arg = &a;
-      } else {
-        error("E0405", a.range, fmt::format("`{}` takes a function and, optionally, `wrt = argument`", name));
-        return Operand::error();
+  if (sp) {
+    for (const std::string& p : inferred.names) {
+      auto it = inferred.sizes.find(p);
+      if (it != inferred.sizes.end()) {
+        dims.push_back(it->second);
+        continue;
       }
-    }
-    if (!target_expr) {
-      error("E0405", form.range, fmt::format("`{}` takes a function: {}(f) or {}(f, wrt = x)", name, name, name));
+      // Unreachable for a well-declared callee (E0407 otherwise): some
+      // argument declares an axis of exactly that size, and unify has matched it.
+      if (target.checked)
+        error("E0401", e.range,
+              fmt::format("cannot infer size parameter `{}` of `{}` from the arguments", p, target.name));
       return Operand::error();
     }
-    Operand f = lower(*target_expr);
-    if (!f.ok()) return f;
-    if (f.kind != OK::Function) {
-      error("E0401", target_expr->range, fmt::format("`{}` differentiates a function; this is not one", name));
+  }
+  Type result = instantiate(target.result, binding, rb, sp);
+  if (!unique_result_names(result, target.name, e.range)) return Operand::error();
+  if (!stack.empty()) {
+    // stack{L}(M).f(x): L calls of M.f, each on its copy of the parameters.
+    if (stack.size() > 1) {
+      error("E0503", e.range, "a stack of stacks is called one level at a time");
       return Operand::error();
     }
-    const core::Function& target = prog_.functions[f.index];
-    if (target.module >= 0 && f.number != 0) {
-      error("E0401", target_expr->range,
-            fmt::format("`{}` takes a module's function with its parameters passed explicitly", name),
-            fmt::format("write `{}({})` and pass the parameter tree first", name, target.name));
-      return Operand::error();
-    }
-    if (!(target.result.kind == TypeKind::Tensor && target.result.tensor.elem == Elem::Real &&
-          target.result.tensor.axes.empty() && !target.result.tensor.rest)) {
-      error("E0401", target_expr->range,
-            fmt::format("`{}` differentiates a function returning ℝ[]; `{}` returns {}", name, target.name,
+    if (target.args.size() != 2 || !(target.args[1].type == target.result)) {
+      error("E0503", e.range,
+            fmt::format("calling `{}` on a stack folds it over the copies, so it must take (θ, x) and return x's type",
+                        target.name),
+            fmt::format("`{}` is {} → {}", target.name,
+                        target.args.size() == 2 ? show(target.args[1].type) : std::string("not (θ, x)"),
                         show(target.result)));
       return Operand::error();
     }
-    int wrt = 0;
-    if (wrt_arg) {
-      wrt = -1;
-      const ast::Expr* v = wrt_arg->value.get();
-      if (v && v->kind == ast::ExprKind::Name)
-        for (size_t i = 0; i < target.args.size(); ++i)
-          if (target.args[i].name == v->name) wrt = static_cast<int>(i);
-      if (wrt < 0) {
-        error("E0405", wrt_arg->range, fmt::format("`{}` has no argument named so", target.name));
-        return Operand::error();
-      }
-    }
-    if (target.args.empty() || !grad::differentiable(target.args[wrt].type)) {
-      error("E0401", target_expr->range,
-            target.args.empty() ? fmt::format("`{}` takes no argument to differentiate", target.name)
-                                : fmt::format("cannot differentiate with respect to `{}` : {} (a real tensor, a parameter "
-                                              "tree or a tuple of them)", target.args[wrt].name, show(target.args[wrt].type)));
-      return Operand::error();
-    }
-    Operand call = call_function(f, e);
-    if (!call.ok()) return call;
-    core::Instr& in = fn_.body.back();
-    if (in.op != Op::Call || in.callee != f.index)
-      throw std::logic_error("internal: a gradient call did not lower to one call of its function");
-    Type grad_type = fn_.type_of(in.args.at(static_cast<size_t>(wrt)));
-    Type result = name == "grad" ? grad_type : Type::make_tuple({in.type, grad_type});
-    in.type = result;
-    in.callee = el_.request_gradient(f.index, wrt, name == "value_and_grad", form.range);
-    call.type = result;
-    return call;
-  }
-
-  /// Whether a call `name(…)` of a plain name that is not a local tries the
-  /// built-in operations before the functions (docs/language.md §4.2). A
-  /// user's file looks in its module's members, then its own functions, then
-  /// the prelude's, then the built-ins; a prelude file tries the built-ins
-  /// first, so that it can wrap one under its own name (`gelu_tanh`). A call
-  /// with an `axis` argument always means a built-in: no function takes one.
-  bool names_builtin(const std::string& name, const ast::Expr& e) const {
-    for (const ast::Arg& a : e.args)
-      if (a.kind == ast::Arg::Kind::Axis) return true;
-    if (mi_ >= 0) {
-      const ModuleInfo& m = prog_.modules[mi_];
-      if (m.fns.count(name)) return false;
-      for (const UseInfo& u : m.uses)
-        if (u.name == name) return false;
-    }
-    if (prog_.files[fi_].prelude) return true;
-    for (int f : prog_.files[fi_].fns)
-      if (prog_.functions[f].name == name) return false;
-    return prelude_function(name) < 0;
-  }
-
-  /// The prelude's function of this name, or -1.
-  int prelude_function(const std::string& name) const {
-    for (const FileInfo& file : prog_.files)
-      if (file.prelude)
-        for (int f : file.fns)
-          if (prog_.functions[f].name == name) return f;
-    return -1;
-  }
-
-  NOINLINE Operand call_function(const Operand& f, const ast::Expr& e) {
-    const core::Function& target = prog_.functions[f.index];
-    const ast::FnDecl& tdecl = *el_.fn_decl(f.index);
-    std::vector<int> args;
-    std::vector<Size> dims;
-    std::vector<Size> stack;
-    size_t first_user = 0;  // index into target.args of the first argument the user passes
-    if (target.module >= 0) {
-      if (f.number == 1) {  // own module: θ as is
-        args.push_back(1);
-        for (const std::string& d : fn_.dims) dims.push_back(Size::symbol(d));
-        first_user = 1;
-      } else if (f.number == 2) {  // a sub-module: θ.<use>, read once the arguments are lowered
-        const UseInfo& use = prog_.modules[mi_].uses[f.id];
-        args.push_back(0);  // placeholder for the sub-tree
-        dims = use.type.dims;
-        stack = use.type.stack;
-        first_user = 1;
-      } else {
-        first_user = 0;  // θ given explicitly: the first user argument
-      }
-    }
-    // Match the user's arguments to the callee's declared arguments.
-    std::vector<const ast::Expr*> given(target.args.size(), nullptr);
-    size_t next = first_user;
-    bool failed = false;
-    for (const ast::Arg& a : e.args) {
-      if (a.kind == ast::Arg::Kind::Positional) {
-        if (next >= target.args.size()) {
-          error("E0405", a.range, fmt::format("`{}` takes {} argument(s)", target.name, target.args.size() - first_user));
-          failed = true;
-          break;
-        }
-        given[next++] = a.value.get();
-      } else if (a.kind == ast::Arg::Kind::Keyword && a.name) {
-        bool found = false;
-        for (size_t i = first_user; i < target.args.size(); ++i)
-          if (target.args[i].name == a.name->text) {
-            if (given[i]) error("E0405", a.range, fmt::format("argument `{}` is given twice", a.name->text));
-            given[i] = a.value.get();
-            found = true;
-          }
-        if (!found) {
-          error("E0405", a.range, fmt::format("`{}` has no argument `{}`", target.name, a.name->text));
-          failed = true;
-        }
-      } else {
-        error("E0405", a.range, fmt::format("`{}` takes values and `name = value` arguments", target.name));
-        failed = true;
-      }
-    }
-    if (failed) return Operand::error();
-    std::vector<Operand> values(target.args.size());
-    for (size_t i = first_user; i < target.args.size(); ++i) {
-      if (given[i]) {
-        values[i] = lower(*given[i]);
-        values[i].loc = given[i]->range;
-        continue;
-      }
-      size_t user_index = i - (target.module >= 0 ? 1 : 0);
-      const ast::FnArg* darg = user_index < tdecl.args.size() ? &tdecl.args[user_index] : nullptr;
-      if (!darg || !darg->default_value) {
-        error("E0405", e.range, fmt::format("`{}` needs its argument `{}`", target.name, target.args[i].name));
-        return Operand::error();
-      }
-      bool is_int = false;
-      auto v = el_.eval_const(*darg->default_value, el_.fn_file(f.index), is_int);
-      if (!v) return Operand::error();
-      values[i].kind = OK::Literal;
-      values[i].number = *v;
-      values[i].is_integer = is_int;
-      values[i].loc = e.range;
-    }
-    for (size_t i = first_user; i < values.size(); ++i)
-      if (!values[i].ok()) return Operand::error();
-    if (target.module >= 0 && f.number == 2) {
-      // The field of a stacked use is read whole; the fold slices it.
-      const UseInfo& use = prog_.modules[mi_].uses[f.id];
-      auto key = std::make_tuple(1, use.name, numerics_);
-      if (auto it = fields_.find(key); it != fields_.end()) {
-        args[0] = it->second.id;
-      } else {
-        Instr in = make(Op::Field, Type::make_params(use.type), {1}, e.children[0]->range);
-        in.set(core::attr::Member{use.name});
-        in.name = use.name;
-        args[0] = (fields_[key] = emit(std::move(in))).id;
-      }
-    }
-    // θ given explicitly fixes the callee's dimensions.
-    if (target.module >= 0 && first_user == 0) {
-      const Operand& theta = values[0];
-      if (theta.kind != OK::Value || theta.type.kind != TypeKind::Params || theta.type.params.module != target.module) {
-        error("E0401", e.args.empty() ? e.range : e.args[0].range,
-              fmt::format("`{}` takes the parameters of `{}` first (`params {}`)", target.name,
-                          prog_.modules[target.module].name, prog_.modules[target.module].name));
-        return Operand::error();
-      }
-      dims = theta.type.params.dims;
-      stack = theta.type.params.stack;
-    }
-    // A generic callee's size parameters come from the arguments' types;
-    // every later use of one is then checked against its binding by unify.
-    SizeParams inferred;
-    const SizeParams* sp = nullptr;
-    if (target.module < 0 && !target.dims.empty()) {
-      inferred.names = target.dims;
-      for (size_t i = first_user; i < target.args.size(); ++i)
-        if (values[i].kind == OK::Value)
-          bind_size_params(target.args[i].type, values[i].type, inferred,
-                           fmt::format("argument `{}`", target.args[i].name));
-      sp = &inferred;
-    }
-    std::map<std::string, Size> binding = inferred.sizes;
-    if (!sp)
-      for (size_t i = 0; i < target.dims.size() && i < dims.size(); ++i) binding[target.dims[i]] = dims[i];
-    RestBinding rb;
-    for (size_t i = first_user; i < target.args.size(); ++i) {
-      if (i == 0 && target.module >= 0) {
-        args.push_back(values[0].id);
-        continue;
-      }
-      Type declared = target.args[i].type;
-      Operand v = values[i];
-      if (declared.kind == TypeKind::Scalar || v.kind == OK::Literal) {
-        Type want = declared.kind == TypeKind::Tensor ? instantiate(declared, binding, rb, sp) : declared;
-        if (declared.kind == TypeKind::Tensor && declared.tensor.rest) want = Type::real_scalar();
-        auto id = convert_to(v, want, v.loc, fmt::format("argument `{}` of `{}`", target.args[i].name, target.name));
-        if (!id) return Operand::error();
-        if (declared.kind == TypeKind::Tensor) {
-          std::string err;
-          if (!unify(declared, fn_.type_of(*id), binding, rb, err, true, sp)) {
-            error("E0401", v.loc, fmt::format("argument `{}` of `{}`: {}", target.args[i].name, target.name, err));
-            return Operand::error();
-          }
-        }
-        args.push_back(*id);
-        continue;
-      }
-      if (v.kind != OK::Value) {
-        error("E0401", v.loc, fmt::format("argument `{}` of `{}` must be a value", target.args[i].name, target.name));
-        return Operand::error();
-      }
-      std::string err;
-      if (!unify(declared, v.type, binding, rb, err, true, sp)) {
-        Type shown = instantiate(declared, binding, rb);  // the declared names: the caller's do not matter
-        error("E0401", v.loc,
-              fmt::format("argument `{}` of `{}` should be {}, but is {}{}", target.args[i].name, target.name, show(shown),
-                          show(v.type), err.empty() ? "" : ": " + err));
-        return Operand::error();
-      }
-      args.push_back(v.id);
-    }
-    if (sp) {
-      for (const std::string& p : inferred.names) {
-        auto it = inferred.sizes.find(p);
-        if (it != inferred.sizes.end()) {
-          dims.push_back(it->second);
-          continue;
-        }
-        // Unreachable for a well-declared callee (E0407 otherwise): some
-        // argument declares an axis of exactly that size, and unify has matched it.
-        if (target.checked)
-          error("E0401", e.range, fmt::format("cannot infer size parameter `{}` of `{}` from the arguments", p, target.name));
-        return Operand::error();
-      }
-    }
-    Type result = instantiate(target.result, binding, rb, sp);
-    if (!unique_result_names(result, target.name, e.range)) return Operand::error();
-    if (!stack.empty()) {
-      // stack{L}(M).f(x): L calls of M.f, each on its copy of the parameters.
-      if (stack.size() > 1) {
-        error("E0503", e.range, "a stack of stacks is called one level at a time");
-        return Operand::error();
-      }
-      if (target.args.size() != 2 || !(target.args[1].type == target.result)) {
-        error("E0503", e.range,
-              fmt::format("calling `{}` on a stack folds it over the copies, so it must take (θ, x) and return x's type",
-                          target.name),
-              fmt::format("`{}` is {} → {}", target.name,
-                          target.args.size() == 2 ? show(target.args[1].type) : std::string("not (θ, x)"),
-                          show(target.result)));
-        return Operand::error();
-      }
-      Instr in = make(Op::Fold, result, args, e.range);
-      in.callee = f.index;
-      in.sizes = {stack[0]};
-      in.sizes.insert(in.sizes.end(), dims.begin(), dims.end());
-      return emit(std::move(in));
-    }
-    Instr in = make(Op::Call, result, args, e.range);
+    Instr in = make(Op::Fold, result, args, e.range);
     in.callee = f.index;
-    in.sizes = dims;
+    in.sizes = {stack[0]};
+    in.sizes.insert(in.sizes.end(), dims.begin(), dims.end());
     return emit(std::move(in));
   }
+  Instr in = make(Op::Call, result, args, e.range);
+  in.callee = f.index;
+  in.sizes = dims;
+  return emit(std::move(in));
+}
 
-  /// Binds a generic callee's size parameters from one argument: an axis
-  /// declared with exactly a parameter binds it to the size of the argument
-  /// axis it lines up with (as unify lines them up), unless an earlier axis
-  /// already did. Mismatched shapes bind nothing; unify reports them.
-  void bind_size_params(const Type& declared, const Type& actual, SizeParams& sp, const std::string& source,
-                        int depth = 0) {
-    if (depth > kMaxDepth || declared.kind != actual.kind) return;
-    if (declared.kind == TypeKind::Tuple) {
-      if (declared.elements.size() != actual.elements.size()) return;
-      for (size_t i = 0; i < declared.elements.size(); ++i)
-        bind_size_params(declared.elements[i], actual.elements[i], sp, source, depth + 1);
-      return;
-    }
-    if (declared.kind != TypeKind::Tensor) return;
-    const TensorType& d = declared.tensor;
-    const TensorType& a = actual.tensor;
-    size_t n = d.axes.size();
-    if (a.axes.size() < n || (!d.rest && a.axes.size() != n)) return;
-    size_t lead = a.axes.size() - n;
-    for (size_t i = 0; i < n; ++i) {
-      const std::string* param = sp.bare(d.axes[i].size);
-      if (!param || sp.sizes.count(*param)) continue;
-      const Axis& bound = a.axes[lead + i];
-      sp.sizes[*param] = bound.size;
-      sp.axis_names[*param] = bound.name;
-      sp.sources[*param] = fmt::format("{}, axis {}", source,
-                                       bound.name.empty() ? std::to_string(lead + i) : "`" + bound.name + "`");
-    }
+void BodyLowering::bind_size_params(const Type& declared, const Type& actual, SizeParams& sp, const std::string& source,
+                                    int depth) {
+  if (depth > kMaxDepth || declared.kind != actual.kind) return;
+  if (declared.kind == TypeKind::Tuple) {
+    if (declared.elements.size() != actual.elements.size()) return;
+    for (size_t i = 0; i < declared.elements.size(); ++i)
+      bind_size_params(declared.elements[i], actual.elements[i], sp, source, depth + 1);
+    return;
   }
-
-  // ------------------------------------------------------------ built-in operations
-
-  struct BuiltinArgs {
-    std::vector<const ast::Arg*> positional;
-    std::vector<const ast::Arg*> axes;
-    std::vector<const ast::Arg*> keywords;
-    std::vector<const ast::Arg*> sizes;
-  };
-
-  static BuiltinArgs split_args(const ast::Expr& e) {
-    BuiltinArgs b;
-    for (const ast::Arg& a : e.args) {
-      switch (a.kind) {
-        case ast::Arg::Kind::Positional: b.positional.push_back(&a); break;
-        case ast::Arg::Kind::Axis: b.axes.push_back(&a); break;
-        case ast::Arg::Kind::Keyword: b.keywords.push_back(&a); break;
-        case ast::Arg::Kind::AxisSize: b.sizes.push_back(&a); break;
-      }
-    }
-    return b;
+  if (declared.kind != TypeKind::Tensor) return;
+  const TensorType& d = declared.tensor;
+  const TensorType& a = actual.tensor;
+  size_t n = d.axes.size();
+  if (a.axes.size() < n || (!d.rest && a.axes.size() != n)) return;
+  size_t lead = a.axes.size() - n;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string* param = sp.bare(d.axes[i].size);
+    if (!param || sp.sizes.count(*param)) continue;
+    const Axis& bound = a.axes[lead + i];
+    sp.sizes[*param] = bound.size;
+    sp.axis_names[*param] = bound.name;
+    sp.sources[*param] =
+        fmt::format("{}, axis {}", source, bound.name.empty() ? std::to_string(lead + i) : "`" + bound.name + "`");
   }
+}
 
-  bool expect_args(const std::string& name, const ast::Expr& e, const BuiltinArgs& b, size_t min_pos, size_t max_pos,
-                   bool axes, bool sizes, const std::set<std::string>& keywords) {
-    bool ok = true;
-    if (b.positional.size() < min_pos || b.positional.size() > max_pos) {
-      error("E0405", e.range,
-            min_pos == max_pos ? fmt::format("`{}` takes {} value argument(s), given {}", name, min_pos, b.positional.size())
-                               : fmt::format("`{}` takes {} to {} value arguments, given {}", name, min_pos, max_pos,
-                                             b.positional.size()));
-      ok = false;
-    }
-    if (!axes && !b.axes.empty()) {
-      error("E0405", b.axes[0]->range, fmt::format("`{}` takes no `axis` argument", name));
-      ok = false;
-    }
-    if (!sizes && !b.sizes.empty()) {
-      error("E0405", b.sizes[0]->range, fmt::format("`{}` takes no `name: size` argument", name));
-      ok = false;
-    }
-    for (const ast::Arg* k : b.keywords)
-      if (!k->name || !keywords.count(k->name->text)) {
-        error("E0405", k->range, fmt::format("`{}` has no argument `{}`", name, k->name ? k->name->text : "?"));
-        ok = false;
-      }
-    return ok;
-  }
-
-  int axis_index(const TensorType& t, const ast::Ident& name, const char* op) {
-    int i = t.find(name.text);
-    if (i < 0)
-      error("E0403", name.range, fmt::format("{}: {} has no axis named `{}`", op, show(t), name.text),
-            fmt::format("its axes: {}", axes_list(t)));
-    return i;
-  }
-
-  std::optional<double> keyword_const(const BuiltinArgs& b, const std::string& key, double fallback) {
-    for (const ast::Arg* k : b.keywords)
-      if (k->name && k->name->text == key && k->value) {
-        bool is_int = false;
-        auto v = el_.eval_const(*k->value, fi_, is_int);
-        if (!v) return std::nullopt;
-        return *v;
-      }
-    return fallback;
-  }
-
-  NOINLINE std::optional<Operand> lower_builtin(const std::string& name, const ast::Expr& e) {
-    const std::map<std::string, Op>& unary = unary_builtins();
-    const std::map<std::string, Op>& reductions = reduction_builtins();
-    BuiltinArgs b = split_args(e);
-    if (auto it = unary.find(name); it != unary.end()) return builtin_unary(name, it->second, e, b);
-    if ((name == "max" || name == "min") && b.positional.size() == 2 && b.axes.empty())
-      return builtin_min_max(name, e, b);
-    if (auto it = reductions.find(name); it != reductions.end()) return builtin_reduction(name, it->second, e, b);
-    if (name == "where") return builtin_where(name, e, b);
-    if (name == "real") return builtin_real(name, e, b);
-    if (name == "matmul" || name == "dot") return builtin_matmul(name, e, b);
-    if (name == "contract") return lower_contract(e, b);
-    if (name == "transpose") return builtin_transpose(name, e, b);
-    if (name == "split") return builtin_split(e, b);
-    if (name == "merge") return lower_merge(e, b);
-    if (name == "concat") return builtin_concat(name, e, b);
-    if (name == "slice") return builtin_slice(name, e, b);
-    if (name == "gather") return builtin_gather(name, e, b);
-    if (name == "one_hot") return builtin_one_hot(name, e, b);
-    if (name == "uniform" || name == "normal" || name == "bernoulli") return lower_draw(name, e, b);
-    return std::nullopt;
-  }
-
-  NOINLINE Operand builtin_unary(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    Elem elem = x->type.tensor.elem;
-    if ((op == Op::Not) != (elem == Elem::Bool)) {
-      error("E0406", e.range, op == Op::Not ? "`not` takes a boolean tensor"
-                                                    : fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)),
-            op == Op::Not ? "" : "convert with `as ℝ`");
-      return Operand::error();
-    }
-    if (elem != Elem::Real && elem != Elem::Bool && op != Op::Abs) {
-      error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)), "convert with `as ℝ`");
-      return Operand::error();
-    }
-    return elementwise(op, {*x}, e.range, elem);
-  }
-
-  NOINLINE Operand builtin_min_max(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 2, 2, false, false, {})) return Operand::error();
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-    if (!x || !y) return Operand::error();
-    if (x->type.tensor.elem == Elem::Bool || y->type.tensor.elem == Elem::Bool) {
-      error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", name), "convert with `as ℝ`");
-      return Operand::error();
-    }
-    return elementwise(name == "max" ? Op::Max : Op::Min, {*x, *y}, e.range,
-                       arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
-  }
-
-  NOINLINE Operand builtin_reduction(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    const TensorType& t = x->type.tensor;
-    if (t.elem == Elem::Bool || (t.elem != Elem::Real && (op == Op::Mean || op == Op::LogSumExp))) {
-      error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)));
-      return Operand::error();
-    }
-    Instr in = make(op, Type::real_scalar(), {x->id}, e.range);
-    in.type.tensor.elem = t.elem;
-    if (b.axes.empty()) {
-      in.all_axes = true;
-      return emit(std::move(in));
-    }
-    std::set<int> chosen;
-    for (const ast::Arg* a : b.axes) {
-      int i = axis_index(t, *a->name, name.c_str());
-      if (i < 0) return Operand::error();
-      if (!chosen.insert(i).second) {
-        error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
-        return Operand::error();
-      }
-    }
-    in.axes.assign(chosen.begin(), chosen.end());
-    TensorType out = t;
-    out.axes.clear();
-    for (size_t i = 0; i < t.axes.size(); ++i)
-      if (!chosen.count(static_cast<int>(i))) out.axes.push_back(t.axes[i]);
-    in.type = Type::make_tensor(out);
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand builtin_where(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 3, 3, false, false, {})) return Operand::error();
-    auto c = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    auto x = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-    auto y = tensor(lower(*b.positional[2]->value), b.positional[2]->range);
-    if (!c || !x || !y) return Operand::error();
-    if (c->type.tensor.elem != Elem::Bool) {
-      error("E0406", b.positional[0]->range, fmt::format("`where` needs a boolean condition, given {}", show(c->type)),
-            "compare, e.g. `where(x > 0, x, 0)`");
-      return Operand::error();
-    }
-    Elem ex = x->type.tensor.elem, ey = y->type.tensor.elem;
-    if ((ex == Elem::Bool) != (ey == Elem::Bool)) {
-      error("E0406", e.range, fmt::format("`where` chooses between {} and {}: a boolean and a number", show(x->type),
-                                          show(y->type)),
-            "convert with `as ℝ`");
-      return Operand::error();
-    }
-    return elementwise(Op::Where, {*c, *x, *y}, e.range, ex == Elem::Bool ? Elem::Bool : arithmetic_elem(ex, ey));
-  }
-
-  NOINLINE Operand builtin_real(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
-    Operand v = lower(*b.positional[0]->value);
-    if (v.kind == OK::Value && v.type.kind == TypeKind::Tensor) {
-      error("E0401", e.range, "`real` turns a host scalar into ℝ[]; this is already a tensor", "use `x as ℝ` to convert");
-      return Operand::error();
-    }
-    if (auto r = real_scalar(v, e.range)) return *r;  // real(true) is 1, not a bool[]
-    auto t = tensor(v, e.range);
-    if (!t) return Operand::error();
-    return *t;
-  }
-
-  NOINLINE Operand builtin_matmul(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 2, 2, false, false, {"out"})) return Operand::error();
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    auto w = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-    if (!x || !w) return Operand::error();
-    Operand r = dot(*x, *w, e.range);
-    for (const ast::Arg* k : b.keywords) {
-      if (!k->value || k->value->kind != ast::ExprKind::Name || (k->value->name != "f32" && k->value->name != "f64")) {
-        error("E0401", k->range, "`out =` takes f32 (the accumulator's type)");
-        return Operand::error();
-      }
-      if (r.ok())
-        fn_.body.back().set(core::attr::ProductOut{k->value->name == "f32" ? core::attr::ProductOut::Out::F32
-                                                                            : core::attr::ProductOut::Out::F64});
-    }
-    return r;
-  }
-
-  NOINLINE Operand builtin_transpose(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    if (b.axes.size() != 2) {
-      error("E0405", e.range, "`transpose(x, axis a, axis b)` swaps two named axes");
-      return Operand::error();
-    }
-    int i = axis_index(x->type.tensor, *b.axes[0]->name, "transpose");
-    int j = axis_index(x->type.tensor, *b.axes[1]->name, "transpose");
-    if (i < 0 || j < 0) return Operand::error();
-    TensorType out = x->type.tensor;
-    std::swap(out.axes[i], out.axes[j]);
-    Instr in = make(Op::Transpose, Type::make_tensor(out), {x->id}, e.range);
-    in.axes = identity_map(out.axes.size());
-    std::swap(in.axes[i], in.axes[j]);
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand builtin_split(const ast::Expr& e, const BuiltinArgs& b) {
-    if (b.axes.empty() && b.positional.size() == 1 && b.sizes.empty()) {
-      Operand k = lower(*b.positional[0]->value);
-      if (!k.ok()) return Operand::error();
-      if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
-        error("E0401", e.range, "`split(k)` splits a key; to split an axis write `split(axis a, x, p: P, q: Q)`");
-        return Operand::error();
-      }
-      return emit(make(Op::KeySplit, Type::make_tuple({Type::make_key(), Type::make_key()}), {k.id}, e.range));
-    }
-    return lower_split(e, b);
-  }
-
-  NOINLINE Operand builtin_concat(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 2, 1024, true, false, {})) return Operand::error();
-    if (b.axes.size() != 1) {
-      error("E0405", e.range, "`concat(axis a, x, y, …)` joins along one named axis");
-      return Operand::error();
-    }
-    std::vector<Operand> xs;
-    for (const ast::Arg* p : b.positional) {
-      auto x = tensor(lower(*p->value), p->range);
-      if (!x) return Operand::error();
-      xs.push_back(*x);
-    }
-    int i = axis_index(xs[0].type.tensor, *b.axes[0]->name, "concat");
-    if (i < 0) return Operand::error();
-    TensorType out = xs[0].type.tensor;
-    bool ok = true;
-    std::vector<int> ids = {xs[0].id};
-    for (size_t k = 1; k < xs.size(); ++k) {
-      TensorType other = xs[k].type.tensor;
-      int j = other.find(b.axes[0]->name->text);
-      bool same = j == i && other.rest == out.rest && other.elem == out.elem && other.axes.size() == out.axes.size();
-      for (size_t a = 0; same && a < out.axes.size(); ++a)
-        if (static_cast<int>(a) != i && !(other.axes[a] == out.axes[a])) same = false;
-      if (!same) {
-        error("E0402", b.positional[k]->range,
-              fmt::format("concat: {} does not match {} except along `{}`", show(other), show(xs[0].type.tensor),
-                          b.axes[0]->name->text));
-        return Operand::error();
-      }
-      out.axes[i].size = Size::add(out.axes[i].size, other.axes[j].size, ok);
-      ids.push_back(xs[k].id);
-    }
-    if (!ok) {
-      error("E0404", e.range, fmt::format("concat: the sizes along `{}` add past 2^63", b.axes[0]->name->text));
-      return Operand::error();
-    }
-    Instr in = make(Op::Concat, Type::make_tensor(out), ids, e.range);
-    in.axes = {i};
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand builtin_slice(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 3, 4, true, false, {})) return Operand::error();
-    if (b.axes.size() != 1) {
-      error("E0405", e.range, "`slice(axis a, x, start, stop[, step])` cuts one named axis");
-      return Operand::error();
-    }
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    int i = axis_index(x->type.tensor, *b.axes[0]->name, "slice");
-    if (i < 0) return Operand::error();
-    int64_t bounds[3] = {0, 0, 1};
-    for (size_t k = 1; k < b.positional.size(); ++k) {
-      bool is_int = false;
-      auto v = el_.eval_const(*b.positional[k]->value, fi_, is_int);
-      if (!v) return Operand::error();
-      if (!is_int || *v < 0 || (k == 3 && *v < 1)) {
-        error("E0404", b.positional[k]->range,
-              k == 3 ? "a slice's step is a positive integer" : "a slice's bounds are natural-number constants");
-        return Operand::error();
-      }
-      // A double holds every integer up to 2^53 exactly; past it the bound is
-      // not the number written, and 2^63 does not convert to int64 at all.
-      if (*v > 9007199254740992.0) {
-        error("E0404", b.positional[k]->range,
-              fmt::format("a slice's {} must be at most 2^53; no axis is that long", k == 3 ? "step" : "bound"));
-        return Operand::error();
-      }
-      bounds[k - 1] = static_cast<int64_t>(*v);
-    }
-    auto size = x->type.tensor.axes[i].size.constant_value();
-    if (bounds[1] <= bounds[0] || (size && bounds[1] > *size)) {
-      error("E0404", e.range,
-            fmt::format("slice [{}, {}) of axis `{}` (size {}) is empty or out of range", bounds[0], bounds[1],
-                        b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
-      return Operand::error();
-    }
-    TensorType out = x->type.tensor;
-    out.axes[i].size = Size::constant((bounds[1] - bounds[0] + bounds[2] - 1) / bounds[2]);
-    Instr in = make(Op::Slice, Type::make_tensor(out), {x->id}, e.range);
-    in.axes = {i};
-    in.set(core::attr::Range{bounds[0], bounds[1], bounds[2]});
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand builtin_gather(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
-    auto table = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    auto ids = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-    if (!table || !ids) return Operand::error();
-    const TensorType& t = table->type.tensor;
-    const TensorType& it = ids->type.tensor;
-    if (it.elem != Elem::I32 && it.elem != Elem::I64) {
-      error("E0406", b.positional[1]->range, fmt::format("gather's ids are integers, given {}", show(it)));
-      return Operand::error();
-    }
-    if (t.rest) {
-      error("E0401", b.positional[0]->range, "gather's table needs known axes (no `...`)");
-      return Operand::error();
-    }
-    int i = 0;
-    if (b.axes.size() == 1) i = axis_index(t, *b.axes[0]->name, "gather");
-    else if (!b.axes.empty()) {
-      error("E0405", e.range, "gather looks up along one axis");
-      return Operand::error();
-    }
-    if (i < 0) return Operand::error();
-    if (it.rest && i != 0) {
-      error("E0401", e.range, "with `...` ids, gather looks up along the table's first axis");
-      return Operand::error();
-    }
-    TensorType out;
-    out.elem = t.elem;
-    out.rest = it.rest;
-    out.axes.assign(t.axes.begin(), t.axes.begin() + i);
-    out.axes.insert(out.axes.end(), it.axes.begin(), it.axes.end());
-    out.axes.insert(out.axes.end(), t.axes.begin() + i + 1, t.axes.end());
-    if (!unique_names(out, e.range)) return Operand::error();
-    Instr in = make(Op::Gather, Type::make_tensor(out), {table->id, ids->id}, e.range);
-    in.axes = {i};
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand builtin_one_hot(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args(name, e, b, 1, 1, false, true, {})) return Operand::error();
-    auto ids = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!ids) return Operand::error();
-    if (ids->type.tensor.elem != Elem::I32 && ids->type.tensor.elem != Elem::I64) {
-      error("E0406", b.positional[0]->range, "one_hot takes integer ids");
-      return Operand::error();
-    }
-    if (b.sizes.size() != 1) {
-      error("E0405", e.range, "`one_hot(ids, vocab: V)` names the new axis and its size");
-      return Operand::error();
-    }
-    auto n = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
-    if (!n) return Operand::error();
-    if (auto c = n->constant_value(); c && *c <= 0) {
-      error("E0404", b.sizes[0]->range, "an axis must have a positive size");
-      return Operand::error();
-    }
-    TensorType out = ids->type.tensor;
-    out.elem = Elem::Real;
-    if (out.find(b.sizes[0]->name->text) >= 0) {
-      error("E0403", b.sizes[0]->range, fmt::format("the ids already have an axis `{}`", b.sizes[0]->name->text));
-      return Operand::error();
-    }
-    out.axes.push_back({b.sizes[0]->name->text, *n});
-    if (exceeds_element_limit(out)) {
-      error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
-      return Operand::error();
-    }
-    Instr in = make(Op::OneHot, Type::make_tensor(out), {ids->id}, e.range);
-    in.sizes = {*n};
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand lower_contract(const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args("contract", e, b, 2, 2, true, false, {})) return Operand::error();
-    if (b.axes.size() != 1) {
-      error("E0405", e.range, "`contract(axis d, a, b)` sums over one named axis the two share");
-      return Operand::error();
-    }
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
-    if (!x || !y) return Operand::error();
-    const TensorType& a = x->type.tensor;
-    const TensorType& c = y->type.tensor;
-    if (a.elem != Elem::Real || c.elem != Elem::Real) {
-      error("E0406", e.range, "`contract` multiplies real tensors", "convert with `as ℝ`");
-      return Operand::error();
-    }
-    if (c.rest) {
-      error("E0401", b.positional[1]->range, "contract's second operand needs known axes (no `...`)");
-      return Operand::error();
-    }
-    int ia = axis_index(a, *b.axes[0]->name, "contract");
-    int ic = axis_index(c, *b.axes[0]->name, "contract");
-    if (ia < 0 || ic < 0) return Operand::error();
-    if (!(a.axes[ia].size == c.axes[ic].size)) {
-      error("E0402", e.range, fmt::format("contract over `{}`: sizes {} and {}", b.axes[0]->name->text,
-                                          a.axes[ia].size.str(), c.axes[ic].size.str()));
-      return Operand::error();
-    }
-    TensorType out;
-    out.rest = a.rest;
-    Instr in = make(Op::Contract, Type(), {x->id, y->id}, e.range);
-    in.axes = {ia, ic};
-    for (size_t i = 0; i < a.axes.size(); ++i)
-      if (static_cast<int>(i) != ia) out.axes.push_back(a.axes[i]);
-    for (size_t j = 0; j < c.axes.size(); ++j) {
-      if (static_cast<int>(j) == ic) continue;
-      int shared = c.axes[j].name.empty() ? -1 : a.find(c.axes[j].name);
-      if (shared >= 0) {
-        if (!(a.axes[shared].size == c.axes[j].size)) {
-          error("E0402", e.range, fmt::format("contract: batch axis `{}` has sizes {} and {}", c.axes[j].name,
-                                              a.axes[shared].size.str(), c.axes[j].size.str()));
-          return Operand::error();
-        }
-        in.pairs.push_back({shared, static_cast<int>(j)});
-        continue;
-      }
-      out.axes.push_back(c.axes[j]);
-    }
-    out.elem = Elem::Real;
-    in.type = Type::make_tensor(out);
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand lower_split(const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args("split", e, b, 1, 1, true, true, {})) return Operand::error();
-    if (b.axes.size() != 1 || b.sizes.size() < 2) {
-      error("E0405", e.range, "`split(axis a, x, p: P, q: Q)` splits one axis into named parts");
-      return Operand::error();
-    }
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    int i = axis_index(x->type.tensor, *b.axes[0]->name, "split");
-    if (i < 0) return Operand::error();
-    std::vector<Axis> parts;
-    Size product = Size::constant(1);
-    bool ok = true;
-    for (const ast::Arg* s : b.sizes) {
-      auto size = el_.eval_size(*s->value, fi_, mi_);
-      if (!size) return Operand::error();
-      if (auto c = size->constant_value(); c && *c <= 0) {
-        error("E0404", s->range, "a part's size is positive");
-        return Operand::error();
-      }
-      parts.push_back({s->name->text, *size});
-      product = Size::mul(product, *size, ok);
-    }
-    if (!ok) {  // a wrapped product could equal the axis's size by accident
-      error("E0404", e.range, fmt::format("split: the parts' product overflows (it is past 2^63), so it cannot be "
-                                          "axis `{}`'s size {}",
-                                          b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
-      return Operand::error();
-    }
-    if (!(product == x->type.tensor.axes[i].size)) {
-      error("E0404", e.range, fmt::format("split: the parts multiply to {}, but axis `{}` has size {}", product.str(),
-                                          b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
-      return Operand::error();
-    }
-    TensorType out = x->type.tensor;
-    out.axes.erase(out.axes.begin() + i);
-    out.axes.insert(out.axes.begin() + i, parts.begin(), parts.end());
-    if (!unique_names(out, e.range)) return Operand::error();
-    Instr in = make(Op::SplitAxis, Type::make_tensor(out), {x->id}, e.range);
-    in.axes = {i};
-    for (const Axis& p : parts) in.sizes.push_back(p.size);
-    return emit(std::move(in));
-  }
-
-  /// A callee's declared axes and the caller's `...` may share a name
-  /// (`-> ℝ[..., batch: 4]` called with `ℝ[batch: 2, 4]`).
-  bool unique_result_names(const Type& t, const std::string& callee, SourceRange loc, int depth = 0) {
-    if (depth > kMaxDepth) return true;
-    if (t.kind == TypeKind::Tuple) {
-      for (const Type& e : t.elements)
-        if (!unique_result_names(e, callee, loc, depth + 1)) return false;
-      return true;
-    }
-    if (t.kind != TypeKind::Tensor) return true;
-    std::set<std::string> names;
-    for (const Axis& a : t.tensor.axes)
-      if (!a.name.empty() && !names.insert(a.name).second) {
-        error("E0403", loc, fmt::format("the result of `{}` would be {}, with two axes named `{}`", callee, show(t),
-                                        a.name),
-              "the caller's `...` holds an axis of that name: rename one of them");
-        return false;
-      }
+bool BodyLowering::unique_result_names(const Type& t, const std::string& callee, SourceRange loc, int depth) {
+  if (depth > kMaxDepth) return true;
+  if (t.kind == TypeKind::Tuple) {
+    for (const Type& e : t.elements)
+      if (!unique_result_names(e, callee, loc, depth + 1)) return false;
     return true;
   }
-
-  bool unique_names(const TensorType& t, SourceRange loc) {
-    std::set<std::string> names;
-    for (const Axis& a : t.axes)
-      if (!a.name.empty() && !names.insert(a.name).second) {
-        error("E0403", loc, fmt::format("the result would have two axes named `{}`", a.name));
-        return false;
-      }
-    return true;
-  }
-
-  NOINLINE Operand lower_merge(const ast::Expr& e, const BuiltinArgs& b) {
-    if (!expect_args("merge", e, b, 1, 1, true, true, {})) return Operand::error();
-    if (b.axes.size() < 2 || b.sizes.size() != 1) {
-      error("E0405", e.range, "`merge(axis p, axis q, x, a: P·Q)` merges named axes into one, named and sized");
-      return Operand::error();
+  if (t.kind != TypeKind::Tensor) return true;
+  std::set<std::string> names;
+  for (const Axis& a : t.tensor.axes)
+    if (!a.name.empty() && !names.insert(a.name).second) {
+      error("E0403", loc,
+            fmt::format("the result of `{}` would be {}, with two axes named `{}`", callee, show(t), a.name),
+            "the caller's `...` holds an axis of that name: rename one of them");
+      return false;
     }
-    auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
-    if (!x) return Operand::error();
-    const TensorType& t = x->type.tensor;
-    std::vector<int> merged;
-    Size product = Size::constant(1);
-    bool ok = true;
-    for (const ast::Arg* a : b.axes) {
-      int i = axis_index(t, *a->name, "merge");
-      if (i < 0) return Operand::error();
-      if (std::find(merged.begin(), merged.end(), i) != merged.end()) {
-        error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
-        return Operand::error();
-      }
-      merged.push_back(i);
-      product = Size::mul(product, t.axes[i].size, ok);
-    }
-    auto size = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
-    if (!size) return Operand::error();
-    if (!ok) {
-      error("E0404", e.range, "merge: the axes' product overflows (it is past 2^63)");
-      return Operand::error();
-    }
-    if (!(*size == product)) {
-      error("E0404", b.sizes[0]->range,
-            fmt::format("merge: the axes multiply to {}, but the result is declared {}", product.str(), size->str()));
-      return Operand::error();
-    }
-    int first = *std::min_element(merged.begin(), merged.end());
-    TensorType out = t;
-    out.axes.clear();
-    for (size_t i = 0; i < t.axes.size(); ++i) {
-      if (static_cast<int>(i) == first) out.axes.push_back({b.sizes[0]->name->text, *size});
-      if (std::find(merged.begin(), merged.end(), static_cast<int>(i)) == merged.end()) out.axes.push_back(t.axes[i]);
-    }
-    if (!unique_names(out, e.range)) return Operand::error();
-    Instr in = make(Op::MergeAxes, Type::make_tensor(out), {x->id}, e.range);
-    in.axes = merged;  // in the order listed: the merged axis is row-major over them
-    return emit(std::move(in));
-  }
-
-  NOINLINE Operand lower_draw(const std::string& name, const ast::Expr& e, const BuiltinArgs& b) {
-    bool bern = name == "bernoulli";
-    std::set<std::string> keys = name == "uniform" ? std::set<std::string>{"low", "high"}
-                                 : name == "normal" ? std::set<std::string>{"mean", "std"}
-                                                    : std::set<std::string>{};
-    if (!expect_args(name, e, b, bern ? 2 : 1, bern ? 2 : 1, false, true, keys)) return Operand::error();
-    Operand k = lower(*b.positional[0]->value);
-    if (!k.ok()) return Operand::error();
-    if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
-      error("E0401", b.positional[0]->range, fmt::format("`{}` draws from a random key (type `key`) first", name),
-            "split keys with `split(k)`");
-      return Operand::error();
-    }
-    TensorType out;
-    out.elem = bern ? Elem::Bool : Elem::Real;
-    std::vector<Size> sizes;
-    for (const ast::Arg* s : b.sizes) {
-      auto size = el_.eval_size(*s->value, fi_, mi_);
-      if (!size) return Operand::error();
-      if (auto c = size->constant_value(); c && *c <= 0) {
-        error("E0404", s->range, "an axis must have a positive size");
-        return Operand::error();
-      }
-      out.axes.push_back({s->name->text, *size});
-      sizes.push_back(*size);
-    }
-    if (!unique_names(out, e.range)) return Operand::error();
-    if (exceeds_element_limit(out)) {
-      error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
-      return Operand::error();
-    }
-    std::vector<int> args = {k.id};
-    if (bern) {
-      Operand p = lower(*b.positional[1]->value);
-      auto pt = tensor(p, b.positional[1]->range);
-      if (!pt) return Operand::error();
-      if (!pt->type.tensor.is_scalar() || pt->type.tensor.elem != Elem::Real) {
-        error("E0401", b.positional[1]->range, "bernoulli's probability is a real scalar ℝ[]");
-        return Operand::error();
-      }
-      args.push_back(pt->id);
-    }
-    Instr in = make(name == "uniform" ? Op::Uniform : name == "normal" ? Op::Normal : Op::Bernoulli, Type::make_tensor(out),
-                    args, e.range);
-    in.sizes = sizes;
-    auto p1 = keyword_const(b, name == "uniform" ? "low" : "mean", 0.0);
-    auto p2 = keyword_const(b, name == "uniform" ? "high" : "std", 1.0);
-    if (!p1 || !p2) return Operand::error();
-    if (name == "uniform" && !(*p1 < *p2)) {
-      error("E0401", e.range, "uniform needs low < high");
-      return Operand::error();
-    }
-    if (name == "normal" && *p2 < 0) {
-      error("E0401", e.range, "normal needs std ≥ 0");
-      return Operand::error();
-    }
-    if (!bern) in.set(core::attr::DrawParams{*p1, *p2});
-    return emit(std::move(in));
-  }
-
-  Elaborator& el_;
-  Program& prog_;
-  core::Function& fn_;
-  int fi_;
-  int mi_;
-  const ast::FnDecl& decl_;
-  std::vector<Scope> scopes_;
-  std::map<std::tuple<int, std::string, core::Numerics>, Operand> fields_;
-  core::Numerics numerics_ = core::Numerics::Default;
-  int depth_ = 0;
-};
-
-}  // namespace
+  return true;
+}
 
 void lower_function_body(Elaborator& el, int function) {
   BodyLowering lowering(el, function);

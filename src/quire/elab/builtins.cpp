@@ -1,0 +1,680 @@
+// The built-in functions of the language (`exp`, `sum`, `matmul`, `slice`,
+// `uniform`, …): each one's checks of its arguments and the Core it lowers to.
+// They are members of BodyLowering (body_lowering.h), which lowers their
+// operands and emits their instructions.
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "quire/elab/body_lowering.h"
+
+namespace quire::elab {
+
+using core::Instr;
+using core::Op;
+using OK = Operand::Kind;
+
+namespace {
+
+std::string axes_list(const TensorType& t) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < t.axes.size(); ++i)
+    names.push_back(t.axes[i].name.empty() ? fmt::format("positional {}", i) : "`" + t.axes[i].name + "`");
+  if (names.empty()) return t.rest ? "only `...`" : "no axes";
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+BodyLowering::BuiltinArgs BodyLowering::split_args(const ast::Expr& e) {
+  BuiltinArgs b;
+  for (const ast::Arg& a : e.args) {
+    switch (a.kind) {
+      case ast::Arg::Kind::Positional:
+        b.positional.push_back(&a);
+        break;
+      case ast::Arg::Kind::Axis:
+        b.axes.push_back(&a);
+        break;
+      case ast::Arg::Kind::Keyword:
+        b.keywords.push_back(&a);
+        break;
+      case ast::Arg::Kind::AxisSize:
+        b.sizes.push_back(&a);
+        break;
+    }
+  }
+  return b;
+}
+
+bool BodyLowering::expect_args(const std::string& name, const ast::Expr& e, const BuiltinArgs& b, size_t min_pos,
+                               size_t max_pos, bool axes, bool sizes, const std::set<std::string>& keywords) {
+  bool ok = true;
+  if (b.positional.size() < min_pos || b.positional.size() > max_pos) {
+    error("E0405", e.range,
+          min_pos == max_pos
+              ? fmt::format("`{}` takes {} value argument(s), given {}", name, min_pos, b.positional.size())
+              : fmt::format("`{}` takes {} to {} value arguments, given {}", name, min_pos, max_pos,
+                            b.positional.size()));
+    ok = false;
+  }
+  if (!axes && !b.axes.empty()) {
+    error("E0405", b.axes[0]->range, fmt::format("`{}` takes no `axis` argument", name));
+    ok = false;
+  }
+  if (!sizes && !b.sizes.empty()) {
+    error("E0405", b.sizes[0]->range, fmt::format("`{}` takes no `name: size` argument", name));
+    ok = false;
+  }
+  for (const ast::Arg* k : b.keywords)
+    if (!k->name || !keywords.count(k->name->text)) {
+      error("E0405", k->range, fmt::format("`{}` has no argument `{}`", name, k->name ? k->name->text : "?"));
+      ok = false;
+    }
+  return ok;
+}
+
+int BodyLowering::axis_index(const TensorType& t, const ast::Ident& name, const char* op) {
+  int i = t.find(name.text);
+  if (i < 0)
+    error("E0403", name.range, fmt::format("{}: {} has no axis named `{}`", op, show(t), name.text),
+          fmt::format("its axes: {}", axes_list(t)));
+  return i;
+}
+
+std::optional<double> BodyLowering::keyword_const(const BuiltinArgs& b, const std::string& key, double fallback) {
+  for (const ast::Arg* k : b.keywords)
+    if (k->name && k->name->text == key && k->value) {
+      bool is_int = false;
+      auto v = el_.eval_const(*k->value, fi_, is_int);
+      if (!v) return std::nullopt;
+      return *v;
+    }
+  return fallback;
+}
+
+NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& name, const ast::Expr& e) {
+  // Every built-in function: its name, the operation it lowers to (the first,
+  // where it emits several), and the member that checks a call and lowers it.
+  struct Builtin {
+    std::string_view name;
+    Op op;
+    BuiltinLowering lower;
+  };
+  static const Builtin kBuiltins[] = {
+      {"abs", Op::Abs, &BodyLowering::builtin_unary},
+      {"exp", Op::Exp, &BodyLowering::builtin_unary},
+      {"log", Op::Log, &BodyLowering::builtin_unary},
+      {"sqrt", Op::Sqrt, &BodyLowering::builtin_unary},
+      {"rsqrt", Op::Rsqrt, &BodyLowering::builtin_unary},
+      {"tanh", Op::Tanh, &BodyLowering::builtin_unary},
+      {"erf", Op::Erf, &BodyLowering::builtin_unary},
+      {"sigmoid", Op::Sigmoid, &BodyLowering::builtin_unary},
+      {"relu", Op::Relu, &BodyLowering::builtin_unary},
+      {"gelu", Op::Gelu, &BodyLowering::builtin_unary},
+      {"gelu_tanh", Op::GeluTanh, &BodyLowering::builtin_unary},
+      {"silu", Op::Silu, &BodyLowering::builtin_unary},
+      {"log1p", Op::Log1p, &BodyLowering::builtin_unary},
+      {"expm1", Op::Expm1, &BodyLowering::builtin_unary},
+      {"softplus", Op::Softplus, &BodyLowering::builtin_unary},
+      {"not", Op::Not, &BodyLowering::builtin_unary},
+      {"sum", Op::Sum, &BodyLowering::builtin_reduction},
+      {"mean", Op::Mean, &BodyLowering::builtin_reduction},
+      {"logsumexp", Op::LogSumExp, &BodyLowering::builtin_reduction},
+      {"max", Op::ReduceMax, &BodyLowering::builtin_extremum},
+      {"min", Op::ReduceMin, &BodyLowering::builtin_extremum},
+      {"where", Op::Where, &BodyLowering::builtin_where},
+      {"real", Op::Real, &BodyLowering::builtin_real},
+      {"matmul", Op::Dot, &BodyLowering::builtin_matmul},
+      {"dot", Op::Dot, &BodyLowering::builtin_matmul},
+      {"contract", Op::Contract, &BodyLowering::builtin_contract},
+      {"transpose", Op::Transpose, &BodyLowering::builtin_transpose},
+      {"split", Op::SplitAxis, &BodyLowering::builtin_split},
+      {"merge", Op::MergeAxes, &BodyLowering::builtin_merge},
+      {"concat", Op::Concat, &BodyLowering::builtin_concat},
+      {"slice", Op::Slice, &BodyLowering::builtin_slice},
+      {"gather", Op::Gather, &BodyLowering::builtin_gather},
+      {"one_hot", Op::OneHot, &BodyLowering::builtin_one_hot},
+      {"uniform", Op::Uniform, &BodyLowering::builtin_draw},
+      {"normal", Op::Normal, &BodyLowering::builtin_draw},
+      {"bernoulli", Op::Bernoulli, &BodyLowering::builtin_draw},
+  };
+  for (const Builtin& builtin : kBuiltins)
+    if (builtin.name == name) return (this->*builtin.lower)(name, builtin.op, e, split_args(e));
+  return std::nullopt;
+}
+
+/// `max(x, y)` and `min(x, y)` are element-wise; with an axis (or one operand) they reduce.
+NOINLINE Operand BodyLowering::builtin_extremum(const std::string& name, Op op, const ast::Expr& e,
+                                                const BuiltinArgs& b) {
+  if (b.positional.size() == 2 && b.axes.empty()) return builtin_min_max(name, op, e, b);
+  return builtin_reduction(name, op, e, b);
+}
+
+NOINLINE Operand BodyLowering::builtin_unary(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  Elem elem = x->type.tensor.elem;
+  if ((op == Op::Not) != (elem == Elem::Bool)) {
+    error("E0406", e.range,
+          op == Op::Not ? "`not` takes a boolean tensor"
+                        : fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)),
+          op == Op::Not ? "" : "convert with `as ℝ`");
+    return Operand::error();
+  }
+  if (elem != Elem::Real && elem != Elem::Bool && op != Op::Abs) {
+    error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)),
+          "convert with `as ℝ`");
+    return Operand::error();
+  }
+  return elementwise(op, {*x}, e.range, elem);
+}
+
+NOINLINE Operand BodyLowering::builtin_min_max(const std::string& name, Op op, const ast::Expr& e,
+                                               const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 2, false, false, {})) return Operand::error();
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!x || !y) return Operand::error();
+  if (x->type.tensor.elem == Elem::Bool || y->type.tensor.elem == Elem::Bool) {
+    error("E0406", e.range, fmt::format("`{}` needs numbers, not booleans", name), "convert with `as ℝ`");
+    return Operand::error();
+  }
+  return elementwise(op == Op::ReduceMax ? Op::Max : Op::Min, {*x, *y}, e.range,
+                     arithmetic_elem(x->type.tensor.elem, y->type.tensor.elem));
+}
+
+NOINLINE Operand BodyLowering::builtin_reduction(const std::string& name, Op op, const ast::Expr& e,
+                                                 const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  const TensorType& t = x->type.tensor;
+  if (t.elem == Elem::Bool || (t.elem != Elem::Real && (op == Op::Mean || op == Op::LogSumExp))) {
+    error("E0406", e.range, fmt::format("`{}` takes a real tensor, given {}", name, show(x->type)));
+    return Operand::error();
+  }
+  Instr in = make(op, Type::real_scalar(), {x->id}, e.range);
+  in.type.tensor.elem = t.elem;
+  if (b.axes.empty()) {
+    in.all_axes = true;
+    return emit(std::move(in));
+  }
+  std::set<int> chosen;
+  for (const ast::Arg* a : b.axes) {
+    int i = axis_index(t, *a->name, name.c_str());
+    if (i < 0) return Operand::error();
+    if (!chosen.insert(i).second) {
+      error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
+      return Operand::error();
+    }
+  }
+  in.axes.assign(chosen.begin(), chosen.end());
+  TensorType out = t;
+  out.axes.clear();
+  for (size_t i = 0; i < t.axes.size(); ++i)
+    if (!chosen.count(static_cast<int>(i))) out.axes.push_back(t.axes[i]);
+  in.type = Type::make_tensor(out);
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_where(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 3, 3, false, false, {})) return Operand::error();
+  auto c = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto x = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  auto y = tensor(lower(*b.positional[2]->value), b.positional[2]->range);
+  if (!c || !x || !y) return Operand::error();
+  if (c->type.tensor.elem != Elem::Bool) {
+    error("E0406", b.positional[0]->range, fmt::format("`where` needs a boolean condition, given {}", show(c->type)),
+          "compare, e.g. `where(x > 0, x, 0)`");
+    return Operand::error();
+  }
+  Elem ex = x->type.tensor.elem, ey = y->type.tensor.elem;
+  if ((ex == Elem::Bool) != (ey == Elem::Bool)) {
+    error("E0406", e.range,
+          fmt::format("`where` chooses between {} and {}: a boolean and a number", show(x->type), show(y->type)),
+          "convert with `as ℝ`");
+    return Operand::error();
+  }
+  return elementwise(Op::Where, {*c, *x, *y}, e.range, ex == Elem::Bool ? Elem::Bool : arithmetic_elem(ex, ey));
+}
+
+NOINLINE Operand BodyLowering::builtin_real(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
+  Operand v = lower(*b.positional[0]->value);
+  if (v.kind == OK::Value && v.type.kind == TypeKind::Tensor) {
+    error("E0401", e.range, "`real` turns a host scalar into ℝ[]; this is already a tensor", "use `x as ℝ` to convert");
+    return Operand::error();
+  }
+  if (auto r = real_scalar(v, e.range)) return *r;  // real(true) is 1, not a bool[]
+  auto t = tensor(v, e.range);
+  if (!t) return Operand::error();
+  return *t;
+}
+
+NOINLINE Operand BodyLowering::builtin_matmul(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 2, false, false, {"out"})) return Operand::error();
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto w = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!x || !w) return Operand::error();
+  Operand r = dot(*x, *w, e.range);
+  for (const ast::Arg* k : b.keywords) {
+    if (!k->value || k->value->kind != ast::ExprKind::Name || (k->value->name != "f32" && k->value->name != "f64")) {
+      error("E0401", k->range, "`out =` takes f32 (the accumulator's type)");
+      return Operand::error();
+    }
+    if (r.ok())
+      fn_.body.back().set(core::attr::ProductOut{k->value->name == "f32" ? core::attr::ProductOut::Out::F32
+                                                                         : core::attr::ProductOut::Out::F64});
+  }
+  return r;
+}
+
+NOINLINE Operand BodyLowering::builtin_transpose(const std::string& name, Op, const ast::Expr& e,
+                                                 const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  if (b.axes.size() != 2) {
+    error("E0405", e.range, "`transpose(x, axis a, axis b)` swaps two named axes");
+    return Operand::error();
+  }
+  int i = axis_index(x->type.tensor, *b.axes[0]->name, "transpose");
+  int j = axis_index(x->type.tensor, *b.axes[1]->name, "transpose");
+  if (i < 0 || j < 0) return Operand::error();
+  TensorType out = x->type.tensor;
+  std::swap(out.axes[i], out.axes[j]);
+  Instr in = make(Op::Transpose, Type::make_tensor(out), {x->id}, e.range);
+  in.axes = identity_map(out.axes.size());
+  std::swap(in.axes[i], in.axes[j]);
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_split(const std::string&, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (b.axes.empty() && b.positional.size() == 1 && b.sizes.empty()) {
+    Operand k = lower(*b.positional[0]->value);
+    if (!k.ok()) return Operand::error();
+    if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
+      error("E0401", e.range, "`split(k)` splits a key; to split an axis write `split(axis a, x, p: P, q: Q)`");
+      return Operand::error();
+    }
+    return emit(make(Op::KeySplit, Type::make_tuple({Type::make_key(), Type::make_key()}), {k.id}, e.range));
+  }
+  return lower_split(e, b);
+}
+
+NOINLINE Operand BodyLowering::builtin_concat(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 1024, true, false, {})) return Operand::error();
+  if (b.axes.size() != 1) {
+    error("E0405", e.range, "`concat(axis a, x, y, …)` joins along one named axis");
+    return Operand::error();
+  }
+  std::vector<Operand> xs;
+  for (const ast::Arg* p : b.positional) {
+    auto x = tensor(lower(*p->value), p->range);
+    if (!x) return Operand::error();
+    xs.push_back(*x);
+  }
+  int i = axis_index(xs[0].type.tensor, *b.axes[0]->name, "concat");
+  if (i < 0) return Operand::error();
+  TensorType out = xs[0].type.tensor;
+  bool ok = true;
+  std::vector<int> ids = {xs[0].id};
+  for (size_t k = 1; k < xs.size(); ++k) {
+    TensorType other = xs[k].type.tensor;
+    int j = other.find(b.axes[0]->name->text);
+    bool same = j == i && other.rest == out.rest && other.elem == out.elem && other.axes.size() == out.axes.size();
+    for (size_t a = 0; same && a < out.axes.size(); ++a)
+      if (static_cast<int>(a) != i && !(other.axes[a] == out.axes[a])) same = false;
+    if (!same) {
+      error("E0402", b.positional[k]->range,
+            fmt::format("concat: {} does not match {} except along `{}`", show(other), show(xs[0].type.tensor),
+                        b.axes[0]->name->text));
+      return Operand::error();
+    }
+    out.axes[i].size = Size::add(out.axes[i].size, other.axes[j].size, ok);
+    ids.push_back(xs[k].id);
+  }
+  if (!ok) {
+    error("E0404", e.range, fmt::format("concat: the sizes along `{}` add past 2^63", b.axes[0]->name->text));
+    return Operand::error();
+  }
+  Instr in = make(Op::Concat, Type::make_tensor(out), ids, e.range);
+  in.axes = {i};
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_slice(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 3, 4, true, false, {})) return Operand::error();
+  if (b.axes.size() != 1) {
+    error("E0405", e.range, "`slice(axis a, x, start, stop[, step])` cuts one named axis");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  int i = axis_index(x->type.tensor, *b.axes[0]->name, "slice");
+  if (i < 0) return Operand::error();
+  int64_t bounds[3] = {0, 0, 1};
+  for (size_t k = 1; k < b.positional.size(); ++k) {
+    bool is_int = false;
+    auto v = el_.eval_const(*b.positional[k]->value, fi_, is_int);
+    if (!v) return Operand::error();
+    if (!is_int || *v < 0 || (k == 3 && *v < 1)) {
+      error("E0404", b.positional[k]->range,
+            k == 3 ? "a slice's step is a positive integer" : "a slice's bounds are natural-number constants");
+      return Operand::error();
+    }
+    // A double holds every integer up to 2^53 exactly; past it the bound is
+    // not the number written, and 2^63 does not convert to int64 at all.
+    if (*v > 9007199254740992.0) {
+      error("E0404", b.positional[k]->range,
+            fmt::format("a slice's {} must be at most 2^53; no axis is that long", k == 3 ? "step" : "bound"));
+      return Operand::error();
+    }
+    bounds[k - 1] = static_cast<int64_t>(*v);
+  }
+  auto size = x->type.tensor.axes[i].size.constant_value();
+  if (bounds[1] <= bounds[0] || (size && bounds[1] > *size)) {
+    error("E0404", e.range,
+          fmt::format("slice [{}, {}) of axis `{}` (size {}) is empty or out of range", bounds[0], bounds[1],
+                      b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
+    return Operand::error();
+  }
+  TensorType out = x->type.tensor;
+  out.axes[i].size = Size::constant((bounds[1] - bounds[0] + bounds[2] - 1) / bounds[2]);
+  Instr in = make(Op::Slice, Type::make_tensor(out), {x->id}, e.range);
+  in.axes = {i};
+  in.set(core::attr::Range{bounds[0], bounds[1], bounds[2]});
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_gather(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
+  auto table = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto ids = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!table || !ids) return Operand::error();
+  const TensorType& t = table->type.tensor;
+  const TensorType& it = ids->type.tensor;
+  if (it.elem != Elem::I32 && it.elem != Elem::I64) {
+    error("E0406", b.positional[1]->range, fmt::format("gather's ids are integers, given {}", show(it)));
+    return Operand::error();
+  }
+  if (t.rest) {
+    error("E0401", b.positional[0]->range, "gather's table needs known axes (no `...`)");
+    return Operand::error();
+  }
+  int i = 0;
+  if (b.axes.size() == 1)
+    i = axis_index(t, *b.axes[0]->name, "gather");
+  else if (!b.axes.empty()) {
+    error("E0405", e.range, "gather looks up along one axis");
+    return Operand::error();
+  }
+  if (i < 0) return Operand::error();
+  if (it.rest && i != 0) {
+    error("E0401", e.range, "with `...` ids, gather looks up along the table's first axis");
+    return Operand::error();
+  }
+  TensorType out;
+  out.elem = t.elem;
+  out.rest = it.rest;
+  out.axes.assign(t.axes.begin(), t.axes.begin() + i);
+  out.axes.insert(out.axes.end(), it.axes.begin(), it.axes.end());
+  out.axes.insert(out.axes.end(), t.axes.begin() + i + 1, t.axes.end());
+  if (!unique_names(out, e.range)) return Operand::error();
+  Instr in = make(Op::Gather, Type::make_tensor(out), {table->id, ids->id}, e.range);
+  in.axes = {i};
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_one_hot(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, false, true, {})) return Operand::error();
+  auto ids = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!ids) return Operand::error();
+  if (ids->type.tensor.elem != Elem::I32 && ids->type.tensor.elem != Elem::I64) {
+    error("E0406", b.positional[0]->range, "one_hot takes integer ids");
+    return Operand::error();
+  }
+  if (b.sizes.size() != 1) {
+    error("E0405", e.range, "`one_hot(ids, vocab: V)` names the new axis and its size");
+    return Operand::error();
+  }
+  auto n = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
+  if (!n) return Operand::error();
+  if (auto c = n->constant_value(); c && *c <= 0) {
+    error("E0404", b.sizes[0]->range, "an axis must have a positive size");
+    return Operand::error();
+  }
+  TensorType out = ids->type.tensor;
+  out.elem = Elem::Real;
+  if (out.find(b.sizes[0]->name->text) >= 0) {
+    error("E0403", b.sizes[0]->range, fmt::format("the ids already have an axis `{}`", b.sizes[0]->name->text));
+    return Operand::error();
+  }
+  out.axes.push_back({b.sizes[0]->name->text, *n});
+  if (exceeds_element_limit(out)) {
+    error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
+    return Operand::error();
+  }
+  Instr in = make(Op::OneHot, Type::make_tensor(out), {ids->id}, e.range);
+  in.sizes = {*n};
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_contract(const std::string&, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args("contract", e, b, 2, 2, true, false, {})) return Operand::error();
+  if (b.axes.size() != 1) {
+    error("E0405", e.range, "`contract(axis d, a, b)` sums over one named axis the two share");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!x || !y) return Operand::error();
+  const TensorType& a = x->type.tensor;
+  const TensorType& c = y->type.tensor;
+  if (a.elem != Elem::Real || c.elem != Elem::Real) {
+    error("E0406", e.range, "`contract` multiplies real tensors", "convert with `as ℝ`");
+    return Operand::error();
+  }
+  if (c.rest) {
+    error("E0401", b.positional[1]->range, "contract's second operand needs known axes (no `...`)");
+    return Operand::error();
+  }
+  int ia = axis_index(a, *b.axes[0]->name, "contract");
+  int ic = axis_index(c, *b.axes[0]->name, "contract");
+  if (ia < 0 || ic < 0) return Operand::error();
+  if (!(a.axes[ia].size == c.axes[ic].size)) {
+    error("E0402", e.range,
+          fmt::format("contract over `{}`: sizes {} and {}", b.axes[0]->name->text, a.axes[ia].size.str(),
+                      c.axes[ic].size.str()));
+    return Operand::error();
+  }
+  TensorType out;
+  out.rest = a.rest;
+  Instr in = make(Op::Contract, Type(), {x->id, y->id}, e.range);
+  in.axes = {ia, ic};
+  for (size_t i = 0; i < a.axes.size(); ++i)
+    if (static_cast<int>(i) != ia) out.axes.push_back(a.axes[i]);
+  for (size_t j = 0; j < c.axes.size(); ++j) {
+    if (static_cast<int>(j) == ic) continue;
+    int shared = c.axes[j].name.empty() ? -1 : a.find(c.axes[j].name);
+    if (shared >= 0) {
+      if (!(a.axes[shared].size == c.axes[j].size)) {
+        error("E0402", e.range,
+              fmt::format("contract: batch axis `{}` has sizes {} and {}", c.axes[j].name, a.axes[shared].size.str(),
+                          c.axes[j].size.str()));
+        return Operand::error();
+      }
+      in.pairs.push_back({shared, static_cast<int>(j)});
+      continue;
+    }
+    out.axes.push_back(c.axes[j]);
+  }
+  out.elem = Elem::Real;
+  in.type = Type::make_tensor(out);
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::lower_split(const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args("split", e, b, 1, 1, true, true, {})) return Operand::error();
+  if (b.axes.size() != 1 || b.sizes.size() < 2) {
+    error("E0405", e.range, "`split(axis a, x, p: P, q: Q)` splits one axis into named parts");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  int i = axis_index(x->type.tensor, *b.axes[0]->name, "split");
+  if (i < 0) return Operand::error();
+  std::vector<Axis> parts;
+  Size product = Size::constant(1);
+  bool ok = true;
+  for (const ast::Arg* s : b.sizes) {
+    auto size = el_.eval_size(*s->value, fi_, mi_);
+    if (!size) return Operand::error();
+    if (auto c = size->constant_value(); c && *c <= 0) {
+      error("E0404", s->range, "a part's size is positive");
+      return Operand::error();
+    }
+    parts.push_back({s->name->text, *size});
+    product = Size::mul(product, *size, ok);
+  }
+  if (!ok) {  // a wrapped product could equal the axis's size by accident
+    error("E0404", e.range,
+          fmt::format("split: the parts' product overflows (it is past 2^63), so it cannot be "
+                      "axis `{}`'s size {}",
+                      b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
+    return Operand::error();
+  }
+  if (!(product == x->type.tensor.axes[i].size)) {
+    error("E0404", e.range,
+          fmt::format("split: the parts multiply to {}, but axis `{}` has size {}", product.str(),
+                      b.axes[0]->name->text, x->type.tensor.axes[i].size.str()));
+    return Operand::error();
+  }
+  TensorType out = x->type.tensor;
+  out.axes.erase(out.axes.begin() + i);
+  out.axes.insert(out.axes.begin() + i, parts.begin(), parts.end());
+  if (!unique_names(out, e.range)) return Operand::error();
+  Instr in = make(Op::SplitAxis, Type::make_tensor(out), {x->id}, e.range);
+  in.axes = {i};
+  for (const Axis& p : parts) in.sizes.push_back(p.size);
+  return emit(std::move(in));
+}
+
+bool BodyLowering::unique_names(const TensorType& t, SourceRange loc) {
+  std::set<std::string> names;
+  for (const Axis& a : t.axes)
+    if (!a.name.empty() && !names.insert(a.name).second) {
+      error("E0403", loc, fmt::format("the result would have two axes named `{}`", a.name));
+      return false;
+    }
+  return true;
+}
+
+NOINLINE Operand BodyLowering::builtin_merge(const std::string&, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args("merge", e, b, 1, 1, true, true, {})) return Operand::error();
+  if (b.axes.size() < 2 || b.sizes.size() != 1) {
+    error("E0405", e.range, "`merge(axis p, axis q, x, a: P·Q)` merges named axes into one, named and sized");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  const TensorType& t = x->type.tensor;
+  std::vector<int> merged;
+  Size product = Size::constant(1);
+  bool ok = true;
+  for (const ast::Arg* a : b.axes) {
+    int i = axis_index(t, *a->name, "merge");
+    if (i < 0) return Operand::error();
+    if (std::find(merged.begin(), merged.end(), i) != merged.end()) {
+      error("E0403", a->range, fmt::format("axis `{}` is named twice", a->name->text));
+      return Operand::error();
+    }
+    merged.push_back(i);
+    product = Size::mul(product, t.axes[i].size, ok);
+  }
+  auto size = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
+  if (!size) return Operand::error();
+  if (!ok) {
+    error("E0404", e.range, "merge: the axes' product overflows (it is past 2^63)");
+    return Operand::error();
+  }
+  if (!(*size == product)) {
+    error("E0404", b.sizes[0]->range,
+          fmt::format("merge: the axes multiply to {}, but the result is declared {}", product.str(), size->str()));
+    return Operand::error();
+  }
+  int first = *std::min_element(merged.begin(), merged.end());
+  TensorType out = t;
+  out.axes.clear();
+  for (size_t i = 0; i < t.axes.size(); ++i) {
+    if (static_cast<int>(i) == first) out.axes.push_back({b.sizes[0]->name->text, *size});
+    if (std::find(merged.begin(), merged.end(), static_cast<int>(i)) == merged.end()) out.axes.push_back(t.axes[i]);
+  }
+  if (!unique_names(out, e.range)) return Operand::error();
+  Instr in = make(Op::MergeAxes, Type::make_tensor(out), {x->id}, e.range);
+  in.axes = merged;  // in the order listed: the merged axis is row-major over them
+  return emit(std::move(in));
+}
+
+NOINLINE Operand BodyLowering::builtin_draw(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
+  const bool bern = op == Op::Bernoulli;
+  std::set<std::string> keys = op == Op::Uniform  ? std::set<std::string>{"low", "high"}
+                               : op == Op::Normal ? std::set<std::string>{"mean", "std"}
+                                                  : std::set<std::string>{};
+  if (!expect_args(name, e, b, bern ? 2 : 1, bern ? 2 : 1, false, true, keys)) return Operand::error();
+  Operand k = lower(*b.positional[0]->value);
+  if (!k.ok()) return Operand::error();
+  if (k.kind != OK::Value || k.type.kind != TypeKind::Key) {
+    error("E0401", b.positional[0]->range, fmt::format("`{}` draws from a random key (type `key`) first", name),
+          "split keys with `split(k)`");
+    return Operand::error();
+  }
+  TensorType out;
+  out.elem = bern ? Elem::Bool : Elem::Real;
+  std::vector<Size> sizes;
+  for (const ast::Arg* s : b.sizes) {
+    auto size = el_.eval_size(*s->value, fi_, mi_);
+    if (!size) return Operand::error();
+    if (auto c = size->constant_value(); c && *c <= 0) {
+      error("E0404", s->range, "an axis must have a positive size");
+      return Operand::error();
+    }
+    out.axes.push_back({s->name->text, *size});
+    sizes.push_back(*size);
+  }
+  if (!unique_names(out, e.range)) return Operand::error();
+  if (exceeds_element_limit(out)) {
+    error("E0404", e.range, fmt::format("{} has more than 2^40 elements", show(out)));
+    return Operand::error();
+  }
+  std::vector<int> args = {k.id};
+  if (bern) {
+    Operand p = lower(*b.positional[1]->value);
+    auto pt = tensor(p, b.positional[1]->range);
+    if (!pt) return Operand::error();
+    if (!pt->type.tensor.is_scalar() || pt->type.tensor.elem != Elem::Real) {
+      error("E0401", b.positional[1]->range, "bernoulli's probability is a real scalar ℝ[]");
+      return Operand::error();
+    }
+    args.push_back(pt->id);
+  }
+  Instr in = make(op, Type::make_tensor(out), args, e.range);
+  in.sizes = sizes;
+  auto p1 = keyword_const(b, op == Op::Uniform ? "low" : "mean", 0.0);
+  auto p2 = keyword_const(b, op == Op::Uniform ? "high" : "std", 1.0);
+  if (!p1 || !p2) return Operand::error();
+  if (op == Op::Uniform && !(*p1 < *p2)) {
+    error("E0401", e.range, "uniform needs low < high");
+    return Operand::error();
+  }
+  if (op == Op::Normal && *p2 < 0) {
+    error("E0401", e.range, "normal needs std ≥ 0");
+    return Operand::error();
+  }
+  if (!bern) in.set(core::attr::DrawParams{*p1, *p2});
+  return emit(std::move(in));
+}
+}  // namespace quire::elab

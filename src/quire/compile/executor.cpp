@@ -6,7 +6,6 @@
 
 #include "quire/core/printer.h"
 #include "quire/interp/inputs.h"
-#include "quire/interp/kept_forward.h"
 #include "quire/interp/reference_step.h"
 #include "quire/runtime/runtime_error.h"
 
@@ -132,9 +131,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     const core::Function& primal = prog_.functions.at(static_cast<size_t>(fn.primal));
     for (size_t k = 0; k < static_cast<size_t>(h.first); ++k)
       env[static_cast<size_t>(fn.body[k].id)] = reuse->env.at(static_cast<size_t>(primal.body[k].id));
-    const std::map<int, int> to_vjp = interp::vjp_numbers(primal, fn);
-    interp::renumber_into(reuse->kept.calls, to_vjp, kept.calls);
-    interp::renumber_into(reuse->kept.folds, to_vjp, kept.folds);
+    kept = reuse->kept.for_vjp(primal, fn);
     stats_.reused += h.first;
   } else if (fn.primal >= 0 && depth > 0) {
     ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself
@@ -255,7 +252,7 @@ Value Executor::call_step(const HostStep& s, const core::Instr& in, const HostFu
   if (s.kind == HostStep::Kind::Fold) {
     if (s.copies.size() != static_cast<size_t>(copies)) throw internal("a fold without an instance per copy");
     Value carried = arg(1);
-    auto saved = keeping ? std::make_shared<SavedFold>() : nullptr;
+    auto saved = keeping ? std::make_shared<Kept::Fold>() : nullptr;
     for (int64_t i = 0; i < copies; ++i) {
       Value theta = Value::of_params(std::make_shared<const interp::ParamMap>(interp::fold_copy(stacked, i)));
       if (saved) {
@@ -276,7 +273,7 @@ Value Executor::call_step(const HostStep& s, const core::Instr& in, const HostFu
   std::vector<Value> thetas, inputs;
   for (int64_t i = 0; i < copies; ++i)
     thetas.push_back(Value::of_params(std::make_shared<const interp::ParamMap>(interp::fold_copy(stacked, i))));
-  const SavedFold* saved = nullptr;
+  const Kept::Fold* saved = nullptr;
   if (keeping)
     if (auto it = keeping->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != keeping->folds.end())
       saved = it->second.get();

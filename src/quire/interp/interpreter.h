@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "quire/core/kept_forward.h"
 #include "quire/core/program.h"
 #include "quire/interp/launcher.h"
 #include "quire/interp/value.h"
@@ -121,18 +122,10 @@ class Interpreter {
 
  private:
   struct Saved;
-  struct SavedFold;
   /// The forward evaluations a frame keeps for its reverse sweep (Store), by
   /// callee and operand value numbers: the key a vjp call shares with the
   /// forward call it differentiates.
-  struct Kept {
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const Saved>> calls;
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const SavedFold>> folds;
-  };
-  /// `kept`, saved by a frame of `primal`, with its keys (callee, argument
-  /// numbers) in `vjp`'s numbering, where the vjp's calls and folds look
-  /// them up.
-  static Kept rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp);
+  using Kept = core::KeptForwards<Value, std::shared_ptr<const Saved>>;
   /// One function's forward evaluation: its values by number and what it kept.
   struct Saved {
     std::vector<Value> env;
@@ -143,12 +136,8 @@ class Interpreter {
       if (live) *live -= bytes;
     }
   };
-  /// A fold's forward: each copy's input and evaluation, and its result.
-  struct SavedFold {
-    std::vector<Value> inputs;
-    std::vector<std::shared_ptr<const Saved>> copies;
-    Value result;
-  };
+  /// This interpreter as the Core walker's domain (core/walk.h).
+  struct Callees;
 
   /// Evaluates a function. `reuse` (a stored forward of fn.primal) supplies
   /// a vjp's forward instructions instead of evaluating them; `keep`, when

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/runtime/element_scan.h"
@@ -211,11 +212,10 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       }
       return Value::of_params(std::make_shared<const ParamMap>(subtree(tree, in.text)));
     }
-    case Op::TupleGet: return arg(0).elements.at(in.integer);
+    case Op::TupleGet:
     case Op::MakeTuple: {
-      std::vector<Value> elems;
-      for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
-      return Value::of_tuple(std::move(elems));
+      ValueTuples tuples;
+      return core::walk_tuple(tuples, in, arg);
     }
     case Op::Cast: {
       const std::string& t = in.text;

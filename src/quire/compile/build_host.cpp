@@ -12,6 +12,7 @@
 #include "quire/core/walk.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
+#include "quire/interp/reference_step.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::compile {
@@ -20,8 +21,6 @@ using core::Op;
 using interp::Value;
 
 namespace {
-
-constexpr int kMaxCallDepth = 256;  // as the interpreter's: calls are acyclic, this guards the invariant
 
 runtime::ElemKind elem_kind(elab::Elem e) {
   switch (e) {
@@ -347,8 +346,8 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     }
     case Op::TupleGet:
     case Op::MakeTuple: {
-      interp::ValueTuples tuples;
-      return core::walk_tuple(tuples, in, arg);
+      interp::ValueStructure values;
+      return core::walk_tuple(values, in, arg);
     }
     case Op::KeySplit:
       return Value::of_tuple({Value::of_key(runtime::Key{}), Value::of_key(runtime::Key{})});
@@ -435,7 +434,7 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
   return v;
 }
 
-struct Walk::Callees : interp::RunDims, interp::ValueTuples {
+struct Walk::Callees : interp::RunDims, interp::ValueStructure {
   using Forward = int;  ///< a kept forward: the instance that computed it
   Walk& walk;
   HostStep& step;       ///< the call's, which records the instances it runs
@@ -463,7 +462,7 @@ struct Walk::Callees : interp::RunDims, interp::ValueTuples {
     }
     return walk.result(child);
   }
-  /// A fold copy's parameters: every leaf without its leading (stack) axis.
+  /// A fold copy's parameters: every leaf without its leading (stack) axis, shapes only.
   static Value copy_of(const Value& stacked, int64_t) {
     auto tree = std::make_shared<interp::ParamMap>();
     for (const auto& [path, t] : *stacked.params) {
@@ -489,8 +488,8 @@ Value Walk::call_step(int id, const core::Instr& in, Frame& frame, bool keeping,
   s.kind = in.op == Op::Call   ? HostStep::Kind::Call
            : in.op == Op::Fold ? HostStep::Kind::Fold
                                : HostStep::Kind::FoldVjp;
-  Callees callees{{prog_, run_dims_}, {}, *this, s, depth,
-                  in.numerics != core::Numerics::Default ? in.numerics : context};
+  Callees callees{
+      {prog_, run_dims_}, {}, *this, s, depth, in.numerics != core::Numerics::Default ? in.numerics : context};
   Value result = core::walk_structural(
       callees, in, [&](size_t k) -> const Value& { return frame.env.at(static_cast<size_t>(in.args.at(k))); }, dims,
       keeping ? &frame.kept : nullptr);
@@ -502,22 +501,8 @@ Value Walk::call_step(int id, const core::Instr& in, Frame& frame, bool keeping,
 
 int Walk::instance(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                    core::Numerics context, FrameMode mode, int reuse_from, int depth) {
-  if (depth > kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
-  if (!fn.checked || fn.result_value == 0) throw interp::EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw interp::EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
-  const precision::FunctionRealization* table = nullptr;
-  if (r_) {
-    std::vector<precision::Carry> carries;
-    for (const Value& a : args) carries.push_back(interp::carry_of(a));
-    const std::string sig = precision::signature(carries);
-    table = r_->find(function, context, sig);
-    if (!table)
-      throw std::logic_error(
-          fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach", fn.name, sig,
-                      core::numerics_name(context)));
-  }
+  const core::Function& fn = interp::frame_function(prog_, function, args.size(), depth);
+  const precision::FunctionRealization* table = interp::realized_table(r_, prog_, function, context, args);
   const std::string key = key_of(function, args, dims, context, mode, reuse_from);
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
   const int id = static_cast<int>(out_.functions.size());
@@ -612,9 +597,7 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
       }
       out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(at->loc.begin);
-      throw interp::EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
-                                          lc.column, core::site_name(fn, at->id), e.what()));
+      throw interp::error_at(prog_, fn, *at, e);
     }
   }
   frames_[static_cast<size_t>(id)] = std::move(frame);
@@ -623,7 +606,7 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
 
 /// How many times one call of the entry runs each instance.
 void count(HostProgram& host, int instance, int64_t times, int depth = 0) {
-  if (depth > kMaxCallDepth) throw std::logic_error("internal: the host program's calls nest too deeply");
+  if (depth > interp::kMaxCallDepth) throw std::logic_error("internal: the host program's calls nest too deeply");
   HostFunction& h = host.functions[static_cast<size_t>(instance)];
   h.evaluations += times;
   for (const HostStep& s : h.steps) {

@@ -69,6 +69,8 @@ class Executor {
   /// given, receives this run's values for a later reverse sweep.
   interp::Value run(int id, std::vector<interp::Value> args, int depth, const Saved* reuse = nullptr,
                     std::shared_ptr<const Saved>* keep = nullptr);
+  /// This executor as the Core walker's domain (core/walk.h).
+  struct Callees;
   interp::Value call_step(const HostStep& s, const core::Instr& in, const HostFunction& h, std::vector<interp::Value>& env,
                           Kept* keeping, int depth);
 

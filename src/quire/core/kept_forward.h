@@ -20,13 +20,6 @@ namespace quire::core {
 /// A kept forward's key: the callee and its operands' value numbers.
 using KeptKey = std::pair<int, std::vector<int>>;
 
-/// The primal's instruction values mapped to the vjp's (the arguments keep theirs).
-inline std::map<int, int> vjp_numbers(const Function& primal, const Function& vjp) {
-  std::map<int, int> to_vjp;
-  for (size_t k = 0; k < primal.body.size() && k < vjp.body.size(); ++k) to_vjp[primal.body[k].id] = vjp.body[k].id;
-  return to_vjp;
-}
-
 /// A frame's kept forwards. `Forward` is one kept evaluation of a function
 /// (the interpreter's saved values, the builder's instance number).
 template <class Value, class Forward>
@@ -43,23 +36,17 @@ struct KeptForwards {
   /// These forwards, kept by a frame of `primal`, keyed in `vjp`'s numbering,
   /// where the vjp's calls and folds look them up.
   KeptForwards for_vjp(const Function& primal, const Function& vjp) const {
-    const std::map<int, int> to_vjp = vjp_numbers(primal, vjp);
-    KeptForwards out;
-    renumber_into(calls, to_vjp, out.calls);
-    renumber_into(folds, to_vjp, out.folds);
-    return out;
-  }
-
- private:
-  template <class T>
-  static void renumber_into(const std::map<KeptKey, T>& kept, const std::map<int, int>& to_vjp,
-                            std::map<KeptKey, T>& out) {
-    for (const auto& [key, saved] : kept) {
-      std::vector<int> operands = key.second;
-      for (int& a : operands)
+    std::map<int, int> to_vjp;  // the primal's instruction values → the vjp's; the arguments keep theirs
+    for (size_t k = 0; k < primal.body.size() && k < vjp.body.size(); ++k) to_vjp[primal.body[k].id] = vjp.body[k].id;
+    auto renumbered = [&](KeptKey key) {
+      for (int& a : key.second)
         if (auto it = to_vjp.find(a); it != to_vjp.end()) a = it->second;
-      out.emplace(KeptKey{key.first, std::move(operands)}, saved);
-    }
+      return key;
+    };
+    KeptForwards out;
+    for (const auto& [key, forward] : calls) out.calls.emplace(renumbered(key), forward);
+    for (const auto& [key, fold] : folds) out.folds.emplace(renumbered(key), fold);
+    return out;
   }
 };
 

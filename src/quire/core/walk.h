@@ -1,52 +1,38 @@
 #pragma once
-// The one walker over Core's structure: a call, a fold, a fold's vjp, a tuple
-// and a tuple's element (STYLE.md §12). Every evaluator and analysis of Core
-// runs these operations here and supplies only its domain: the reference
-// interpreter (interp/), the exact one (exact/), the realizer (realize/), the
-// bounds walk (precision/bounds.cpp) and the host program's builder
-// (compile/build_host.cpp). Each walks the other operations itself, and
-// finishes a structural one as it needs (the bounds walk takes a call's
-// magnitudes from the envelope, the realizer records why a site has its type).
+// The one walker over Core's structure (STYLE.md §12): calls, folds, a fold's
+// vjp and tuples. The reference and exact interpreters, the realizer, the
+// bounds walk, the host program's builder and its executor run these
+// operations here and supply only their domain's pieces; each steps through
+// the other operations itself, and finishes a structural one as it needs.
 //
-// What the walk does, for an instruction `in` of a function under `dims`:
-//   call        in.callee on the operands, under the callee's dims.
-//   fold        copies i = 0 … n−1 of in.callee on (θᵢ, carried), θᵢ copy i
-//               of the stacked parameter tree (operand 0), carried starting at
-//               operand 1; the value is the last carried.
-//   fold_vjp    the fold forward keeping each copy's input, then each copy's
-//               vjp (function in.integer) from the last copy back on
-//               (θᵢ, inputᵢ, ct), ct starting at operand 2 and threaded
-//               through element 2 of each vjp's result; the value is the tuple
-//               (carried, ct, the copies' parameter gradients, element 1 of
-//               each vjp's result, stacked).
-//   tuple, tuple_get   as written.
-// Under `--remat store` (a non-null `kept`) a frame keeps the forwards of its
-// calls and folds; a vjp call, and a fold_vjp, take the kept forward of the
-// call or fold they differentiate instead of evaluating it again.
+// For an instruction `in` of a function running under `dims`:
+//   call       in.callee on the operands, under the callee's dims.
+//   fold       copies i = 0 … n−1 of in.callee on (θᵢ, carried): θᵢ copy i of
+//              the stacked parameter tree (operand 0), carried from operand 1;
+//              the value is the last carried.
+//   fold_vjp   the fold forward keeping each copy's input, then from the last
+//              copy back its vjp (function in.integer) on (θᵢ, inputᵢ, ct),
+//              ct from operand 2 and then each vjp's element 2; the value is
+//              (carried, ct, the vjps' elements 1 stacked).
+//   tuple, tuple_get as written.
+// `kept` (`--remat store`): a frame keeps its calls' and folds' forwards, and
+// a vjp call or a fold_vjp takes the one it differentiates instead of
+// evaluating it again.
 //
-// A domain D supplies:
-//   using Value;    its value, copyable
-//   using Dims;     what a callee runs under (NoDims where the domain has none)
-//   using Forward;  one kept forward evaluation (NoForward where it keeps none)
-//   Dims callee_dims(const Instr& in, const Dims& caller);
-//       in.callee's dims (a fold_vjp's vjp runs under the same)
-//   int64_t copies(const Instr& in, const Dims& caller);
-//       the copies of a fold or fold_vjp the walk runs
-//   Value evaluate(const Evaluation<Forward>& e, std::vector<Value> args, const Dims& dims);
-//       e.function on `args` (one call level deeper than `in`)
-//   Value copy_of(const Value& stacked, int64_t i);
-//       θᵢ, copy i of a stacked parameter tree
-//   Value stack(const Value& stacked, std::vector<Value> grads);
-//       a fold_vjp's parameter gradient: grads[i] is copy i's, in `stacked`'s shape
+// A domain D supplies (Value copyable; Dims NoDims and Forward NoForward
+// where it has none):
+//   using Value, Dims, Forward;
+//   Dims callee_dims(const Instr& in, const Dims& caller);  // in.callee's, a fold_vjp's vjp's too
+//   int64_t copies(const Instr& in, const Dims& caller);    // a fold's copies to run
+//   Value evaluate(const Evaluation<Forward>&, std::vector<Value> args, const Dims&);  // one call deeper
+//   Value copy_of(const Value& stacked, int64_t i);         // θᵢ
+//   Value stack(const Value& stacked, const std::vector<Value>& grads);  // grads[i]: copy i's
 //   Value tuple(std::vector<Value> elements);
 //   Value element(const Value& tuple, size_t k);
-// a domain that keeps forwards (Forward is not NoForward) also
-//   const elab::Program& program() const;
-// and a domain may supply
-//   bool settled(const Value& before, const Value& after);
-//       a fold stops once a copy leaves the carried value as it found it (the
-//       realizer's types reach their fixed point; later copies would repeat it)
-// Operands are read through `arg(k)` → const Value&, the domain's own view of
+//   const elab::Program& program() const;                   // only if it keeps forwards
+// and may supply
+//   bool settled(const Value& before, const Value& after);  // a fold stops at a fixed point
+// Operands are read through `arg(k)` → const Value&: the domain's view of
 // operand k (the bounds walk's is rounded down where its site reads down).
 
 #include <fmt/format.h>
@@ -69,7 +55,6 @@
 
 namespace quire::core {
 
-/// A domain that keeps no forwards, or whose callees need no dims.
 struct NoForward {};
 struct NoDims {};
 
@@ -77,7 +62,7 @@ struct NoDims {};
 enum class CallRole : uint8_t {
   Call,        ///< a call's callee
   FoldCopy,    ///< copy `copy` of a fold
-  VjpForward,  ///< copy `copy` of a fold_vjp's forward (not asked for when a kept forward supplies it)
+  VjpForward,  ///< copy `copy` of a fold_vjp's forward, evaluated again (not when a kept forward supplies it)
   VjpCopy,     ///< the vjp of copy `copy`, in a fold_vjp's reverse sweep
 };
 
@@ -92,22 +77,21 @@ struct Evaluation {
 };
 
 /// The dimensions a called function runs under: `run`'s, with the callee's
-/// own (a module's dimensions, or inferred size parameters) bound to the
-/// instruction's sizes evaluated in the caller's dimensions by `size_at`
-/// (→ std::optional<int64_t>; a size without a value leaves its dimension
-/// unbound). A call's sizes bind from the first; a fold's and a fold_vjp's
-/// from the second (sizes[0] is the count).
+/// own (a module's, or inferred size parameters) bound to the instruction's
+/// sizes by `size_at` (a size → std::optional<int64_t>, evaluated in the
+/// caller's dimensions; nullopt leaves the dimension unbound). A call's sizes
+/// bind from the first; a fold's and a fold_vjp's from the second (sizes[0]
+/// is the count).
 template <class SizeAt>
 std::map<std::string, int64_t> callee_dims(const Function& callee, const Instr& in,
                                            const std::map<std::string, int64_t>& run, SizeAt&& size_at) {
   std::map<std::string, int64_t> dims = run;
   const size_t first = in.op == Op::Call ? 0 : 1;
   for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k) {
-    const std::string& name = callee.dims[k - first];
     if (std::optional<int64_t> v = size_at(in.sizes[k]))
-      dims[name] = *v;
+      dims[callee.dims[k - first]] = *v;
     else
-      dims.erase(name);
+      dims.erase(callee.dims[k - first]);
   }
   return dims;
 }
@@ -119,19 +103,26 @@ namespace walk_detail {
 
 template <class D>
 inline constexpr bool kKeeps = !std::is_same_v<typename D::Forward, NoForward>;
-
 template <class D>
-inline constexpr bool kSettles =
-    requires(D& d, const typename D::Value& v) { static_cast<bool>(d.settled(v, v)); };
+inline constexpr bool kSettles = requires(D& d, const typename D::Value& v) {
+  static_cast<bool>(d.settled(v, v));
+};
+
+template <class Value, class... Parts>
+std::vector<Value> values(Parts&&... parts) {
+  std::vector<Value> out;
+  out.reserve(sizeof...(Parts));
+  (out.push_back(std::forward<Parts>(parts)), ...);
+  return out;
+}
 
 template <class D, class Arg>
 typename D::Value call(D& d, const Instr& in, const Arg& arg, const typename D::Dims& dims, KeptOf<D>* kept) {
-  using Value = typename D::Value;
   const typename D::Dims callee_dims = d.callee_dims(in, dims);
-  std::vector<Value> args;
+  std::vector<typename D::Value> args;
   args.reserve(in.args.size());
   for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-  Evaluation<typename D::Forward> e{in.callee, CallRole::Call};
+  Evaluation<typename D::Forward> e{in.callee};
   if constexpr (kKeeps<D>) {
     if (kept) {
       if (const int primal = d.program().functions.at(static_cast<size_t>(in.callee)).primal; primal >= 0) {
@@ -142,7 +133,7 @@ typename D::Value call(D& d, const Instr& in, const Arg& arg, const typename D::
       }
       typename D::Forward saved{};
       e.keep = &saved;
-      Value result = d.evaluate(e, std::move(args), callee_dims);
+      typename D::Value result = d.evaluate(e, std::move(args), callee_dims);
       kept->calls[{in.callee, in.args}] = std::move(saved);
       return result;
     }
@@ -153,12 +144,11 @@ typename D::Value call(D& d, const Instr& in, const Arg& arg, const typename D::
 template <class D, class Arg>
 typename D::Value fold(D& d, const Instr& in, const Arg& arg, const typename D::Dims& dims, KeptOf<D>* kept) {
   using Value = typename D::Value;
-  using Fold = typename KeptOf<D>::Fold;
   const typename D::Dims callee_dims = d.callee_dims(in, dims);
   const int64_t copies = d.copies(in, dims);
   const Value& stacked = arg(0);
   Value carried = arg(1);
-  std::shared_ptr<Fold> saved = kKeeps<D> && kept ? std::make_shared<Fold>() : nullptr;
+  auto saved = kKeeps<D> && kept ? std::make_shared<typename KeptOf<D>::Fold>() : nullptr;
   for (int64_t i = 0; i < copies; ++i) {
     Evaluation<typename D::Forward> e{in.callee, CallRole::FoldCopy, i};
     if (saved) {
@@ -166,13 +156,13 @@ typename D::Value fold(D& d, const Instr& in, const Arg& arg, const typename D::
       saved->copies.emplace_back();
       e.keep = &saved->copies.back();
     }
-    Value next = d.evaluate(e, {d.copy_of(stacked, i), carried}, callee_dims);
     if constexpr (kSettles<D>) {
+      Value next = d.evaluate(e, values<Value>(d.copy_of(stacked, i), carried), callee_dims);
       const bool fixed = d.settled(carried, next);
       carried = std::move(next);
       if (fixed) break;
     } else {
-      carried = std::move(next);
+      carried = d.evaluate(e, values<Value>(d.copy_of(stacked, i), std::move(carried)), callee_dims);
     }
   }
   if (saved) {
@@ -186,11 +176,10 @@ template <class D, class Arg>
 typename D::Value fold_vjp(D& d, const Instr& in, const Arg& arg, const typename D::Dims& dims, KeptOf<D>* kept) {
   using Value = typename D::Value;
   const typename D::Dims callee_dims = d.callee_dims(in, dims);
-  const int64_t copies = std::max<int64_t>(d.copies(in, dims), 0);
-  const size_t n = static_cast<size_t>(copies);
+  const size_t copies = static_cast<size_t>(std::max<int64_t>(d.copies(in, dims), 0));
   const Value& stacked = arg(0);
   std::vector<Value> thetas;
-  for (int64_t i = 0; i < copies; ++i) thetas.push_back(d.copy_of(stacked, i));
+  for (size_t i = 0; i < copies; ++i) thetas.push_back(d.copy_of(stacked, static_cast<int64_t>(i)));
   const typename KeptOf<D>::Fold* saved = nullptr;
   if (kKeeps<D> && kept)
     if (auto it = kept->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != kept->folds.end())
@@ -201,22 +190,23 @@ typename D::Value fold_vjp(D& d, const Instr& in, const Arg& arg, const typename
     inputs = saved->inputs;
     carried = saved->result;
   } else {
-    for (int64_t i = 0; i < copies; ++i) {
+    for (size_t i = 0; i < copies; ++i) {
       inputs.push_back(carried);
-      carried = d.evaluate({in.callee, CallRole::VjpForward, i}, {thetas[static_cast<size_t>(i)], carried}, callee_dims);
+      carried = d.evaluate({in.callee, CallRole::VjpForward, static_cast<int64_t>(i)},
+                           values<Value>(thetas[i], std::move(carried)), callee_dims);
     }
   }
   Value ct = arg(2);
-  std::vector<Value> grads(n);
-  for (size_t i = n; i-- > 0;) {
-    const Evaluation<typename D::Forward> e{static_cast<int>(in.integer), CallRole::VjpCopy, static_cast<int64_t>(i),
-                                            saved ? &saved->copies.at(i) : nullptr};
-    Value r = d.evaluate(e, {thetas[i], inputs[i], ct}, callee_dims);
+  std::vector<Value> grads(copies);
+  for (size_t i = copies; i-- > 0;) {
+    Value r = d.evaluate({static_cast<int>(in.integer), CallRole::VjpCopy, static_cast<int64_t>(i),
+                          saved ? &saved->copies.at(i) : nullptr},
+                         values<Value>(thetas[i], std::move(inputs[i]), std::move(ct)), callee_dims);
     grads[i] = d.element(r, 1);
     ct = d.element(r, 2);
   }
-  Value gradient = d.stack(stacked, std::move(grads));
-  return d.tuple({std::move(carried), std::move(ct), std::move(gradient)});
+  Value gradient = d.stack(stacked, grads);
+  return d.tuple(values<Value>(std::move(carried), std::move(ct), std::move(gradient)));
 }
 
 }  // namespace walk_detail
@@ -233,9 +223,8 @@ typename D::Value walk_tuple(D& d, const Instr& in, const Arg& arg) {
   return d.tuple(std::move(elements));
 }
 
-/// The value of a structural instruction (Call, Fold, FoldVjp, MakeTuple,
-/// TupleGet) of a function running under `dims`. `kept`: the frame's kept
-/// forwards when it keeps them for a reverse sweep, else null.
+/// The value of a Call, Fold, FoldVjp, MakeTuple or TupleGet of a function
+/// running under `dims`; `kept`: the frame's kept forwards, or null.
 template <class D, class Arg>
 typename D::Value walk_structural(D& d, const Instr& in, const Arg& arg, const typename D::Dims& dims,
                                   KeptOf<D>* kept = nullptr) {

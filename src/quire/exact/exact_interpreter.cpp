@@ -33,8 +33,6 @@ using interp::unary_op;
 
 namespace {
 
-constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant (as the reference interpreter)
-
 // ---------------------------------------------------------------------------
 // Index tensors: the runtime kernels move f64 positions 0, 1, …, n-1 (exact up
 // to 2^53), and the Big elements follow the positions they return.
@@ -489,41 +487,6 @@ Big literal(const elab::Program& prog, const core::Instr& in, int bits) {
   return Big(in.number, bits);
 }
 
-/// Copy `i` of a stack: every leaf loses its leading axis.
-BigParamMap slice_copy(const BigParamMap& tree, int64_t i) {
-  BigParamMap out;
-  for (const auto& [path, t] : tree) {
-    if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
-    BigTensor s;
-    s.shape.assign(t.shape.begin() + 1, t.shape.end());
-    const size_t per_copy = static_cast<size_t>(s.size());
-    auto first = t.elems.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * per_copy);
-    s.elems.assign(first, first + static_cast<std::ptrdiff_t>(per_copy));
-    out.emplace(path, std::move(s));
-  }
-  return out;
-}
-
-/// A fold_vjp's parameter gradient: each leaf's copies (grads[i] is copy i's
-/// tree) stacked along a new leading axis, copy 0 first, in `stacked`'s shapes.
-BigParamMap stack_copies(const BigParamMap& stacked, const std::vector<ExactValue>& grads, const core::Function& fn,
-                         const core::Instr& in) {
-  BigParamMap out;
-  for (const auto& [path, t] : stacked) {
-    BigTensor g;
-    g.shape = t.shape;
-    for (const ExactValue& copy : grads) {
-      const BigTensor& part = copy.params->at(path);
-      g.elems.insert(g.elems.end(), part.elems.begin(), part.elems.end());
-    }
-    if (g.elems.size() != static_cast<size_t>(g.size()))
-      throw std::logic_error(fmt::format("internal: {}: the copies' gradients of `{}` do not fill its stack",
-                                         core::site_name(fn, in.id), path));
-    out.emplace(path, std::move(g));
-  }
-  return out;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -630,11 +593,7 @@ void ExactInterpreter::check_result(const core::Function& fn, const core::Instr&
 
 ExactValue ExactInterpreter::eval(int function, const std::vector<ExactValue>& args,
                                   const std::map<std::string, int64_t>& dims, int depth) {
-  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(function);
-  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+  const core::Function& fn = interp::frame_function(prog_, function, args.size(), depth);
   std::vector<ExactValue> env(static_cast<size_t>(fn.value_count() + 1));
   for (size_t i = 0; i < args.size(); ++i) env[i + 1] = args[i];
   for (const core::Instr& in : fn.body) {
@@ -642,9 +601,7 @@ ExactValue ExactInterpreter::eval(int function, const std::vector<ExactValue>& a
       env[in.id] = step(fn, in, env, dims, depth);
       check_result(fn, in, env[in.id], dims);
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(in.loc.begin);
-      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,
-                                  core::site_name(fn, in.id), e.what()));
+      throw interp::error_at(prog_, fn, in, e);
     }
     if (observer_) observer_(fn, in, env[in.id], env);
   }
@@ -779,11 +736,36 @@ struct ExactInterpreter::Callees : interp::RunDims {
   ExactValue evaluate(const core::Evaluation<Forward>& e, const std::vector<ExactValue>& args, const Dims& dims) {
     return self.eval(e.function, args, dims, depth + 1);
   }
+  /// Copy `i` of a stack: every leaf loses its leading axis.
   static ExactValue copy_of(const ExactValue& stacked, int64_t i) {
-    return ExactValue::of_params(std::make_shared<const BigParamMap>(slice_copy(*stacked.params, i)));
+    auto out = std::make_shared<BigParamMap>();
+    for (const auto& [path, t] : *stacked.params) {
+      if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
+      BigTensor s;
+      s.shape.assign(t.shape.begin() + 1, t.shape.end());
+      const size_t per_copy = static_cast<size_t>(s.size());
+      auto first = t.elems.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * per_copy);
+      s.elems.assign(first, first + static_cast<std::ptrdiff_t>(per_copy));
+      out->emplace(path, std::move(s));
+    }
+    return ExactValue::of_params(std::move(out));
   }
+  /// Each leaf's copies stacked along a new leading axis, copy 0 first.
   ExactValue stack(const ExactValue& stacked, const std::vector<ExactValue>& grads) const {
-    return ExactValue::of_params(std::make_shared<const BigParamMap>(stack_copies(*stacked.params, grads, fn, in)));
+    auto out = std::make_shared<BigParamMap>();
+    for (const auto& [path, t] : *stacked.params) {
+      BigTensor g;
+      g.shape = t.shape;
+      for (const ExactValue& copy : grads) {
+        const BigTensor& part = copy.params->at(path);
+        g.elems.insert(g.elems.end(), part.elems.begin(), part.elems.end());
+      }
+      if (g.elems.size() != static_cast<size_t>(g.size()))
+        throw std::logic_error(fmt::format("internal: {}: the copies' gradients of `{}` do not fill its stack",
+                                           core::site_name(fn, in.id), path));
+      out->emplace(path, std::move(g));
+    }
+    return ExactValue::of_params(std::move(out));
   }
   static ExactValue tuple(std::vector<ExactValue> elements) { return ExactValue::of_tuple(std::move(elements)); }
   static ExactValue element(const ExactValue& tuple, size_t k) { return tuple.elements.at(k); }

@@ -52,12 +52,9 @@ runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vecto
 /// reduction over its explicit `axes`, or over all of them, sums away.
 std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vector<int>& axes);
 
-/// The dims model the walker's domains (core/walk.h) share when they run at
-/// a run's dimensions: a callee runs under the run's (`run`), with its own
-/// dimensions bound to the call's sizes evaluated in the caller's; a fold's
-/// count is its first size there. The reference, exact and bound walks and
-/// the host program's builder run so; the realizer types at the run's
-/// dimensions alone.
+/// The dims of a Core walker's domain (core/walk.h) that runs at a run's
+/// dimensions `run`: a callee's bound to the call's sizes in the caller's
+/// (core::callee_dims), a fold's count its first size there.
 struct RunDims {
   using Dims = std::map<std::string, int64_t>;
   const elab::Program& prog;

@@ -23,8 +23,6 @@ using runtime::Tensor;
 
 namespace {
 
-constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
-
 /// The first NaN or infinity among a value's real elements (tuples and
 /// parameter trees included), if any.
 std::optional<double> first_nonfinite_element(const Value& v, int depth = 0) {
@@ -64,6 +62,35 @@ precision::Carry carry_of(const Value& v, int depth) {
   return c;
 }
 
+const core::Function& frame_function(const elab::Program& prog, int function, size_t args, int depth) {
+  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(function));
+  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
+  if (args != fn.args.size())
+    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args));
+  return fn;
+}
+
+const precision::FunctionRealization* realized_table(const precision::Realization* r, const elab::Program& prog,
+                                                     int function, core::Numerics context,
+                                                     const std::vector<Value>& args) {
+  if (!r) return nullptr;
+  std::vector<precision::Carry> carries;
+  for (const Value& a : args) carries.push_back(carry_of(a));
+  const std::string sig = precision::signature(carries);
+  if (const precision::FunctionRealization* table = r->find(function, context, sig)) return table;
+  throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
+                                     prog.functions.at(static_cast<size_t>(function)).name, sig,
+                                     core::numerics_name(context)));
+}
+
+EvalError error_at(const elab::Program& prog, const core::Function& fn, const core::Instr& in,
+                   const std::exception& e) {
+  const LineCol lc = prog.sources.line_col(in.loc.begin);
+  return EvalError(fmt::format("{}:{}:{}: in {}: {}", prog.sources.file(in.loc.begin.file).path, lc.line, lc.column,
+                               core::site_name(fn, in.id), e.what()));
+}
+
 Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims,
                          const precision::Realization* realization)
     : prog_(prog), dims_(std::move(dims)), realization_(realization) {}
@@ -92,26 +119,13 @@ Value Interpreter::call(int function, const std::vector<Value>& args) {
 
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                         int depth, core::Numerics context, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
-  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(function);
-  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+  const core::Function& fn = frame_function(prog_, function, args.size(), depth);
   std::vector<Value> env(fn.value_count() + 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (depth == 0) check_argument(prog_, fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name));
     env[i + 1] = args[i];
   }
-  const precision::FunctionRealization* table = nullptr;
-  if (realization_) {
-    std::vector<precision::Carry> carries;
-    for (const Value& a : args) carries.push_back(carry_of(a));
-    std::string sig = precision::signature(carries);
-    table = realization_->find(function, context, sig);
-    if (!table)
-      throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
-                                         fn.name, sig, core::numerics_name(context)));
-  }
+  const precision::FunctionRealization* table = realized_table(realization_, prog_, function, context, args);
   // A vjp's forward instructions are its primal's, one for one: under Store
   // they come from the primal's evaluation that the caller's forward kept.
   size_t first = 0;
@@ -170,9 +184,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
       env[in.id] = step(fn, in, env, dims, depth, context, table, keeping);
       finish(in);
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(at->loc.begin);
-      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
-                                  lc.column, core::site_name(fn, at->id), e.what()));
+      throw error_at(prog_, fn, *at, e);
     }
   }
   // The frame ends here: its result moves out unless the frame is kept.
@@ -192,7 +204,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
 
 /// Calls, folds and fold_vjps one call level deeper, in the instruction's
 /// numerics; under Store a frame's kept forwards are Saved evaluations.
-struct Interpreter::Callees : RunDims, ValueTuples {
+struct Interpreter::Callees : RunDims, ValueStructure {
   using Forward = std::shared_ptr<const Saved>;
   Interpreter& self;
   int depth;            ///< of the calling frame
@@ -202,15 +214,6 @@ struct Interpreter::Callees : RunDims, ValueTuples {
     if (e.role == core::CallRole::VjpForward) ++self.stats_.forwards_repeated;
     return self.eval(e.function, args, dims, depth + 1, mode, e.reuse ? e.reuse->get() : nullptr, e.keep);
   }
-  static Value copy_of(const Value& stacked, int64_t i) {
-    return Value::of_params(std::make_shared<const ParamMap>(fold_copy(*stacked.params, i)));
-  }
-  static Value stack(const Value& stacked, const std::vector<Value>& grads) {
-    std::vector<ParamMap> copies;
-    copies.reserve(grads.size());
-    for (const Value& g : grads) copies.push_back(*g.params);
-    return Value::of_params(std::make_shared<const ParamMap>(stack_copies(*stacked.params, copies)));
-  }
 };
 
 Value Interpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
@@ -218,8 +221,8 @@ Value Interpreter::step(const core::Function& fn, const core::Instr& in, const s
                         const precision::FunctionRealization* table, Kept* kept) {
   if (!core::op_info(in.op).calls) return evaluate_step(fn, in, env, dims, table);
   Callees callees{{prog_, dims_}, {}, *this, depth, in.numerics != core::Numerics::Default ? in.numerics : context};
-  return core::walk_structural(callees, in, [&](size_t k) -> const Value& { return env.at(in.args.at(k)); }, dims,
-                               kept);
+  return core::walk_structural(
+      callees, in, [&](size_t k) -> const Value& { return env.at(in.args.at(k)); }, dims, kept);
 }
 
 }  // namespace quire::interp

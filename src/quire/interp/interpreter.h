@@ -65,6 +65,24 @@ enum class Remat {
 /// what the realization's tables are keyed by.
 precision::Carry carry_of(const Value& v, int depth = 0);
 
+/// Calls nest at most this deep: they are acyclic, and this guards the invariant.
+inline constexpr int kMaxCallDepth = 256;
+
+/// The function a frame at call depth `depth` evaluates on `args` arguments:
+/// EvalError if calls nest deeper than kMaxCallDepth, it did not elaborate,
+/// or it takes another number of arguments.
+const core::Function& frame_function(const elab::Program& prog, int function, size_t args, int depth);
+
+/// The realization's table of `function` called in `context` with `args`
+/// (nullptr without a realization; std::logic_error if it did not reach it).
+const precision::FunctionRealization* realized_table(const precision::Realization* r, const elab::Program& prog,
+                                                     int function, core::Numerics context,
+                                                     const std::vector<Value>& args);
+
+/// A run-time failure `e` at instruction `in` of `fn`, placed:
+/// "FILE:LINE:COL: in SITE: what".
+EvalError error_at(const elab::Program& prog, const core::Function& fn, const core::Instr& in, const std::exception& e);
+
 /// "store", "recompute"; nullopt for anything else.
 std::optional<Remat> parse_remat(std::string_view name);
 const char* remat_name(Remat r);

@@ -60,11 +60,4 @@ struct Value {
   }
 };
 
-/// Tuples of values, as the Core walker (core/walk.h) makes and reads them.
-struct ValueTuples {
-  using Value = interp::Value;
-  static Value tuple(std::vector<Value> elements) { return Value::of_tuple(std::move(elements)); }
-  static Value element(const Value& tuple, size_t k) { return tuple.elements.at(k); }
-};
-
 }  // namespace quire::interp

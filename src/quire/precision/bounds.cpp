@@ -209,17 +209,6 @@ struct Bounded {
 
 using Tree = std::map<std::string, Bounded>;
 
-/// Copy `i` of a stack: every leaf loses its leading axis.
-Tree slice_copy(const Tree& tree) {
-  Tree out;
-  for (const auto& [path, leaf] : tree) {
-    Bounded b = leaf;
-    if (!b.shape.empty()) b.shape.erase(b.shape.begin());
-    out.emplace(path, std::move(b));
-  }
-  return out;
-}
-
 /// Appends the real leaves of a value (tuples' elements, trees' leaves).
 void real_leaves(const Bounded& v, std::vector<const Bounded*>& out, int depth = 0) {
   if (depth > 64) return;
@@ -592,11 +581,14 @@ struct BoundWalk::Callees : interp::RunDims {
   Bounded evaluate(const core::Evaluation<Forward>& e, std::vector<Bounded> args, const Dims& dims) {
     return walk.eval(e.function, std::move(args), dims, depth + 1, mode);
   }
-  /// Every copy's θ has the same bounds: its leaves without their stack axis.
+  /// Every copy's θ has the same bounds: the leaves without their stack axis.
   static Bounded copy_of(const Bounded& stacked, int64_t) {
+    auto tree = std::make_shared<Tree>(*stacked.params);
+    for (auto& [path, leaf] : *tree)
+      if (!leaf.shape.empty()) leaf.shape.erase(leaf.shape.begin());
     Bounded theta;
     theta.kind = Bounded::Kind::Params;
-    theta.params = std::make_shared<Tree>(slice_copy(*stacked.params));
+    theta.params = std::move(tree);
     return theta;
   }
   /// Each leaf stacks its copies: the largest error, the Frobenius norms' root

@@ -415,8 +415,8 @@ class Realizer {
           if (!in.args.empty())
             if (auto it = tree_path.find(in.args[0]); it != tree_path.end()) prefix = it->second;
           Callees callees{*this, mode, prefix, depth};
-          carried(core::walk_structural(callees, in, [&](size_t k) -> const Carry& { return carry[in.args.at(k)]; },
-                                        core::NoDims{}),
+          carried(core::walk_structural(
+                      callees, in, [&](size_t k) -> const Carry& { return carry[in.args.at(k)]; }, core::NoDims{}),
                   structural_why(in));
           continue;
         }

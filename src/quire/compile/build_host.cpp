@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <utility>
 
+#include "quire/core/kept_forward.h"
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
-#include "quire/interp/kept_forward.h"
+#include "quire/interp/reference_step.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::compile {
@@ -19,8 +21,6 @@ using core::Op;
 using interp::Value;
 
 namespace {
-
-constexpr int kMaxCallDepth = 256;  // as the interpreter's: calls are acyclic, this guards the invariant
 
 runtime::ElemKind elem_kind(elab::Elem e) {
   switch (e) {
@@ -131,15 +131,9 @@ runtime::Shape broadcast(const runtime::Shape& a, const runtime::Shape& b) {
 /// One frame of the walk: what an instance's evaluation leaves for its callers.
 struct Frame {
   std::vector<Value> env;  ///< by value number
-  /// `--remat store`: the kept forwards of its calls and folds, by (callee,
-  /// operand numbers), as the interpreter's Kept keys them.
-  std::map<std::pair<int, std::vector<int>>, int> kept_calls;
-  struct KeptFold {
-    std::vector<int> copies;  ///< each copy's kept instance
-    std::vector<Value> inputs;
-    Value result;
-  };
-  std::map<std::pair<int, std::vector<int>>, KeptFold> kept_folds;
+  /// `--remat store`: the kept forwards of its calls and folds (each the
+  /// instance that computed it), keyed as the interpreter keys them.
+  core::KeptForwards<Value, int> kept;
 };
 
 class Walk {
@@ -160,6 +154,8 @@ class Walk {
   }
 
  private:
+  /// This walk as the Core walker's domain (core/walk.h).
+  struct Callees;
   /// Walks a call, a fold or a fold_vjp, appends its step and returns its value.
   Value call_step(int id, const core::Instr& in, Frame& frame, bool keeping, int depth);
   /// The value an instruction computes, from its operands' shapes; a call's
@@ -350,11 +346,9 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
       return Value::of_params(std::make_shared<const interp::ParamMap>(interp::subtree(tree, in.attr<core::attr::Member>().name)));
     }
     case Op::TupleGet:
-      return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
     case Op::MakeTuple: {
-      std::vector<Value> elems;
-      for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
-      return Value::of_tuple(std::move(elems));
+      interp::ValueStructure values;
+      return core::walk_tuple(values, in, arg);
     }
     case Op::KeySplit:
       return Value::of_tuple({Value::of_key(runtime::Key{}), Value::of_key(runtime::Key{})});
@@ -441,137 +435,75 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
   return v;
 }
 
-/// A fold copy's parameters: every leaf without its leading (stack) axis.
-Value copy_of(const Value& stacked) {
-  auto tree = std::make_shared<interp::ParamMap>();
-  for (const auto& [path, t] : *stacked.params) {
-    if (t.shape.empty()) throw interp::EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
-    runtime::Tensor s;
-    s.kind = t.kind;
-    s.shape.assign(t.shape.begin() + 1, t.shape.end());
-    tree->emplace(path, std::move(s));
+struct Walk::Callees : interp::RunDims, interp::ValueStructure {
+  using Forward = int;  ///< a kept forward: the instance that computed it
+  Walk& walk;
+  HostStep& step;       ///< the call's, which records the instances it runs
+  int depth;            ///< of the calling frame
+  core::Numerics mode;  ///< the numerics form the callee runs in
+
+  Value evaluate(const core::Evaluation<Forward>& e, const std::vector<Value>& args, const Dims& dims) {
+    const FrameMode frame = e.reuse ? FrameMode::Reusing : e.keep ? FrameMode::Kept : FrameMode::Fused;
+    const int child = walk.instance(e.function, args, dims, mode, frame, e.reuse ? *e.reuse : -1, depth + 1);
+    if (e.keep) *e.keep = child;
+    const size_t copy = static_cast<size_t>(e.copy);
+    switch (e.role) {
+      case core::CallRole::Call:
+        step.callee = child;
+        break;
+      case core::CallRole::FoldCopy:
+      case core::CallRole::VjpForward:
+        if (copy == 0) step.callee = child;
+        step.copies.push_back(child);
+        break;
+      case core::CallRole::VjpCopy:  // the last copy's first
+        if (step.vjp_copies.size() <= copy) step.vjp_copies.resize(copy + 1);
+        step.vjp_copies[copy] = child;
+        break;
+    }
+    return walk.result(child);
   }
-  return Value::of_params(std::move(tree));
-}
+  /// A fold copy's parameters: every leaf without its leading (stack) axis, shapes only.
+  static Value copy_of(const Value& stacked, int64_t) {
+    auto tree = std::make_shared<interp::ParamMap>();
+    for (const auto& [path, t] : *stacked.params) {
+      if (t.shape.empty()) throw interp::EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
+      runtime::Tensor s;
+      s.kind = t.kind;
+      s.shape.assign(t.shape.begin() + 1, t.shape.end());
+      tree->emplace(path, std::move(s));
+    }
+    return Value::of_params(std::move(tree));
+  }
+  /// The stacked gradients have the stacked parameters' shapes.
+  static Value stack(const Value& stacked, const std::vector<Value>&) { return Value::of_params(stacked.params); }
+};
 
 Value Walk::call_step(int id, const core::Instr& in, Frame& frame, bool keeping, int depth) {
   // Copied: the walk below adds instances, which moves out_.functions.
   const core::Numerics context = out_.functions[static_cast<size_t>(id)].context;
   const std::map<std::string, int64_t> dims = out_.functions[static_cast<size_t>(id)].dims;
-  const std::vector<Value>& env = frame.env;
-  auto arg = [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); };
   HostStep s;
   s.value = in.id;
   s.reads = in.args;
-  const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
-  Value result;
-  if (in.op == Op::Call) {
-    if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
-    const core::Function& callee = prog_.functions[static_cast<size_t>(in.callee)];
-    const auto cdims = interp::callee_dims(callee, in, 0, run_dims_, dims);
-    std::vector<Value> args;
-    for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-    int child = -1;
-    if (!keeping) {
-      child = instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
-    } else if (callee.primal >= 0) {
-      // A vjp: its operands are the forward call's, then the cotangent.
-      std::vector<int> forward(in.args.begin(), in.args.end() - 1);
-      auto it = frame.kept_calls.find({callee.primal, forward});
-      child = it != frame.kept_calls.end()
-                  ? instance(in.callee, args, cdims, mode, FrameMode::Reusing, it->second, depth + 1)
-                  : instance(in.callee, args, cdims, mode, FrameMode::Fused, -1, depth + 1);
-    } else {
-      child = instance(in.callee, args, cdims, mode, FrameMode::Kept, -1, depth + 1);
-      frame.kept_calls[{in.callee, in.args}] = child;
-    }
-    s.kind = HostStep::Kind::Call;
-    s.callee = child;
-    result = this->result(child);
-  } else if (in.op == Op::Fold) {
-    if (in.callee < 0) throw interp::EvalError("a call whose callee did not elaborate");
-    const auto cdims = interp::callee_dims(prog_.functions[static_cast<size_t>(in.callee)], in, 1, run_dims_, dims);
-    const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-    const Value theta = copy_of(arg(0));
-    Value carried = arg(1);
-    Frame::KeptFold kept;
-    s.kind = HostStep::Kind::Fold;
-    s.count = copies;
-    for (int64_t i = 0; i < copies; ++i) {
-      if (keeping) kept.inputs.push_back(carried);
-      const int child = instance(in.callee, {theta, carried}, cdims, mode, keeping ? FrameMode::Kept : FrameMode::Fused,
-                                 -1, depth + 1);
-      if (i == 0) s.callee = child;
-      s.copies.push_back(child);
-      if (keeping) kept.copies.push_back(child);
-      carried = this->result(child);
-    }
-    if (keeping) {
-      kept.result = carried;
-      frame.kept_folds[{in.callee, in.args}] = std::move(kept);
-    }
-    result = carried;
-  } else {  // fold_vjp
-    const auto cdims = interp::callee_dims(prog_.functions.at(static_cast<size_t>(in.callee)), in, 1, run_dims_, dims);
-    const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-    const Value theta = copy_of(arg(0));
-    const Frame::KeptFold* saved = nullptr;
-    if (keeping)
-      if (auto it = frame.kept_folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != frame.kept_folds.end())
-        saved = &it->second;
-    s.kind = HostStep::Kind::FoldVjp;
-    s.count = copies;
-    std::vector<Value> inputs;
-    Value carried = arg(1);
-    if (saved) {
-      inputs = saved->inputs;
-      carried = saved->result;
-    } else {
-      for (int64_t i = 0; i < copies; ++i) {
-        inputs.push_back(carried);
-        const int child = instance(in.callee, {theta, carried}, cdims, mode, FrameMode::Fused, -1, depth + 1);
-        if (i == 0) s.callee = child;
-        s.copies.push_back(child);
-        carried = this->result(child);
-      }
-    }
-    Value ct = arg(2);
-    std::vector<int> vjps(static_cast<size_t>(copies));
-    for (int64_t i = copies; i-- > 0;) {
-      const int child = saved
-                            ? instance(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
-                                       mode, FrameMode::Reusing, saved->copies.at(static_cast<size_t>(i)), depth + 1)
-                            : instance(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, cdims,
-                                       mode, FrameMode::Fused, -1, depth + 1);
-      vjps[static_cast<size_t>(i)] = child;
-      ct = this->result(child).elements.at(2);
-    }
-    s.vjp = vjps.empty() ? -1 : vjps.back();
-    s.vjp_copies = std::move(vjps);
-    result = Value::of_tuple({carried, ct, Value::of_params(arg(0).params)});
-  }
+  s.kind = in.op == Op::Call   ? HostStep::Kind::Call
+           : in.op == Op::Fold ? HostStep::Kind::Fold
+                               : HostStep::Kind::FoldVjp;
+  Callees callees{
+      {prog_, run_dims_}, {}, *this, s, depth, in.numerics != core::Numerics::Default ? in.numerics : context};
+  Value result = core::walk_structural(
+      callees, in, [&](size_t k) -> const Value& { return frame.env.at(static_cast<size_t>(in.args.at(k))); }, dims,
+      keeping ? &frame.kept : nullptr);
+  if (in.op != Op::Call) s.count = callees.copies(in, dims);
+  if (in.op == Op::FoldVjp) s.vjp = s.vjp_copies.empty() ? -1 : s.vjp_copies.back();
   out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
   return result;
 }
 
 int Walk::instance(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                    core::Numerics context, FrameMode mode, int reuse_from, int depth) {
-  if (depth > kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(static_cast<size_t>(function));
-  if (!fn.checked || fn.result_value == 0) throw interp::EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw interp::EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
-  const precision::FunctionRealization* table = nullptr;
-  if (r_) {
-    std::vector<precision::Carry> carries;
-    for (const Value& a : args) carries.push_back(interp::carry_of(a));
-    const std::string sig = precision::signature(carries);
-    table = r_->find(function, context, sig);
-    if (!table)
-      throw std::logic_error(
-          fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach", fn.name, sig,
-                      core::numerics_name(context)));
-  }
+  const core::Function& fn = interp::frame_function(prog_, function, args.size(), depth);
+  const precision::FunctionRealization* table = interp::realized_table(r_, prog_, function, context, args);
   const std::string key = key_of(function, args, dims, context, mode, reuse_from);
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
   const int id = static_cast<int>(out_.functions.size());
@@ -599,9 +531,7 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
     const Frame& from = frames_.at(static_cast<size_t>(reuse_from));
     for (; first < primal.body.size(); ++first)
       frame.env[static_cast<size_t>(fn.body[first].id)] = from.env.at(static_cast<size_t>(primal.body[first].id));
-    const std::map<int, int> to_vjp = interp::vjp_numbers(primal, fn);
-    interp::renumber_into(from.kept_calls, to_vjp, frame.kept_calls);
-    interp::renumber_into(from.kept_folds, to_vjp, frame.kept_folds);
+    frame.kept = from.kept.for_vjp(primal, fn);
   }
   out_.functions[static_cast<size_t>(id)].first = static_cast<int>(first);
   const bool keeping = remat_ == interp::Remat::Store && (fn.primal >= 0 || mode == FrameMode::Kept);
@@ -668,9 +598,7 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
       }
       out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(at->loc.begin);
-      throw interp::EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
-                                          lc.column, core::site_name(fn, at->id), e.what()));
+      throw interp::error_at(prog_, fn, *at, e);
     }
   }
   frames_[static_cast<size_t>(id)] = std::move(frame);
@@ -679,7 +607,7 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
 
 /// How many times one call of the entry runs each instance.
 void count(HostProgram& host, int instance, int64_t times, int depth = 0) {
-  if (depth > kMaxCallDepth) throw std::logic_error("internal: the host program's calls nest too deeply");
+  if (depth > interp::kMaxCallDepth) throw std::logic_error("internal: the host program's calls nest too deeply");
   HostFunction& h = host.functions[static_cast<size_t>(instance)];
   h.evaluations += times;
   for (const HostStep& s : h.steps) {

@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/inputs.h"
-#include "quire/interp/kept_forward.h"
 #include "quire/interp/reference_step.h"
 #include "quire/runtime/runtime_error.h"
 
@@ -16,8 +16,6 @@ using core::Op;
 using interp::Value;
 
 namespace {
-
-constexpr int kMaxCallDepth = 256;  // as the interpreter's: the host program's calls are acyclic
 
 const core::Instr& instr_of(const core::Function& fn, int value) {
   return fn.body.at(static_cast<size_t>(value - static_cast<int>(fn.args.size()) - 1));
@@ -118,7 +116,7 @@ Value Executor::call(const std::vector<Value>& args) {
 }
 
 Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
-  if (depth > kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
+  if (depth > interp::kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
   const HostFunction& h = host_.functions.at(static_cast<size_t>(id));
   const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
   std::vector<Value> env(static_cast<size_t>(fn.value_count()) + 1);
@@ -132,9 +130,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     const core::Function& primal = prog_.functions.at(static_cast<size_t>(fn.primal));
     for (size_t k = 0; k < static_cast<size_t>(h.first); ++k)
       env[static_cast<size_t>(fn.body[k].id)] = reuse->env.at(static_cast<size_t>(primal.body[k].id));
-    const std::map<int, int> to_vjp = interp::vjp_numbers(primal, fn);
-    interp::renumber_into(reuse->kept.calls, to_vjp, kept.calls);
-    interp::renumber_into(reuse->kept.folds, to_vjp, kept.folds);
+    kept = reuse->kept.for_vjp(primal, fn);
     stats_.reused += h.first;
   } else if (fn.primal >= 0 && depth > 0) {
     ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself
@@ -194,9 +190,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
           break;
       }
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(at->loc.begin);
-      throw interp::EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
-                                          lc.column, core::site_name(fn, at->id), e.what()));
+      throw interp::error_at(prog_, fn, *at, e);
     }
     if (!keep)
       for (int v : released[k]) env[static_cast<size_t>(v)] = Value{};
@@ -216,96 +210,40 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
   return result;
 }
 
+/// The executor as the Core walker's domain (core/walk.h): each evaluation
+/// runs the instance the host step compiled for it, which must be of the
+/// frame mode (fused, kept, reusing) the walk asks for.
+struct Executor::Callees : interp::ValueStructure {
+  using Dims = core::NoDims;  // an instance runs under the dims it was compiled at
+  using Forward = std::shared_ptr<const Saved>;
+  Executor& self;
+  const HostStep& step;
+  const core::Function& fn;  ///< the caller, and its instruction `in`
+  const core::Instr& in;
+  int depth;                 ///< of the calling frame
+
+  const elab::Program& program() const { return self.prog_; }
+  static Dims callee_dims(const core::Instr&, Dims) { return {}; }
+  int64_t copies(const core::Instr&, Dims) const { return step.count; }
+  Value evaluate(const core::Evaluation<Forward>& e, std::vector<Value> args, Dims) {
+    const size_t copy = static_cast<size_t>(e.copy);
+    const std::vector<int>& compiled = e.role == core::CallRole::VjpCopy ? step.vjp_copies : step.copies;
+    const int instance = e.role == core::CallRole::Call ? step.callee : copy < compiled.size() ? compiled[copy] : -1;
+    const FrameMode mode = e.reuse ? FrameMode::Reusing : e.keep ? FrameMode::Kept : FrameMode::Fused;
+    if (instance < 0 || self.host_.functions.at(static_cast<size_t>(instance)).mode != mode)
+      throw std::logic_error(fmt::format("internal: {}: the host program compiled no {} instance for this evaluation",
+                                         core::site_name(fn, in.id), frame_mode_name(mode)));
+    if (e.role == core::CallRole::VjpForward) ++self.stats_.forwards_repeated;
+    return self.run(instance, std::move(args), depth + 1, e.reuse ? e.reuse->get() : nullptr, e.keep);
+  }
+};
+
 Value Executor::call_step(const HostStep& s, const core::Instr& in, const HostFunction& h, std::vector<Value>& env,
                           Kept* keeping, int depth) {
-  auto arg = [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); };
-  auto internal = [&](const char* what) {
-    const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
-    return std::logic_error(fmt::format("internal: {}: {}", core::site_name(fn, in.id), what));
-  };
-  if (s.kind == HostStep::Kind::Call) {
-    const HostFunction& callee = host_.functions.at(static_cast<size_t>(s.callee));
-    std::vector<Value> args;
-    args.reserve(in.args.size());
-    for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-    switch (callee.mode) {
-      case FrameMode::Fused:
-        return run(s.callee, std::move(args), depth + 1);
-      case FrameMode::Kept: {
-        if (!keeping) throw internal("a kept call in a frame that keeps nothing");
-        std::shared_ptr<const Saved> saved;
-        Value result = run(s.callee, std::move(args), depth + 1, nullptr, &saved);
-        keeping->calls[{in.callee, in.args}] = std::move(saved);
-        return result;
-      }
-      case FrameMode::Reusing: {
-        // A vjp: its operands are the forward call's, then the cotangent.
-        const int primal = prog_.functions.at(static_cast<size_t>(in.callee)).primal;
-        std::vector<int> forward(in.args.begin(), in.args.end() - 1);
-        if (!keeping) throw internal("a vjp call reusing a forward in a frame that keeps nothing");
-        auto it = keeping->calls.find({primal, forward});
-        if (it == keeping->calls.end()) throw internal("a vjp call whose forward was not kept");
-        return run(s.callee, std::move(args), depth + 1, it->second.get());
-      }
-    }
-    throw internal("a call without a frame mode");
-  }
-  const interp::ParamMap& stacked = *arg(0).params;
-  const int64_t copies = s.count;
-  if (s.kind == HostStep::Kind::Fold) {
-    if (s.copies.size() != static_cast<size_t>(copies)) throw internal("a fold without an instance per copy");
-    Value carried = arg(1);
-    auto saved = keeping ? std::make_shared<SavedFold>() : nullptr;
-    for (int64_t i = 0; i < copies; ++i) {
-      Value theta = Value::of_params(std::make_shared<const interp::ParamMap>(interp::fold_copy(stacked, i)));
-      if (saved) {
-        saved->inputs.push_back(carried);
-        saved->copies.emplace_back();
-      }
-      carried = run(s.copies[static_cast<size_t>(i)], {std::move(theta), std::move(carried)}, depth + 1, nullptr,
-                    saved ? &saved->copies.back() : nullptr);
-    }
-    if (saved) {
-      saved->result = carried;
-      keeping->folds[{in.callee, in.args}] = std::move(saved);
-    }
-    return carried;
-  }
-  // fold_vjp: the forward (unless it was kept), keeping each copy's input,
-  // then each copy's vjp from the last.
-  std::vector<Value> thetas, inputs;
-  for (int64_t i = 0; i < copies; ++i)
-    thetas.push_back(Value::of_params(std::make_shared<const interp::ParamMap>(interp::fold_copy(stacked, i))));
-  const SavedFold* saved = nullptr;
-  if (keeping)
-    if (auto it = keeping->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != keeping->folds.end())
-      saved = it->second.get();
-  Value carried = arg(1);
-  if (saved) {
-    inputs = saved->inputs;
-    carried = saved->result;
-  } else {
-    if (s.copies.size() != static_cast<size_t>(copies)) throw internal("a fold_vjp whose forward was kept at compile time");
-    for (int64_t i = 0; i < copies; ++i) {
-      inputs.push_back(carried);
-      carried = run(s.copies[static_cast<size_t>(i)], {thetas[static_cast<size_t>(i)], carried}, depth + 1);
-    }
-    stats_.forwards_repeated += copies;
-  }
-  if (s.vjp_copies.size() != static_cast<size_t>(copies)) throw internal("a fold_vjp without a vjp instance per copy");
-  Value ct = arg(2);
-  std::vector<interp::ParamMap> grads(static_cast<size_t>(copies));
-  for (int64_t i = copies; i-- > 0;) {
-    const size_t c = static_cast<size_t>(i);
-    const Saved* reuse = saved ? saved->copies.at(c).get() : nullptr;
-    if ((host_.functions.at(static_cast<size_t>(s.vjp_copies[c])).mode == FrameMode::Reusing) != (reuse != nullptr))
-      throw internal("a fold_vjp copy whose kept forward differs from the compiled one");
-    Value r = run(s.vjp_copies[c], {thetas[c], inputs[c], std::move(ct)}, depth + 1, reuse);
-    grads[c] = *r.elements.at(1).params;
-    ct = r.elements.at(2);
-  }
-  return Value::of_tuple({carried, ct, Value::of_params(std::make_shared<const interp::ParamMap>(
-                                           interp::stack_copies(stacked, grads)))});
+  Callees callees{{}, *this, s, prog_.functions.at(static_cast<size_t>(h.function)), in, depth};
+  return core::walk_structural(
+      callees, in, [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); },
+      core::NoDims{}, keeping);
 }
 
 }  // namespace quire::compile

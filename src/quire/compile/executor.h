@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "quire/compile/compile.h"
+#include "quire/core/kept_forward.h"
 #include "quire/interp/interpreter.h"
-#include "quire/interp/kept_forward.h"
 #include "quire/kernel/engine.h"
 
 namespace quire::compile {
@@ -51,13 +51,9 @@ class Executor {
 
  private:
   struct Saved;
-  struct SavedFold;
   /// The forward evaluations a frame keeps for its reverse sweep, by
   /// (callee function, operand value numbers), as the interpreter keys them.
-  struct Kept {
-    std::map<interp::KeptKey, std::shared_ptr<const Saved>> calls;
-    std::map<interp::KeptKey, std::shared_ptr<const SavedFold>> folds;
-  };
+  using Kept = core::KeptForwards<interp::Value, std::shared_ptr<const Saved>>;
   struct Saved {
     std::vector<interp::Value> env;
     Kept kept;
@@ -67,17 +63,14 @@ class Executor {
       if (live) *live -= bytes;
     }
   };
-  struct SavedFold {
-    std::vector<interp::Value> inputs;
-    std::vector<std::shared_ptr<const Saved>> copies;
-    interp::Value result;
-  };
 
   /// Runs instance `id` on `args`. `reuse` (a kept forward of the vjp's
   /// primal) supplies a reusing instance's forward values; `keep`, when
   /// given, receives this run's values for a later reverse sweep.
   interp::Value run(int id, std::vector<interp::Value> args, int depth, const Saved* reuse = nullptr,
                     std::shared_ptr<const Saved>* keep = nullptr);
+  /// This executor as the Core walker's domain (core/walk.h).
+  struct Callees;
   interp::Value call_step(const HostStep& s, const core::Instr& in, const HostFunction& h, std::vector<interp::Value>& env,
                           Kept* keeping, int depth);
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
@@ -32,8 +33,6 @@ using interp::subtree;
 using interp::unary_op;
 
 namespace {
-
-constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant (as the reference interpreter)
 
 // ---------------------------------------------------------------------------
 // Index tensors: the runtime kernels move f64 positions 0, 1, …, n-1 (exact up
@@ -489,21 +488,6 @@ Big literal(const elab::Program& prog, const core::Instr& in, int bits) {
   return Big(in.attr<core::attr::Literal>().value, bits);
 }
 
-/// Copy `i` of a stack: every leaf loses its leading axis.
-BigParamMap slice_copy(const BigParamMap& tree, int64_t i) {
-  BigParamMap out;
-  for (const auto& [path, t] : tree) {
-    if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
-    BigTensor s;
-    s.shape.assign(t.shape.begin() + 1, t.shape.end());
-    const size_t per_copy = static_cast<size_t>(s.size());
-    auto first = t.elems.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * per_copy);
-    s.elems.assign(first, first + static_cast<std::ptrdiff_t>(per_copy));
-    out.emplace(path, std::move(s));
-  }
-  return out;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -610,11 +594,7 @@ void ExactInterpreter::check_result(const core::Function& fn, const core::Instr&
 
 ExactValue ExactInterpreter::eval(int function, const std::vector<ExactValue>& args,
                                   const std::map<std::string, int64_t>& dims, int depth) {
-  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(function);
-  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+  const core::Function& fn = interp::frame_function(prog_, function, args.size(), depth);
   std::vector<ExactValue> env(static_cast<size_t>(fn.value_count() + 1));
   for (size_t i = 0; i < args.size(); ++i) env[i + 1] = args[i];
   for (const core::Instr& in : fn.body) {
@@ -622,9 +602,7 @@ ExactValue ExactInterpreter::eval(int function, const std::vector<ExactValue>& a
       env[in.id] = step(fn, in, env, dims, depth);
       check_result(fn, in, env[in.id], dims);
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(in.loc.begin);
-      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(in.loc.begin.file).path, lc.line, lc.column,
-                                  core::site_name(fn, in.id), e.what()));
+      throw interp::error_at(prog_, fn, in, e);
     }
     if (observer_) observer_(fn, in, env[in.id], env);
   }
@@ -748,6 +726,52 @@ ExactValue ExactInterpreter::absolute_terms(const core::Function& fn, const core
   return result;
 }
 
+struct ExactInterpreter::Callees : interp::RunDims {
+  using Value = ExactValue;
+  using Forward = core::NoForward;
+  ExactInterpreter& self;
+  const core::Function& fn;  ///< the caller, and its instruction `in`
+  const core::Instr& in;
+  int depth;
+
+  ExactValue evaluate(const core::Evaluation<Forward>& e, const std::vector<ExactValue>& args, const Dims& dims) {
+    return self.eval(e.function, args, dims, depth + 1);
+  }
+  /// Copy `i` of a stack: every leaf loses its leading axis.
+  static ExactValue copy_of(const ExactValue& stacked, int64_t i) {
+    auto out = std::make_shared<BigParamMap>();
+    for (const auto& [path, t] : *stacked.params) {
+      if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
+      BigTensor s;
+      s.shape.assign(t.shape.begin() + 1, t.shape.end());
+      const size_t per_copy = static_cast<size_t>(s.size());
+      auto first = t.elems.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * per_copy);
+      s.elems.assign(first, first + static_cast<std::ptrdiff_t>(per_copy));
+      out->emplace(path, std::move(s));
+    }
+    return ExactValue::of_params(std::move(out));
+  }
+  /// Each leaf's copies stacked along a new leading axis, copy 0 first.
+  ExactValue stack(const ExactValue& stacked, const std::vector<ExactValue>& grads) const {
+    auto out = std::make_shared<BigParamMap>();
+    for (const auto& [path, t] : *stacked.params) {
+      BigTensor g;
+      g.shape = t.shape;
+      for (const ExactValue& copy : grads) {
+        const BigTensor& part = copy.params->at(path);
+        g.elems.insert(g.elems.end(), part.elems.begin(), part.elems.end());
+      }
+      if (g.elems.size() != static_cast<size_t>(g.size()))
+        throw std::logic_error(fmt::format("internal: {}: the copies' gradients of `{}` do not fill its stack",
+                                           core::site_name(fn, in.id), path));
+      out->emplace(path, std::move(g));
+    }
+    return ExactValue::of_params(std::move(out));
+  }
+  static ExactValue tuple(std::vector<ExactValue> elements) { return ExactValue::of_tuple(std::move(elements)); }
+  static ExactValue element(const ExactValue& tuple, size_t k) { return tuple.elements.at(k); }
+};
+
 ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env,
                                   const std::map<std::string, int64_t>& dims, int depth) {
   const int bits = bits_;
@@ -777,11 +801,13 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       }
       return ExactValue::of_params(std::make_shared<const BigParamMap>(subtree(tree, in.attr<core::attr::Member>().name)));
     }
-    case Op::TupleGet: return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
+    case Op::Call:
+    case Op::Fold:
+    case Op::FoldVjp:
+    case Op::TupleGet:
     case Op::MakeTuple: {
-      std::vector<ExactValue> elems;
-      for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
-      return ExactValue::of_tuple(std::move(elems));
+      Callees callees{{prog_, dims_}, *this, fn, in, depth};
+      return core::walk_structural(callees, in, arg, dims);
     }
     case Op::Cast: {
       const ExactValue& x = arg(0);
@@ -860,8 +886,6 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Uniform:
     case Op::Normal:
     case Op::Bernoulli:
-    case Op::Call:
-    case Op::Fold:
     case Op::SumTo:
     case Op::Expand:
     case Op::ContractGradA:
@@ -873,7 +897,6 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
-    case Op::FoldVjp:
       break;
   }
   if (info.elementwise) {
@@ -1178,65 +1201,6 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       }
       return ExactValue::of_params(std::make_shared<const BigParamMap>(std::move(out)));
     }
-    case Op::FoldVjp: {
-      // The fold forward, keeping each copy's input, then each copy's vjp from the last.
-      const std::map<std::string, int64_t> callee_dims =
-          interp::callee_dims(prog_.functions.at(in.callee), in, /*first=*/1, dims_, dims);
-      int64_t copies = eval_size(in.sizes.at(0), dims);
-      const BigParamMap& stacked = *arg(0).params;
-      std::vector<ExactValue> thetas, inputs;
-      for (int64_t i = 0; i < copies; ++i)
-        thetas.push_back(ExactValue::of_params(std::make_shared<const BigParamMap>(slice_copy(stacked, i))));
-      ExactValue carried = arg(1);
-      for (int64_t i = 0; i < copies; ++i) {
-        inputs.push_back(carried);
-        carried = eval(in.callee, {thetas[static_cast<size_t>(i)], carried}, callee_dims, depth + 1);
-      }
-      ExactValue ct = arg(2);
-      std::vector<BigParamMap> grads(static_cast<size_t>(copies));
-      for (int64_t i = copies; i-- > 0;) {
-        const size_t c = static_cast<size_t>(i);
-        ExactValue r = eval(in.attr<core::attr::VjpOf>().function, {thetas[c], inputs[c], ct}, callee_dims, depth + 1);
-        grads[c] = *r.elements.at(1).params;
-        ct = r.elements.at(2);
-      }
-      // Each leaf's copies stacked along a new leading axis, copy 0 first.
-      BigParamMap stacked_grads;
-      for (const auto& [path, t] : stacked) {
-        BigTensor g;
-        g.shape = t.shape;
-        for (int64_t i = 0; i < copies; ++i) {
-          const BigTensor& part = grads[static_cast<size_t>(i)].at(path);
-          g.elems.insert(g.elems.end(), part.elems.begin(), part.elems.end());
-        }
-        if (g.elems.size() != static_cast<size_t>(g.size()))
-          throw std::logic_error(fmt::format("internal: {}: the copies' gradients of `{}` do not fill its stack",
-                                             core::site_name(fn, in.id), path));
-        stacked_grads.emplace(path, std::move(g));
-      }
-      return ExactValue::of_tuple(
-          {carried, ct, ExactValue::of_params(std::make_shared<const BigParamMap>(std::move(stacked_grads)))});
-    }
-    case Op::Call:
-    case Op::Fold: {
-      if (in.callee < 0) throw EvalError("a call whose callee did not elaborate");
-      const core::Function& callee = prog_.functions[static_cast<size_t>(in.callee)];
-      const std::map<std::string, int64_t> callee_dims =
-          interp::callee_dims(callee, in, /*first=*/in.op == Op::Fold ? 1 : 0, dims_, dims);
-      if (in.op == Op::Call) {
-        std::vector<ExactValue> args;
-        for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-        return eval(in.callee, args, callee_dims, depth + 1);
-      }
-      int64_t copies = eval_size(in.sizes.at(0), dims);
-      const BigParamMap& stacked = *arg(0).params;
-      ExactValue carried = arg(1);
-      for (int64_t i = 0; i < copies; ++i) {
-        ExactValue theta = ExactValue::of_params(std::make_shared<const BigParamMap>(slice_copy(stacked, i)));
-        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1);
-      }
-      return carried;
-    }
     case Op::Const:
     case Op::ConstInt:
     case Op::ConstBool:
@@ -1245,6 +1209,9 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Field:
     case Op::TupleGet:
     case Op::MakeTuple:
+    case Op::Call:
+    case Op::Fold:
+    case Op::FoldVjp:
     case Op::Neg:
     case Op::Abs:
     case Op::Exp:

@@ -70,6 +70,8 @@ class ExactInterpreter {
                             bool ones = false);
 
  private:
+  /// This interpreter as the Core walker's domain (core/walk.h).
+  struct Callees;
   ExactValue eval(int function, const std::vector<ExactValue>& args, const std::map<std::string, int64_t>& dims,
                   int depth);
   ExactValue step(const core::Function& fn, const core::Instr& in, const std::vector<ExactValue>& env,

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "quire/core/walk.h"
+#include "quire/interp/interpreter.h"
+
 namespace quire::interp {
 
 using core::Op;
@@ -341,13 +344,10 @@ std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vect
   return out;
 }
 
-std::map<std::string, int64_t> callee_dims(const core::Function& callee, const core::Instr& in, size_t first,
-                                           const std::map<std::string, int64_t>& run,
-                                           const std::map<std::string, int64_t>& caller) {
-  std::map<std::string, int64_t> dims = run;
-  for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k)
-    dims[callee.dims[k - first]] = eval_size(in.sizes[k], caller);
-  return dims;
+RunDims::Dims RunDims::callee_dims(const core::Instr& in, const Dims& caller) const {
+  if (in.callee < 0) throw EvalError("a call whose callee did not elaborate");
+  return core::callee_dims(prog.functions.at(static_cast<size_t>(in.callee)), in, run,
+                           [&](const elab::Size& s) -> std::optional<int64_t> { return eval_size(s, caller); });
 }
 
 }  // namespace quire::interp

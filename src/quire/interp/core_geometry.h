@@ -2,8 +2,9 @@
 // The geometry of Core's instructions at run time, shared by the reference
 // interpreter (interpreter.cpp) and the exact one (exact/): how a size, an
 // operand's alignment, a contraction, a merge or a reduction of the language
-// becomes the positional arguments of the runtime kernels. One copy, so that
-// the two interpreters cannot disagree on which elements an operation reads.
+// becomes the positional arguments of the runtime kernels, and which
+// dimensions a callee runs under. One copy, so that the two interpreters
+// cannot disagree on which elements an operation reads.
 
 #include <cstdint>
 #include <map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "quire/core/ir.h"
+#include "quire/core/program.h"
 #include "quire/core/size.h"
 #include "quire/runtime/kernels.h"
 
@@ -50,13 +52,19 @@ runtime::AxisMap reduced_map(int rank, int rest, bool all_axes, const std::vecto
 /// reduction over its explicit `axes`, or over all of them, sums away.
 std::vector<int> reduced_axes(int rank, int rest, bool all_axes, const std::vector<int>& axes);
 
-/// The dimensions a called function runs under: the run's (`run`), with the
-/// callee's own dimensions (a module's, or inferred size parameters) bound to
-/// the instruction's sizes from `first` on, evaluated in the caller's `caller`
-/// dimensions. A call's sizes start at 0; a fold's at 1 (sizes[0] is its count).
-std::map<std::string, int64_t> callee_dims(const core::Function& callee, const core::Instr& in, size_t first,
-                                           const std::map<std::string, int64_t>& run,
-                                           const std::map<std::string, int64_t>& caller);
+/// The dims of a Core walker's domain (core/walk.h) that runs at a run's
+/// dimensions `run`: a callee's bound to the call's sizes in the caller's
+/// (core::callee_dims), a fold's count its first size there.
+struct RunDims {
+  using Dims = std::map<std::string, int64_t>;
+  const elab::Program& prog;
+  const Dims& run;
+
+  const elab::Program& program() const { return prog; }
+  /// EvalError for a call whose callee did not elaborate; a size as eval_size fails.
+  Dims callee_dims(const core::Instr& in, const Dims& caller) const;
+  int64_t copies(const core::Instr& in, const Dims& caller) const { return eval_size(in.sizes.at(0), caller); }
+};
 
 /// The sub-tree of a parameter tree (path → leaf) under `prefix`, its paths
 /// relative to it: subtree({"proj.w": …, "norm.γ": …}, "proj") = {"w": …}.

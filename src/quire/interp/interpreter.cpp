@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/inputs.h"
-#include "quire/interp/kept_forward.h"
 #include "quire/interp/reference_step.h"
 #include "quire/runtime/element_scan.h"
 #include "quire/runtime/host_loops.h"
@@ -22,8 +22,6 @@ using core::Op;
 using runtime::Tensor;
 
 namespace {
-
-constexpr int kMaxCallDepth = 256;  // calls are acyclic; this guards the invariant
 
 /// The first NaN or infinity among a value's real elements (tuples and
 /// parameter trees included), if any.
@@ -64,6 +62,35 @@ precision::Carry carry_of(const Value& v, int depth) {
   return c;
 }
 
+const core::Function& frame_function(const elab::Program& prog, int function, size_t args, int depth) {
+  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(function));
+  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
+  if (args != fn.args.size())
+    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args));
+  return fn;
+}
+
+const precision::FunctionRealization* realized_table(const precision::Realization* r, const elab::Program& prog,
+                                                     int function, core::Numerics context,
+                                                     const std::vector<Value>& args) {
+  if (!r) return nullptr;
+  std::vector<precision::Carry> carries;
+  for (const Value& a : args) carries.push_back(carry_of(a));
+  const std::string sig = precision::signature(carries);
+  if (const precision::FunctionRealization* table = r->find(function, context, sig)) return table;
+  throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
+                                     prog.functions.at(static_cast<size_t>(function)).name, sig,
+                                     core::numerics_name(context)));
+}
+
+EvalError error_at(const elab::Program& prog, const core::Function& fn, const core::Instr& in,
+                   const std::exception& e) {
+  const LineCol lc = prog.sources.line_col(in.loc.begin);
+  return EvalError(fmt::format("{}:{}:{}: in {}: {}", prog.sources.file(in.loc.begin.file).path, lc.line, lc.column,
+                               core::site_name(fn, in.id), e.what()));
+}
+
 Interpreter::Interpreter(const elab::Program& prog, std::map<std::string, int64_t> dims,
                          const precision::Realization* realization)
     : prog_(prog), dims_(std::move(dims)), realization_(realization) {}
@@ -90,36 +117,15 @@ Value Interpreter::call(int function, const std::vector<Value>& args) {
   return eval(function, cast, dims_, 0, core::Numerics::Default);
 }
 
-Interpreter::Kept Interpreter::rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp) {
-  const std::map<int, int> to_vjp = vjp_numbers(primal, vjp);
-  Kept out;
-  renumber_into(kept.calls, to_vjp, out.calls);
-  renumber_into(kept.folds, to_vjp, out.folds);
-  return out;
-}
-
 Value Interpreter::eval(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
                         int depth, core::Numerics context, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
-  if (depth > kMaxCallDepth) throw EvalError("calls nest deeper than the interpreter allows");
-  const core::Function& fn = prog_.functions.at(function);
-  if (!fn.checked || fn.result_value == 0) throw EvalError(fmt::format("`{}` did not elaborate", fn.name));
-  if (args.size() != fn.args.size())
-    throw EvalError(fmt::format("`{}` takes {} arguments, given {}", fn.name, fn.args.size(), args.size()));
+  const core::Function& fn = frame_function(prog_, function, args.size(), depth);
   std::vector<Value> env(fn.value_count() + 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (depth == 0) check_argument(prog_, fn.args[i].type, args[i], dims, fmt::format("argument `{}`", fn.args[i].name));
     env[i + 1] = args[i];
   }
-  const precision::FunctionRealization* table = nullptr;
-  if (realization_) {
-    std::vector<precision::Carry> carries;
-    for (const Value& a : args) carries.push_back(carry_of(a));
-    std::string sig = precision::signature(carries);
-    table = realization_->find(function, context, sig);
-    if (!table)
-      throw std::logic_error(fmt::format("internal: `{}` is called with {} inside {}, which the realization did not reach",
-                                         fn.name, sig, core::numerics_name(context)));
-  }
+  const precision::FunctionRealization* table = realized_table(realization_, prog_, function, context, args);
   // A vjp's forward instructions are its primal's, one for one: under Store
   // they come from the primal's evaluation that the caller's forward kept.
   size_t first = 0;
@@ -127,7 +133,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   if (reuse && fn.primal >= 0) {
     const core::Function& primal = prog_.functions.at(fn.primal);
     for (; first < primal.body.size(); ++first) env[fn.body[first].id] = reuse->env.at(primal.body[first].id);
-    kept = rekeyed(reuse->kept, primal, fn);
+    kept = reuse->kept.for_vjp(primal, fn);
     stats_.reused += static_cast<int64_t>(first);
   } else if (fn.primal >= 0 && depth > 0) {
     ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself
@@ -178,9 +184,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
       env[in.id] = step(fn, in, env, dims, depth, context, table, keeping);
       finish(in);
     } catch (const runtime::RuntimeError& e) {
-      LineCol lc = prog_.sources.line_col(at->loc.begin);
-      throw EvalError(fmt::format("{}:{}:{}: in {}: {}", prog_.sources.file(at->loc.begin.file).path, lc.line,
-                                  lc.column, core::site_name(fn, at->id), e.what()));
+      throw error_at(prog_, fn, *at, e);
     }
   }
   // The frame ends here: its result moves out unless the frame is kept.
@@ -197,84 +201,28 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
   }
   return result;
 }
+
+/// Calls, folds and fold_vjps one call level deeper, in the instruction's
+/// numerics; under Store a frame's kept forwards are Saved evaluations.
+struct Interpreter::Callees : RunDims, ValueStructure {
+  using Forward = std::shared_ptr<const Saved>;
+  Interpreter& self;
+  int depth;            ///< of the calling frame
+  core::Numerics mode;  ///< the numerics form the callee runs in
+
+  Value evaluate(const core::Evaluation<Forward>& e, const std::vector<Value>& args, const Dims& dims) {
+    if (e.role == core::CallRole::VjpForward) ++self.stats_.forwards_repeated;
+    return self.eval(e.function, args, dims, depth + 1, mode, e.reuse ? e.reuse->get() : nullptr, e.keep);
+  }
+};
+
 Value Interpreter::step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
                         const std::map<std::string, int64_t>& dims, int depth, core::Numerics context,
                         const precision::FunctionRealization* table, Kept* kept) {
   if (!core::op_info(in.op).calls) return evaluate_step(fn, in, env, dims, table);
-  auto arg = [&](size_t k) -> const Value& { return env.at(in.args.at(k)); };
-  const core::Numerics mode = in.numerics != core::Numerics::Default ? in.numerics : context;
-  if (in.op == Op::FoldVjp) {
-    // The fold forward, keeping each copy's input, then each copy's vjp from the last.
-    const std::map<std::string, int64_t> callee_dims =
-        interp::callee_dims(prog_.functions.at(in.callee), in, /*first=*/1, dims_, dims);
-    int64_t copies = eval_size(in.sizes.at(0), dims);
-    const ParamMap& stacked = *arg(0).params;
-    std::vector<Value> thetas, inputs;
-    for (int64_t i = 0; i < copies; ++i)
-      thetas.push_back(Value::of_params(std::make_shared<const ParamMap>(fold_copy(stacked, i))));
-    const SavedFold* saved = nullptr;
-    if (kept)
-      if (auto it = kept->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != kept->folds.end())
-        saved = it->second.get();
-    Value carried = arg(1);
-    if (saved) {
-      inputs = saved->inputs;
-      carried = saved->result;
-    } else {
-      for (int64_t i = 0; i < copies; ++i) {
-        inputs.push_back(carried);
-        carried = eval(in.callee, {thetas[i], carried}, callee_dims, depth + 1, mode);
-      }
-      stats_.forwards_repeated += copies;
-    }
-    Value ct = arg(2);
-    std::vector<ParamMap> grads(copies);
-    for (int64_t i = copies; i-- > 0;) {
-      Value r = eval(in.attr<core::attr::VjpOf>().function, {thetas[i], inputs[i], ct}, callee_dims, depth + 1, mode,
-                     saved ? saved->copies.at(static_cast<size_t>(i)).get() : nullptr);
-      grads[i] = *r.elements.at(1).params;
-      ct = r.elements.at(2);
-    }
-    return Value::of_tuple({carried, ct, Value::of_params(std::make_shared<const ParamMap>(stack_copies(stacked, grads)))});
-  }
-  // a call or a fold
-  if (in.callee < 0) throw EvalError("a call whose callee did not elaborate");
-  const core::Function& callee = prog_.functions[in.callee];
-  const std::map<std::string, int64_t> callee_dims =
-      interp::callee_dims(callee, in, /*first=*/in.op == Op::Fold ? 1 : 0, dims_, dims);
-  if (in.op == Op::Call) {
-    std::vector<Value> args;
-    for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-    if (!kept) return eval(in.callee, args, callee_dims, depth + 1, mode);
-    if (callee.primal >= 0) {
-      // A vjp: its operands are the forward call's, then the cotangent.
-      std::vector<int> forward(in.args.begin(), in.args.end() - 1);
-      auto it = kept->calls.find({callee.primal, forward});
-      return eval(in.callee, args, callee_dims, depth + 1, mode, it != kept->calls.end() ? it->second.get() : nullptr);
-    }
-    std::shared_ptr<const Saved> saved;
-    Value result = eval(in.callee, args, callee_dims, depth + 1, mode, nullptr, &saved);
-    kept->calls[{in.callee, in.args}] = std::move(saved);
-    return result;
-  }
-  int64_t copies = eval_size(in.sizes.at(0), dims);
-  const ParamMap& stacked = *arg(0).params;
-  Value carried = arg(1);
-  auto saved = kept ? std::make_shared<SavedFold>() : nullptr;
-  for (int64_t i = 0; i < copies; ++i) {
-    Value theta = Value::of_params(std::make_shared<const ParamMap>(fold_copy(stacked, i)));
-    if (saved) {
-      saved->inputs.push_back(carried);
-      saved->copies.emplace_back();
-    }
-    carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode, nullptr,
-                   saved ? &saved->copies.back() : nullptr);
-  }
-  if (saved) {
-    saved->result = carried;
-    kept->folds[{in.callee, in.args}] = std::move(saved);
-  }
-  return carried;
+  Callees callees{{prog_, dims_}, {}, *this, depth, in.numerics != core::Numerics::Default ? in.numerics : context};
+  return core::walk_structural(
+      callees, in, [&](size_t k) -> const Value& { return env.at(in.args.at(k)); }, dims, kept);
 }
 
 }  // namespace quire::interp

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "quire/core/kept_forward.h"
 #include "quire/core/program.h"
 #include "quire/interp/launcher.h"
 #include "quire/interp/value.h"
@@ -63,6 +64,24 @@ enum class Remat {
 /// The realized type of a value passed to a function (see precision::Carry):
 /// what the realization's tables are keyed by.
 precision::Carry carry_of(const Value& v, int depth = 0);
+
+/// Calls nest at most this deep: they are acyclic, and this guards the invariant.
+inline constexpr int kMaxCallDepth = 256;
+
+/// The function a frame at call depth `depth` evaluates on `args` arguments:
+/// EvalError if calls nest deeper than kMaxCallDepth, it did not elaborate,
+/// or it takes another number of arguments.
+const core::Function& frame_function(const elab::Program& prog, int function, size_t args, int depth);
+
+/// The realization's table of `function` called in `context` with `args`
+/// (nullptr without a realization; std::logic_error if it did not reach it).
+const precision::FunctionRealization* realized_table(const precision::Realization* r, const elab::Program& prog,
+                                                     int function, core::Numerics context,
+                                                     const std::vector<Value>& args);
+
+/// A run-time failure `e` at instruction `in` of `fn`, placed:
+/// "FILE:LINE:COL: in SITE: what".
+EvalError error_at(const elab::Program& prog, const core::Function& fn, const core::Instr& in, const std::exception& e);
 
 /// "store", "recompute"; nullopt for anything else.
 std::optional<Remat> parse_remat(std::string_view name);
@@ -121,18 +140,10 @@ class Interpreter {
 
  private:
   struct Saved;
-  struct SavedFold;
   /// The forward evaluations a frame keeps for its reverse sweep (Store), by
   /// callee and operand value numbers: the key a vjp call shares with the
   /// forward call it differentiates.
-  struct Kept {
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const Saved>> calls;
-    std::map<std::pair<int, std::vector<int>>, std::shared_ptr<const SavedFold>> folds;
-  };
-  /// `kept`, saved by a frame of `primal`, with its keys (callee, argument
-  /// numbers) in `vjp`'s numbering, where the vjp's calls and folds look
-  /// them up.
-  static Kept rekeyed(const Kept& kept, const core::Function& primal, const core::Function& vjp);
+  using Kept = core::KeptForwards<Value, std::shared_ptr<const Saved>>;
   /// One function's forward evaluation: its values by number and what it kept.
   struct Saved {
     std::vector<Value> env;
@@ -143,12 +154,8 @@ class Interpreter {
       if (live) *live -= bytes;
     }
   };
-  /// A fold's forward: each copy's input and evaluation, and its result.
-  struct SavedFold {
-    std::vector<Value> inputs;
-    std::vector<std::shared_ptr<const Saved>> copies;
-    Value result;
-  };
+  /// This interpreter as the Core walker's domain (core/walk.h).
+  struct Callees;
 
   /// Evaluates a function. `reuse` (a stored forward of fn.primal) supplies
   /// a vjp's forward instructions instead of evaluating them; `keep`, when

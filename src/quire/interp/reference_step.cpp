@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/runtime/element_scan.h"
@@ -70,45 +71,45 @@ int64_t value_bytes(const Value& v, int depth) {
   return v.tensor.size() * (v.tensor.is_real() ? runtime::float_type_info(v.type).storage_bits / 8 : 8);
 }
 
-ParamMap fold_copy(const ParamMap& tree, int64_t i) {
-  ParamMap out;
-  for (const auto& [path, t] : tree) {
+Value ValueStructure::copy_of(const Value& stacked, int64_t i) {
+  auto out = std::make_shared<ParamMap>();
+  for (const auto& [path, t] : *stacked.params) {
     if (t.shape.empty()) throw EvalError(fmt::format("stacked parameter `{}` has no stack axis", path));
     Tensor s = runtime::slice(t, 0, i, i + 1, 1);
     runtime::Shape shape(t.shape.begin() + 1, t.shape.end());
-    out.emplace(path, runtime::reshape(s, shape));
+    out->emplace(path, runtime::reshape(s, shape));
   }
-  return out;
+  return Value::of_params(std::move(out));
 }
 
-ParamMap stack_copies(const ParamMap& stacked, const std::vector<ParamMap>& grads) {
+Value ValueStructure::stack(const Value& stacked, const std::vector<Value>& grads) {
   const int64_t copies = static_cast<int64_t>(grads.size());
   // Each leaf's copies stacked along a new leading axis, copy 0 first.
   // (Every element is some copy's: no zero fill. Copies all held in f32
   // stack as f32.)
-  ParamMap stacked_grads;
-  for (const auto& [path, t] : stacked) {
+  auto stacked_grads = std::make_shared<ParamMap>();
+  for (const auto& [path, t] : *stacked.params) {
     const size_t n = t.reals.size();
     const size_t per_copy = copies > 0 ? n / static_cast<size_t>(copies) : 0;
     bool narrow = copies > 0;
-    for (int64_t i = 0; i < copies; ++i) narrow = narrow && grads[i].at(path).reals.holds_narrow();
+    for (int64_t i = 0; i < copies; ++i) narrow = narrow && grads[i].params->at(path).reals.holds_narrow();
     Tensor g;
     g.shape = t.shape;
     if (narrow) {
       g.reals = runtime::RealStorage::narrow_for_overwrite(n);
       float* to = g.reals.narrow_for_writing();
       for (int64_t i = 0; i < copies; ++i)
-        std::copy_n(grads[i].at(path).reals.narrow(), per_copy, to + static_cast<size_t>(i) * per_copy);
+        std::copy_n(grads[i].params->at(path).reals.narrow(), per_copy, to + static_cast<size_t>(i) * per_copy);
     } else {
       g.reals = runtime::RealStorage::for_overwrite(n);
       double* to = g.reals.data();
       for (int64_t i = 0; i < copies; ++i)
-        std::copy_n(std::as_const(grads[i].at(path).reals).data(), per_copy,
+        std::copy_n(std::as_const(grads[i].params->at(path).reals).data(), per_copy,
                     to + static_cast<size_t>(i) * per_copy);
     }
-    stacked_grads.emplace(path, std::move(g));
+    stacked_grads->emplace(path, std::move(g));
   }
-  return stacked_grads;
+  return Value::of_params(std::move(stacked_grads));
 }
 
 void store_at_site(const core::Function& fn, const core::Instr& in, const precision::SiteType& site,
@@ -208,11 +209,10 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       }
       return Value::of_params(std::make_shared<const ParamMap>(subtree(tree, in.attr<core::attr::Member>().name)));
     }
-    case Op::TupleGet: return arg(0).elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
+    case Op::TupleGet:
     case Op::MakeTuple: {
-      std::vector<Value> elems;
-      for (size_t k = 0; k < in.args.size(); ++k) elems.push_back(arg(k));
-      return Value::of_tuple(std::move(elems));
+      ValueStructure values;
+      return core::walk_tuple(values, in, arg);
     }
     case Op::Cast: {
       const core::CastTarget t = in.attr<core::attr::CastTo>().target;

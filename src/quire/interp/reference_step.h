@@ -41,12 +41,18 @@ void check_site_value(const elab::Program& prog, const core::Function& fn, const
 /// type, each parameter to its stored type.
 Value cast_entry_argument(const precision::Realization& r, const Value& v, int depth = 0);
 
-/// Copy `i` of a stack of parameters: every leaf without its leading axis.
-ParamMap fold_copy(const ParamMap& stacked, int64_t i);
-
-/// A fold_vjp's gradient: each copy's gradient (copy 0 first) stacked along
-/// a new leading axis, in `stacked`'s shapes.
-ParamMap stack_copies(const ParamMap& stacked, const std::vector<ParamMap>& copies);
+/// The Core walker's (core/walk.h) structural pieces for these values, as
+/// the reference interpreter and the executor evaluate them: tuples, a
+/// fold's copy i of a stacked parameter tree (every leaf without its leading
+/// axis), and a fold_vjp's gradient, each copy's (a parameter tree, copy 0
+/// first) stacked along a new leading axis in `stacked`'s shapes.
+struct ValueStructure {
+  using Value = interp::Value;
+  static Value tuple(std::vector<Value> elements) { return Value::of_tuple(std::move(elements)); }
+  static Value element(const Value& tuple, size_t k) { return tuple.elements.at(k); }
+  static Value copy_of(const Value& stacked, int64_t i);
+  static Value stack(const Value& stacked, const std::vector<Value>& grads);
+};
 
 /// The bytes a value takes at its realized type (tensors and tuples of them;
 /// parameter trees and keys are shared with the caller, not copies).

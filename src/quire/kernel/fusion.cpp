@@ -6,6 +6,7 @@
 #include <set>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 
 namespace quire::kernel {
 
@@ -431,22 +432,6 @@ std::optional<int64_t> evaluate(const elab::Size& s, const std::map<std::string,
   return v;
 }
 
-/// The dimensions a callee runs under, as the interpreters bind them
-/// (interp::callee_dims), leaving unbound what does not evaluate.
-std::map<std::string, int64_t> callee_dims(const Function& callee, const Instr& in, size_t first,
-                                           const std::map<std::string, int64_t>& run,
-                                           const std::map<std::string, int64_t>& caller) {
-  std::map<std::string, int64_t> dims = run;
-  for (size_t k = first; k < in.sizes.size() && k - first < callee.dims.size(); ++k) {
-    const std::string& name = callee.dims[k - first];
-    if (std::optional<int64_t> v = evaluate(in.sizes[k], caller))
-      dims[name] = *v;
-    else
-      dims.erase(name);
-  }
-  return dims;
-}
-
 /// How many times one call of the entry evaluates each function: each
 /// evaluation context (the dimensions it runs under) with its count, callers
 /// before callees. Sets `unknown` at the first fold whose count does not evaluate.
@@ -479,7 +464,6 @@ void count_evaluations(const elab::Program& prog, int entry, const std::map<std:
         unknown.insert(callees.begin(), callees.end());
         continue;
       }
-      const size_t first = in.op == Op::Call ? 0 : 1;
       for (const auto& [dims, times] : contexts[f]) {
         int64_t copies = 1;
         if (in.op != Op::Call) {
@@ -506,7 +490,10 @@ void count_evaluations(const elab::Program& prog, int entry, const std::map<std:
             out.unknown = fmt::format("{} runs more than 2^63 copies", core::site_name(fn, in.id));
           continue;
         }
-        for (int c : callees) add(c, callee_dims(prog.functions[static_cast<size_t>(c)], in, first, run, dims), total);
+        // A callee's dims as the interpreters bind them, leaving unbound what does not evaluate.
+        auto size_at = [&caller = dims](const elab::Size& size) { return evaluate(size, caller); };
+        for (int c : callees)
+          add(c, core::callee_dims(prog.functions[static_cast<size_t>(c)], in, run, size_at), total);
       }
     }
   }

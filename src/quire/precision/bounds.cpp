@@ -25,6 +25,7 @@
 #include <stdexcept>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 #include "quire/interp/core_geometry.h"
 #include "quire/precision/number_text.h"
 #include "quire/runtime/kernels.h"
@@ -207,17 +208,6 @@ struct Bounded {
 };
 
 using Tree = std::map<std::string, Bounded>;
-
-/// Copy `i` of a stack: every leaf loses its leading axis.
-Tree slice_copy(const Tree& tree) {
-  Tree out;
-  for (const auto& [path, leaf] : tree) {
-    Bounded b = leaf;
-    if (!b.shape.empty()) b.shape.erase(b.shape.begin());
-    out.emplace(path, std::move(b));
-  }
-  return out;
-}
 
 /// Appends the real leaves of a value (tuples' elements, trees' leaves).
 void real_leaves(const Bounded& v, std::vector<const Bounded*>& out, int depth = 0) {
@@ -571,12 +561,71 @@ class BoundWalk {
                const std::vector<Bounded>& env, const std::map<std::string, int64_t>& dims, int depth,
                core::Numerics context, const FunctionRealization& table, const SiteType* st, Why& why,
                std::optional<FloatType>& lies_in, bool& computed);
+  /// This walk as the Core walker's domain (core/walk.h).
+  struct Callees;
 
   const elab::Program& prog_;
   std::map<std::string, int64_t> dims_;
   const Realization& realization_;
   std::map<std::string, const SiteEnvelope*> sites_by_name_;
   std::map<std::string, size_t> record_index_;
+};
+
+struct BoundWalk::Callees : interp::RunDims {
+  using Value = Bounded;
+  using Forward = core::NoForward;
+  BoundWalk& walk;
+  int depth;            ///< of the calling frame
+  core::Numerics mode;  ///< the numerics form the callee runs in
+
+  Bounded evaluate(const core::Evaluation<Forward>& e, std::vector<Bounded> args, const Dims& dims) {
+    return walk.eval(e.function, std::move(args), dims, depth + 1, mode);
+  }
+  /// Every copy's θ has the same bounds: the leaves without their stack axis.
+  static Bounded copy_of(const Bounded& stacked, int64_t) {
+    auto tree = std::make_shared<Tree>(*stacked.params);
+    for (auto& [path, leaf] : *tree)
+      if (!leaf.shape.empty()) leaf.shape.erase(leaf.shape.begin());
+    Bounded theta;
+    theta.kind = Bounded::Kind::Params;
+    theta.params = std::move(tree);
+    return theta;
+  }
+  /// Each leaf stacks its copies: the largest error, the Frobenius norms' root
+  /// sum of squares (summed from the last copy, the reverse sweep's order).
+  static Bounded stack(const Bounded& stacked, const std::vector<Bounded>& grads) {
+    auto tree = std::make_shared<Tree>();
+    for (const auto& [path, leaf] : *stacked.params) {
+      Bounded g = leaf;
+      g.error = {};
+      g.cause = {-1, -1, -1};
+      g.max_abs = 0;
+      g.type = FloatType::F64;
+      double squares = 0;
+      for (auto copy = grads.rbegin(); copy != grads.rend(); ++copy) {
+        const Bounded& part = copy->params->at(path);
+        g.error[kComp] = std::max(g.error[kComp], part.error[kComp]);
+        g.error[kCond] = std::max(g.error[kCond], part.error[kCond]);
+        squares += part.error[kNorm] * part.error[kNorm];
+        g.max_abs = std::max(g.max_abs, part.max_abs);
+        for (int r = 0; r < kBoundRules; ++r)
+          if (part.cause[r] >= 0 && g.cause[r] < 0) g.cause[r] = part.cause[r];
+      }
+      g.error[kNorm] = std::sqrt(squares);
+      tree->emplace(path, std::move(g));
+    }
+    Bounded grads_tree;
+    grads_tree.kind = Bounded::Kind::Params;
+    grads_tree.params = std::move(tree);
+    return grads_tree;
+  }
+  static Bounded tuple(std::vector<Bounded> elements) {
+    Bounded t;
+    t.kind = Bounded::Kind::Tuple;
+    t.elements = std::move(elements);
+    return t;
+  }
+  static Bounded element(const Bounded& tuple, size_t k) { return tuple.elements.at(k); }
 };
 
 Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const std::string& site,
@@ -680,23 +729,23 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       out.params = std::move(sub);
       return out;
     }
-    case Op::TupleGet: {
-      const Bounded& t = arg(0);
-      out = t.elements.at(static_cast<size_t>(in.attr<core::attr::Element>().index));
+    case Op::Call:
+    case Op::Fold:
+    case Op::FoldVjp:
+    case Op::TupleGet:
+    case Op::MakeTuple: {
+      Callees callees{{prog_, dims_}, *this, depth, mode};
+      out = core::walk_structural(callees, in, arg, dims);
       if (out.real()) {
-        // Carried: its own bounds, with the envelope's magnitudes (the same values).
+        // Carried (a call's result, a tuple's element): its own bounds, with
+        // the envelope's magnitudes (the same values).
         if (const SiteEnvelope* e = envelope_of(site, out.size())) {
           out.max_abs = e->max_abs;
           out.min_abs = e->min_abs;
         }
         lies_in = out.type;
       }
-      if (depth > 0) out.input_rounding = -1;
-      return out;
-    }
-    case Op::MakeTuple: {
-      out.kind = Bounded::Kind::Tuple;
-      for (size_t k = 0; k < in.args.size(); ++k) out.elements.push_back(arg(k));
+      if (in.op == Op::TupleGet && depth > 0) out.input_rounding = -1;
       return out;
     }
     case Op::KeySplit: {
@@ -728,85 +777,6 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         computed = true;
       }
       lies_in = t;
-      return out;
-    }
-    case Op::Call:
-    case Op::Fold: {
-      const core::Function& callee = prog_.functions.at(static_cast<size_t>(in.callee));
-      const std::map<std::string, int64_t> callee_dims =
-          interp::callee_dims(callee, in, /*first=*/in.op == Op::Fold ? 1 : 0, dims_, dims);
-      if (in.op == Op::Call) {
-        std::vector<Bounded> args;
-        for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
-        out = eval(in.callee, std::move(args), callee_dims, depth + 1, mode);
-      } else {
-        const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-        const Bounded& stacked = arg(0);
-        Bounded theta;
-        theta.kind = Bounded::Kind::Params;
-        theta.params = std::make_shared<Tree>(slice_copy(*stacked.params));
-        Bounded carried = arg(1);
-        for (int64_t i = 0; i < copies; ++i) carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
-        out = std::move(carried);
-      }
-      if (out.real()) {
-        if (const SiteEnvelope* e = envelope_of(site, out.size())) {
-          out.max_abs = e->max_abs;
-          out.min_abs = e->min_abs;
-        }
-        lies_in = out.type;
-      }
-      return out;
-    }
-    case Op::FoldVjp: {
-      // The fold forward, keeping each copy's input, then each copy's vjp from the last.
-      const std::map<std::string, int64_t> callee_dims =
-          interp::callee_dims(prog_.functions.at(static_cast<size_t>(in.callee)), in, /*first=*/1, dims_, dims);
-      const int64_t copies = interp::eval_size(in.sizes.at(0), dims);
-      const Bounded& stacked = arg(0);
-      Bounded theta;
-      theta.kind = Bounded::Kind::Params;
-      theta.params = std::make_shared<Tree>(slice_copy(*stacked.params));
-      std::vector<Bounded> inputs;
-      Bounded carried = arg(1);
-      for (int64_t i = 0; i < copies; ++i) {
-        inputs.push_back(carried);
-        carried = eval(in.callee, {theta, carried}, callee_dims, depth + 1, mode);
-      }
-      Bounded ct = arg(2);
-      std::vector<Bounded> grads;
-      for (int64_t i = copies; i-- > 0;) {
-        Bounded r = eval(in.attr<core::attr::VjpOf>().function, {theta, inputs[static_cast<size_t>(i)], ct}, callee_dims,
-                         depth + 1, mode);
-        grads.push_back(r.elements.at(1));
-        ct = r.elements.at(2);
-      }
-      // Each leaf stacks its copies: the largest error, the Frobenius norms' root sum of squares.
-      auto tree = std::make_shared<Tree>();
-      for (const auto& [path, leaf] : *stacked.params) {
-        Bounded g = leaf;
-        g.error = {};
-        g.cause = {-1, -1, -1};
-        g.max_abs = 0;
-        g.type = FloatType::F64;
-        double squares = 0;
-        for (const Bounded& copy : grads) {
-          const Bounded& part = copy.params->at(path);
-          g.error[kComp] = std::max(g.error[kComp], part.error[kComp]);
-          g.error[kCond] = std::max(g.error[kCond], part.error[kCond]);
-          squares += part.error[kNorm] * part.error[kNorm];
-          g.max_abs = std::max(g.max_abs, part.max_abs);
-          for (int r = 0; r < kBoundRules; ++r)
-            if (part.cause[r] >= 0 && g.cause[r] < 0) g.cause[r] = part.cause[r];
-        }
-        g.error[kNorm] = std::sqrt(squares);
-        tree->emplace(path, std::move(g));
-      }
-      Bounded grads_tree;
-      grads_tree.kind = Bounded::Kind::Params;
-      grads_tree.params = std::move(tree);
-      out.kind = Bounded::Kind::Tuple;
-      out.elements = {carried, ct, grads_tree};
       return out;
     }
     case Op::MakeParams: {

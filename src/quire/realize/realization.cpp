@@ -8,6 +8,7 @@
 #include <set>
 
 #include "quire/core/printer.h"
+#include "quire/core/walk.h"
 
 namespace quire::precision {
 
@@ -348,11 +349,52 @@ class Realizer {
                                              : fmt::format("decided {} at {}", name(d->second), site)};
   }
 
-  /// The fold's copy count at the run's dimensions (8 if unknown: enough for
-  /// the types to reach their fixed point).
-  int64_t fold_copies(const core::Instr& in) const {
-    if (in.sizes.empty()) return 8;
-    return in.sizes[0].evaluate(dims_).value_or(8);
+  /// The realizer as the Core walker's domain (core/walk.h): a value is its
+  /// realized type; a callee is realized in the caller's numerics, its
+  /// parameter reads recorded under the caller's tree path. A fold's θ and
+  /// its gradients carry no type (their reads are the paths').
+  struct Callees {
+    using Value = Carry;
+    using Dims = core::NoDims;  // every function is realized at the run's dimensions
+    using Forward = core::NoForward;
+    Realizer& r;
+    Numerics mode;
+    const std::optional<std::string>& prefix;
+    int depth;  ///< of the calling frame
+
+    static Dims callee_dims(const core::Instr&, Dims) { return {}; }
+    /// The fold's copy count at the run's dimensions (8 if unknown), at most
+    /// 8 for a fold, whose copies reach their fixed point sooner (settled),
+    /// and 64 for a fold_vjp, whose cotangents are realized copy by copy.
+    int64_t copies(const core::Instr& in, Dims) const {
+      const int64_t n = in.sizes.empty() ? 8 : in.sizes[0].evaluate(r.dims_).value_or(8);
+      return std::min<int64_t>(n, in.op == Op::Fold ? 8 : 64);
+    }
+    Carry evaluate(const core::Evaluation<Forward>& e, const std::vector<Carry>& args, Dims) {
+      return r.realize_function(e.function, mode, args, prefix, depth + 1);
+    }
+    static bool settled(const Carry& before, const Carry& after) { return before == after; }
+    static Carry copy_of(const Carry&, int64_t) { return {}; }
+    static Carry stack(const Carry&, const std::vector<Carry>&) { return {}; }
+    static Carry tuple(std::vector<Carry> elements) {
+      Carry c;
+      c.tuple = true;
+      c.elements = std::move(elements);
+      return c;
+    }
+    static Carry element(const Carry& tuple, size_t k) {
+      return tuple.tuple && k < tuple.elements.size() ? tuple.elements[k] : Carry{};
+    }
+  };
+
+  /// Why a call's, a fold's or a tuple element's site has the type it carries.
+  std::string structural_why(const core::Instr& in) const {
+    if (in.op == Op::Call)
+      return fmt::format("the result of {}", core::site_name(prog_.functions[in.callee],
+                                                             prog_.functions[in.callee].result_value));
+    if (in.op == Op::Fold) return fmt::format("the result of the last copy of {}", prog_.functions[in.callee].name);
+    if (in.op == Op::TupleGet) return "a tuple's element, as stored";
+    return "";  // a tuple (a fold_vjp's among them) has no site type
   }
 
   /// Realizes `f` in `context` for `args`, recording the parameter reads
@@ -389,73 +431,25 @@ class Realizer {
     std::set<int> high_reads;  // values that read a `numerics high` parameter
     for (const core::Instr& in : fn.body) {
       Numerics mode = in.numerics != Numerics::Default ? in.numerics : context;
-      auto operand_carries = [&](size_t first) {
-        std::vector<Carry> cs;
-        for (size_t k = first; k < in.args.size(); ++k) cs.push_back(carry[in.args[k]]);
-        return cs;
-      };
       auto carried = [&](const Carry& c, std::string why) {
         carry[in.id] = c;
         if (is_real_tensor(in.type) && c.type) r.values[in.id] = SiteType{*c.type, *c.type, false, false, Reason::Carried, std::move(why)};
       };
       switch (in.op) {
-        case Op::Call: {
+        case Op::Call:
+        case Op::Fold:
+        case Op::FoldVjp:
+        case Op::TupleGet:
+        case Op::MakeTuple: {
+          // As the interpreter runs them: a fold_vjp's copies forward, then
+          // their vjps from the last copy back, each realized for the types it meets.
           std::optional<std::string> prefix;
           if (!in.args.empty())
             if (auto it = tree_path.find(in.args[0]); it != tree_path.end()) prefix = it->second;
-          Carry res = realize_function(in.callee, mode, operand_carries(0), prefix, depth + 1);
-          carried(res, fmt::format("the result of {}", core::site_name(prog_.functions[in.callee],
-                                                                          prog_.functions[in.callee].result_value)));
-          continue;
-        }
-        case Op::Fold: {
-          std::optional<std::string> prefix;
-          if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end()) prefix = it->second;
-          Carry acc = carry[in.args.at(1)];
-          int64_t copies = fold_copies(in);
-          for (int64_t i = 0; i < copies && i < 8; ++i) {
-            Carry next = realize_function(in.callee, mode, {Carry{}, acc}, prefix, depth + 1);
-            bool fixed = next == acc;
-            acc = next;
-            if (fixed) break;
-          }
-          carried(acc, fmt::format("the result of the last copy of {}", prog_.functions[in.callee].name));
-          continue;
-        }
-        case Op::FoldVjp: {
-          // As the interpreter runs it: the copies forward from x, then their
-          // vjps from the last copy back, each table realized for the types it meets.
-          std::optional<std::string> prefix;
-          if (auto it = tree_path.find(in.args.at(0)); it != tree_path.end()) prefix = it->second;
-          const int copies = static_cast<int>(std::min<int64_t>(fold_copies(in), 64));
-          std::vector<Carry> inputs;
-          Carry acc = carry[in.args.at(1)];
-          for (int i = 0; i < copies; ++i) {
-            inputs.push_back(acc);
-            acc = realize_function(in.callee, mode, {Carry{}, acc}, prefix, depth + 1);
-          }
-          Carry ct = carry[in.args.at(2)];
-          for (int i = copies; i-- > 0;) {
-            Carry r = realize_function(in.attr<core::attr::VjpOf>().function, mode, {Carry{}, inputs[i], ct}, prefix, depth + 1);
-            ct = r.tuple && r.elements.size() > 2 ? r.elements[2] : Carry{};
-          }
-          Carry result;
-          result.tuple = true;
-          result.elements = {acc, ct, Carry{}};
-          carry[in.id] = result;
-          continue;
-        }
-        case Op::TupleGet: {
-          const Carry& t = carry[in.args.at(0)];
-          size_t k = static_cast<size_t>(in.attr<core::attr::Element>().index);
-          carried(t.tuple && k < t.elements.size() ? t.elements[k] : Carry{}, "a tuple's element, as stored");
-          continue;
-        }
-        case Op::MakeTuple: {
-          Carry c;
-          c.tuple = true;
-          c.elements = operand_carries(0);
-          carry[in.id] = c;
+          Callees callees{*this, mode, prefix, depth};
+          carried(core::walk_structural(
+                      callees, in, [&](size_t k) -> const Carry& { return carry[in.args.at(k)]; }, core::NoDims{}),
+                  structural_why(in));
           continue;
         }
         case Op::Field: {

@@ -1,8 +1,8 @@
-// The bound walk (bounds.h). Longer than a file should be, for one reason:
-// the walk is one function of Core, and every operation's propagation rule
-// sits in the one `step` below, beside the shape it computes, as the
-// interpreters' `step` holds their semantics; split, a rule would sit apart
-// from the operation it bounds. The printout and the JSON follow at the end.
+// The bound walk (bounds.h): each site's bound from its operands', per rule.
+// The element-wise operations' propagation rules are in elementwise_bounds.h;
+// the sums, contractions, copies and roundings are bounded in `step` below,
+// beside the shapes it computes. The printout and the JSON are in
+// bounds_print.cpp.
 //
 // Notation. For a real value v at one evaluation: M, m its envelope's largest
 // and smallest |x|; n its element count; δ the bound of the rule being
@@ -20,13 +20,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <numbers>
 #include <set>
 #include <stdexcept>
 
 #include "quire/core/printer.h"
 #include "quire/core/walk.h"
 #include "quire/interp/core_geometry.h"
+#include "quire/precision/elementwise_bounds.h"
 #include "quire/precision/number_text.h"
 #include "quire/runtime/kernels.h"
 #include "quire/support/text.h"
@@ -63,8 +63,6 @@ double gamma(double j, double u) {
 /// rounding, then (for a narrower type) the rounding to `acc`.
 double step_unit(FloatType acc) { return acc == FloatType::F64 ? kU64 : (1 + kU64) * (1 + unit(acc)) - 1; }
 
-/// a·b with an exact zero staying zero whatever it multiplies (0·∞ = 0).
-double times(double a, double b) { return a == 0 || b == 0 ? 0 : a * b; }
 
 /// Whether every value of `narrow` is a value of `wide` (f64 holds all; f32 holds bf16 and f16).
 bool holds(FloatType wide, FloatType narrow) {
@@ -940,149 +938,11 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     if (in.args.size() == 1) {
       // x ↦ f(x), with f's Lipschitz constant L over the enlarged domain [m − δ, M + δ].
       const double M = x.max_abs, m = x.min_abs;
-      auto needs_min = [&](int r, double d, const char* what) {
-        min_abs_sites.insert(site);
-        if (m > d) return true;
-        why[r] =
-            fmt::format("{} of values whose smallest |x| ({}) is not above their error ({})", what, sci(m), sci(d));
-        return false;
-      };
       for (int r = 0; r < kBoundRules; ++r) {
-        const double d = x.error[r];
-        double L = 1;
-        switch (in.op) {
-          case Op::Neg:
-          case Op::Abs:
-          case Op::Relu:
-          case Op::Tanh:
-            L = 1;
-            break;
-          case Op::Sigmoid:
-            L = 0.25;
-            break;
-          case Op::Erf:
-            L = 2 / std::sqrt(std::numbers::pi);
-            break;
-          case Op::Gelu:
-          case Op::GeluTanh:
-            L = 1.13;
-            break;  // max |gelu'| = 1.1289…
-          case Op::Silu:
-            L = 1.1;
-            break;  // max |silu'| = 1.0998…
-          case Op::Softplus:
-            L = 1;
-            break;  // softplus' = sigmoid ∈ (0, 1)
-          case Op::Expm1:
-            L = std::exp(M + d);
-            break;  // as exp
-          case Op::Log1p:
-            // log1p' = 1/(1 + x) ≤ 1/(1 − M − δ) where every x ≥ −(M + δ) > −1.
-            if (M + d < 1) {
-              L = 1 / (1 - (M + d));
-            } else {
-              L = kInf;
-              why[r] = fmt::format("log1p of values that may reach −1 (largest |x| {}, error {})", sci(M), sci(d));
-            }
-            break;
-          case Op::Exp:
-            L = std::exp(M + d);
-            break;
-          case Op::Log:
-            L = needs_min(r, d, "a logarithm") ? 1 / (m - d) : kInf;
-            break;
-          case Op::Rsqrt:
-            L = needs_min(r, d, "a reciprocal square root") ? 0.5 * std::pow(m - d, -1.5) : kInf;
-            break;
-          case Op::Sqrt: {
-            // |√a − √b| ≤ √|a − b| always; ≤ |a − b| / (2√(m − δ)) away from 0.
-            const double root =
-                r == kNorm ? std::sqrt(d) * std::pow(static_cast<double>(x.size()), 0.25) : std::sqrt(d);
-            double lip = kInf;
-            if (m > d) {
-              min_abs_sites.insert(site);
-              lip = d / (2 * std::sqrt(m - d));
-            }
-            out.error[r] = std::min(root, lip);
-            L = -1;
-            break;
-          }
-          case Op::PowConst: {
-            const double p = in.attr<core::attr::Exponent>().value;
-            if (p == 0) {
-              L = 0;
-            } else if (p >= 1 && p == std::floor(p)) {
-              L = p * std::pow(M + d, p - 1);
-            } else {
-              L = needs_min(r, d, fmt::format("a power {}", p).c_str())
-                      ? std::fabs(p) * std::max(std::pow(m - d, p - 1), std::pow(M + d, p - 1))
-                      : kInf;
-            }
-            break;
-          }
-          case Op::Not:
-            L = 1;
-            break;
-          case Op::Const:
-          case Op::ConstInt:
-          case Op::ConstBool:
-          case Op::HostConst:
-          case Op::Real:
-          case Op::Field:
-          case Op::TupleGet:
-          case Op::MakeTuple:
-          case Op::Cast:
-          case Op::Add:
-          case Op::Sub:
-          case Op::Mul:
-          case Op::Div:
-          case Op::Pow:
-          case Op::Min:
-          case Op::Max:
-          case Op::Lt:
-          case Op::Le:
-          case Op::Gt:
-          case Op::Ge:
-          case Op::Eq:
-          case Op::Ne:
-          case Op::Where:
-          case Op::Sum:
-          case Op::Mean:
-          case Op::ReduceMax:
-          case Op::ReduceMin:
-          case Op::LogSumExp:
-          case Op::Dot:
-          case Op::Contract:
-          case Op::SplitAxis:
-          case Op::MergeAxes:
-          case Op::Transpose:
-          case Op::Concat:
-          case Op::Slice:
-          case Op::Gather:
-          case Op::OneHot:
-          case Op::KeySplit:
-          case Op::Uniform:
-          case Op::Normal:
-          case Op::Bernoulli:
-          case Op::Call:
-          case Op::Fold:
-          case Op::SumTo:
-          case Op::Expand:
-          case Op::ContractGradA:
-          case Op::ContractGradB:
-          case Op::ReshapeAs:
-          case Op::MergeGrad:
-          case Op::ConcatGrad:
-          case Op::SliceGrad:
-          case Op::GatherGrad:
-          case Op::ZerosLike:
-          case Op::MakeParams:
-          case Op::FoldVjp:
-            // Not one operand's element-wise function: Real and Cast returned above,
-            // and every other operation has no one-operand element-wise form.
-            throw std::logic_error(fmt::format("internal: the bound of `{}` has no Lipschitz constant", info.spelling));
-        }
-        if (L >= 0) out.error[r] = times(L, d);
+        const Propagated p = unary_rule(in, {M, m, x.error[r]}, r == kNorm, static_cast<double>(x.size()));
+        out.error[r] = p.error;
+        if (!p.why.empty()) why[r] = p.why;
+        if (p.reads_min_abs) min_abs_sites.insert(site);
       }
       if (core::op_info(in.op).selects) {
         lies_in = x.type;
@@ -1101,111 +961,12 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     const Bounded& a = arg(0);
     const Bounded& b = arg(1);
     for (int r = 0; r < kBoundRules; ++r) {
-      const double ea = norm_of(0, r), eb = norm_of(1, r);  // δ, or E broadcast under normwise
-      const double db = b.error[r];                         // b's per-element bound
-      switch (in.op) {
-        case Op::Add:
-        case Op::Sub:
-          out.error[r] = ea + eb;
-          break;
-        case Op::Mul:
-          out.error[r] = times(ea, b.max_abs + db) + times(a.max_abs, eb);
-          break;
-        case Op::Div: {
-          // â/b̂ − a/b = ((â − a)·b − a·(b̂ − b)) / (b·b̂): ≤ δa/(m_b − δb) + M_a·δb/(m_b·(m_b − δb)).
-          min_abs_sites.insert(site);
-          const double mb = b.min_abs;
-          if (!(mb > db)) {
-            out.error[r] = kInf;
-            why[r] = fmt::format("a division by values whose smallest |x| ({}) is not above their error ({})", sci(mb),
-                                 sci(db));
-            break;
-          }
-          out.error[r] = ea / (mb - db) + times(a.max_abs, eb) / (mb * (mb - db));
-          break;
-        }
-        case Op::Min:
-        case Op::Max:
-          out.error[r] = r == kNorm ? std::sqrt(ea * ea + eb * eb) : std::max(ea, eb);
-          break;
-        case Op::Pow:
-          if (a.error[r] == 0 && b.error[r] == 0) {
-            out.error[r] = 0;
-          } else {
-            out.error[r] = kInf;
-            why[r] = "not covered: `pow` with an exponent that is a tensor";
-          }
-          break;
-        case Op::Const:
-        case Op::ConstInt:
-        case Op::ConstBool:
-        case Op::HostConst:
-        case Op::Real:
-        case Op::Field:
-        case Op::TupleGet:
-        case Op::MakeTuple:
-        case Op::Neg:
-        case Op::Abs:
-        case Op::Exp:
-        case Op::Log:
-        case Op::Sqrt:
-        case Op::Rsqrt:
-        case Op::Tanh:
-        case Op::Erf:
-        case Op::Sigmoid:
-        case Op::Relu:
-        case Op::Gelu:
-        case Op::GeluTanh:
-        case Op::Silu:
-        case Op::Log1p:
-        case Op::Expm1:
-        case Op::Softplus:
-        case Op::Not:
-        case Op::Cast:
-        case Op::PowConst:
-        case Op::Lt:
-        case Op::Le:
-        case Op::Gt:
-        case Op::Ge:
-        case Op::Eq:
-        case Op::Ne:
-        case Op::Where:
-        case Op::Sum:
-        case Op::Mean:
-        case Op::ReduceMax:
-        case Op::ReduceMin:
-        case Op::LogSumExp:
-        case Op::Dot:
-        case Op::Contract:
-        case Op::SplitAxis:
-        case Op::MergeAxes:
-        case Op::Transpose:
-        case Op::Concat:
-        case Op::Slice:
-        case Op::Gather:
-        case Op::OneHot:
-        case Op::KeySplit:
-        case Op::Uniform:
-        case Op::Normal:
-        case Op::Bernoulli:
-        case Op::Call:
-        case Op::Fold:
-        case Op::SumTo:
-        case Op::Expand:
-        case Op::ContractGradA:
-        case Op::ContractGradB:
-        case Op::ReshapeAs:
-        case Op::MergeGrad:
-        case Op::ConcatGrad:
-        case Op::SliceGrad:
-        case Op::GatherGrad:
-        case Op::ZerosLike:
-        case Op::MakeParams:
-        case Op::FoldVjp:
-          out.error[r] = kInf;
-          why[r] = fmt::format("not covered: `{}`", info.spelling);
-          break;
-      }
+      // δ, or E broadcast under normwise
+      const Propagated p = binary_rule(in.op, {a.max_abs, a.min_abs, a.error[r]}, {b.max_abs, b.min_abs, b.error[r]},
+                                       norm_of(0, r), norm_of(1, r), r == kNorm);
+      out.error[r] = p.error;
+      if (!p.why.empty()) why[r] = p.why;
+      if (p.reads_min_abs) min_abs_sites.insert(site);
     }
     if (out.elem != ElemKind::Real) return out;  // integer arithmetic is exact
     if (core::op_info(in.op).selects) {

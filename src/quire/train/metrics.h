@@ -35,9 +35,9 @@ struct StepRecord {
   bool clipped = false;
   bool skipped = false;              ///< f16 loss scaling: gradients not finite, update skipped
   std::optional<double> loss_scale;  ///< only f16 runs have one
-  double samples_per_s = 0;          ///< throughput of this invocation so far
+  double samples_per_s = 0;          ///< throughput over the recent steps (train/pace.h)
   double elapsed_s = 0;              ///< wall time of this invocation so far
-  double eta_s = 0;                  ///< estimated seconds left
+  double eta_s = 0;                  ///< seconds left at the recent steps' pace
 };
 
 /// The record as a JSON object, keys in the field order of StepRecord;

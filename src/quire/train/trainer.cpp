@@ -27,6 +27,7 @@
 #include "quire/train/loss_curve.h"
 #include "quire/train/metrics.h"
 #include "quire/train/optimizer.h"
+#include "quire/train/pace.h"
 #include "quire/train/progress.h"
 #include "quire/train/run_lock.h"
 
@@ -133,6 +134,7 @@ class Trainer {
   CheckpointRetention retention_;
   TrainOutcome outcome_;
   std::chrono::steady_clock::time_point started_;
+  RecentPace pace_;  ///< the throughput and time left, from the recent steps
 };
 
 TrainOutcome Trainer::run() {
@@ -478,10 +480,10 @@ void Trainer::step() {
   ++step_;
   outcome_.last_loss = loss;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const int64_t done_here = step_ - outcome_.start_step;
   record.elapsed_s = elapsed;
-  record.samples_per_s = elapsed > 0 ? static_cast<double>(done_here * run_->batch_size) / elapsed : 0;
-  record.eta_s = done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(target_ - step_) : 0;
+  pace_.step_done(elapsed);
+  record.samples_per_s = pace_.samples_per_s(run_->batch_size);
+  record.eta_s = pace_.seconds_left(target_ - step_);
   metrics_->append(record);
   progress_->step(record);
   if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) write_checkpoint_now();

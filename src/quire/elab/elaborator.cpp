@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -643,6 +644,12 @@ void Elaborator::declare_function(int fi, int mi, const ast::FnDecl& f) {
   }
 }
 
+std::optional<double> special_literal(const std::string& name) {
+  if (name == "inf") return std::numeric_limits<double>::infinity();
+  if (name == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
+}
+
 bool exceeds_element_limit(const TensorType& t) {
   int64_t count = 1;
   for (const Axis& a : t.axes) {
@@ -887,6 +894,7 @@ std::optional<double> Elaborator::eval_const(const ast::Expr& e, int fi, bool& i
           is_integer = c.kind != ScalarKind::F64;
           return c.value;
         }
+      if (std::optional<double> v = special_literal(e.name)) return *v;
       error("E0303", e.range, fmt::format("`{}` is not a constant", e.name), "a constant is declared with `const`");
       return std::nullopt;
     case ast::ExprKind::Unary: {

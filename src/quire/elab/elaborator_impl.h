@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -134,6 +135,11 @@ class Elaborator {
 
 /// Whether the constant axes of `t` alone hold more than kMaxElements elements.
 bool exceeds_element_limit(const TensorType& t);
+
+/// The value of the literal spelled `name`: `inf` (+∞) or `nan` (a quiet NaN);
+/// nullopt for any other name. A local, parameter, function or constant of
+/// that name is found first (docs/language.md §3).
+std::optional<double> special_literal(const std::string& name);
 
 /// Lowers one function's body to Core (lower_body.cpp).
 void lower_function_body(Elaborator& el, int function);

@@ -7,6 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "quire/core/printer.h"
 #include "quire/elab/elab_testing.h"
 
@@ -504,6 +508,36 @@ training run {
   const InitExpr& init = e->prog->modules[t->model].params[0].init;
   EXPECT_EQ(init.kind, "normal");
   EXPECT_EQ(init.args, std::vector<double>{0.02});
+}
+
+}  // namespace
+}  // namespace quire::elab
+
+namespace quire::elab {
+namespace {
+
+// `inf` and `nan` are literals, found after every other name, and may be a constant's value.
+TEST(Elaborate, InfAndNanAreLiteralsThatOtherNamesHide) {
+  auto e = elaborate_text(R"(const NEG : f64 = -inf
+fn masked(x : ℝ[n: 3]) -> ℝ[n: 3] = where(x > 0, x, -inf)
+fn missing(x : ℝ[n: 3]) -> ℝ[n: 3] = x * 0 + nan
+fn constant(x : ℝ[n: 3]) -> ℝ[n: 3] = max(x, NEG)
+fn shadowed(inf : ℝ[]) -> ℝ[] = inf + 1
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  auto literals = [&](const char* name) {
+    std::vector<double> out;
+    for (const core::Instr& in : e->prog->functions.at(static_cast<size_t>(e->prog->find_function(name))).body)
+      if (in.op == core::Op::Const) out.push_back(in.attr<core::attr::Literal>().value);
+    return out;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(literals("masked"), std::vector<double>({0.0, -inf}));
+  ASSERT_EQ(literals("missing").size(), 2u);
+  EXPECT_TRUE(std::isnan(literals("missing")[1]));
+  EXPECT_EQ(literals("constant"), std::vector<double>({-inf}));
+  EXPECT_EQ(literals("shadowed"), std::vector<double>({1.0}));  // `inf` is the argument there
+  EXPECT_NE(core::print_core(*e->prog).find("-inf"), std::string::npos);
 }
 
 }  // namespace

@@ -152,6 +152,13 @@ Operand BodyLowering::lookup(const std::string& name, SourceRange loc) {
   }
   if (auto op = lookup_in_file(fi_, name, loc)) return *op;
   if (int f = prelude_function(name); f >= 0) return named(OK::Function, f, loc);
+  if (std::optional<double> v = special_literal(name)) {
+    Operand op;
+    op.kind = OK::Literal;
+    op.number = *v;
+    op.loc = loc;
+    return op;
+  }
   for (const std::string& d : prog_.files[fi_].dims)
     if (d == name) {
       error("E0401", loc, fmt::format("`{}` is a dimension, not a value", name));

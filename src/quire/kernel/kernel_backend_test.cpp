@@ -113,6 +113,28 @@ TEST(KernelBackend, EveryLoweredOperationHasTheReferenceBitsOnSpecialValues) {
   }
 }
 
+// A kernel writes `inf` and `nan` literals by their bits: a masked exp is
+// exactly 0 where the mask fills −∞, and a NaN literal propagates, as the
+// reference computes them, under every policy.
+TEST(KernelBackend, InfAndNanLiteralsRunAsTheReferenceDoes) {
+  interp::testing::Program p(R"(fn masked(x : ℝ[n: 4]) -> ℝ[n: 4] = exp(where(x > 0, x, -inf))
+fn missing(x : ℝ[n: 4]) -> ℝ[n: 4] = x * 0 + nan
+)");
+  const std::vector<Value> args = {Value::of(interp::testing::reals({4}, {0.5, -1, 2, -0.25}))};
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    const Runs m = run_both(p.prog(), p.index("masked"), args, p.dims, o);
+    expect_same(m.kernels, m.reference, "masked");
+    EXPECT_GT(m.kernel_launches, 0);
+    EXPECT_EQ(m.kernels.tensor.reals[1], 0.0);
+    EXPECT_EQ(m.kernels.tensor.reals[3], 0.0);
+    EXPECT_GT(m.kernels.tensor.reals[0], 1.0);
+    const Runs n = run_both(p.prog(), p.index("missing"), args, p.dims, o);
+    expect_same(n.kernels, n.reference, "missing");
+    for (double v : n.kernels.tensor.reals) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
 TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
   // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
   // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A

@@ -693,8 +693,9 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
   switch (in.op) {
     case Op::Const: {
       tensor_result({});
-      for (int r = 0; r < kBoundRules; ++r)
-        out.error[r] = kU64 * std::fabs(in.attr<core::attr::Literal>().value);  // the f64 literal vs its decimal
+      // The f64 literal against its decimal; `inf` and `nan` are exactly what they say.
+      const double literal = in.attr<core::attr::Literal>().value;
+      for (int r = 0; r < kBoundRules; ++r) out.error[r] = std::isfinite(literal) ? kU64 * std::fabs(literal) : 0;
       computed = true;                               // a rounding of its decimal, for rss
       return out;
     }

@@ -264,6 +264,8 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     case Op::OneHot:
     case Op::ZerosLike:
       return operand_rest(0);
+    case Op::Iota:
+      return {};  // no operand: only its own axis
     // Element-wise (taken above), or values whose shape is not computed here.
     case Op::Const:
     case Op::ConstInt:
@@ -406,6 +408,7 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::Uniform:
     case Op::Normal:

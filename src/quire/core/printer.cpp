@@ -97,6 +97,7 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     }
     case Op::Gather: return fmt::format("gather axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
     case Op::OneHot: return fmt::format("one_hot {} {}", in.sizes.empty() ? "?" : in.sizes[0].str(), arg(0));
+    case Op::Iota: return fmt::format("iota {}", in.sizes.empty() ? "?" : in.sizes[0].str());
     case Op::Uniform: {
       const attr::DrawParams& d = in.attr<attr::DrawParams>();
       return fmt::format("uniform [{}, {}) {}", number(d.first), number(d.second), arg(0));

@@ -136,6 +136,7 @@ NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& n
       {"slice", Op::Slice, &BodyLowering::builtin_slice},
       {"gather", Op::Gather, &BodyLowering::builtin_gather},
       {"one_hot", Op::OneHot, &BodyLowering::builtin_one_hot},
+      {"ι", Op::Iota, &BodyLowering::builtin_iota},  // `iota` is the same identifier (docs/language.md §1)
       {"uniform", Op::Uniform, &BodyLowering::builtin_draw},
       {"normal", Op::Normal, &BodyLowering::builtin_draw},
       {"bernoulli", Op::Bernoulli, &BodyLowering::builtin_draw},
@@ -459,6 +460,29 @@ NOINLINE Operand BodyLowering::builtin_one_hot(const std::string& name, Op, cons
     return Operand::error();
   }
   Instr in = make(Op::OneHot, Type::make_tensor(out), {ids->id}, e.range);
+  in.sizes = {*n};
+  return emit(std::move(in));
+}
+
+/// `iota(t: T)`: the positions 0, 1, …, T − 1 as i32[t: T], the axis named
+/// and sized as a draw's are (a causal mask compares two of them).
+NOINLINE Operand BodyLowering::builtin_iota(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 0, 0, false, true, {})) return Operand::error();
+  if (b.sizes.size() != 1) {
+    error("E0405", e.range, "`iota(t: T)` names its one axis and that axis's size");
+    return Operand::error();
+  }
+  auto n = el_.eval_size(*b.sizes[0]->value, fi_, mi_);
+  if (!n) return Operand::error();
+  if (auto c = n->constant_value(); c && (*c <= 0 || *c > (int64_t{1} << 31))) {
+    error("E0404", b.sizes[0]->range,
+          *c <= 0 ? "an axis must have a positive size" : "iota's positions are i32: its axis holds at most 2^31");
+    return Operand::error();
+  }
+  TensorType out;
+  out.elem = Elem::I32;
+  out.axes.push_back({b.sizes[0]->name->text, *n});
+  Instr in = make(Op::Iota, Type::make_tensor(out), {}, e.range);
   in.sizes = {*n};
   return emit(std::move(in));
 }

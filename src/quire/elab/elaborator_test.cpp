@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "quire/core/printer.h"
@@ -538,6 +539,29 @@ fn shadowed(inf : ℝ[]) -> ℝ[] = inf + 1
   EXPECT_EQ(literals("constant"), std::vector<double>({-inf}));
   EXPECT_EQ(literals("shadowed"), std::vector<double>({1.0}));  // `inf` is the argument there
   EXPECT_NE(core::print_core(*e->prog).find("-inf"), std::string::npos);
+}
+
+// `iota(t: T)` (the identifier is ι) is i32[t: T]: an operation of its own,
+// sized as a draw's axes are; a size of 0, an operand or no axis is refused.
+TEST(Elaborate, IotaIsTheI32PositionsAlongANamedAxis) {
+  auto e = elaborate_text(R"(const T : nat = 6
+fn positions() -> i32[t: T] = iota(t: T)
+fn greek() -> i32[u: 3] = ι(u: 3)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  const core::Function& f = e->prog->functions.at(static_cast<size_t>(e->prog->find_function("positions")));
+  ASSERT_EQ(f.body.size(), 1u);
+  EXPECT_EQ(f.body[0].op, core::Op::Iota);
+  EXPECT_EQ(core::print_instr(*e->prog, f, f.body[0]), "iota 6");
+  for (const auto& [source, code, message] :
+       {std::tuple{"fn f() -> i32[t: 0] = iota(t: 0)", "E0404", "an axis must have a positive size"},
+        std::tuple{"fn f(x : ℝ[t: 3]) -> i32[t: 3] = iota(x, t: 3)", "E0405", "value argument"},
+        std::tuple{"fn f() -> i32[t: 3] = iota()", "E0405", "names its one axis"}}) {
+    auto bad = elaborate_text(source);
+    EXPECT_FALSE(bad->ok()) << source;
+    EXPECT_NE(bad->rendered().find(code), std::string::npos) << bad->rendered();
+    EXPECT_NE(bad->rendered().find(message), std::string::npos) << bad->rendered();
+  }
 }
 
 }  // namespace

@@ -160,6 +160,7 @@ Big apply_unary(Op op, const Big& x) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -240,6 +241,7 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -321,6 +323,7 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -669,6 +672,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -881,6 +885,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -1081,6 +1086,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       return moved(arg(0), [&](const Tensor& t) { return runtime::gather(t, in.axes[0], ids); });
     }
     case Op::OneHot: return ExactValue::of(runtime::one_hot(arg(0).other, eval_size(in.sizes.at(0), dims)), bits);
+    case Op::Iota: return ExactValue::of(runtime::iota(eval_size(in.sizes.at(0), dims)), bits);
     case Op::KeySplit: {
       auto [a, b] = runtime::split_key(arg(0).key);
       return ExactValue::of_tuple({ExactValue::of_key(a), ExactValue::of_key(b)});

@@ -329,6 +329,7 @@ class Builder {
       case Op::ConstBool:
       case Op::HostConst:
       case Op::Real:
+      case Op::Iota:
       case Op::OneHot:
       case Op::KeySplit:
       case Op::Uniform:
@@ -624,6 +625,7 @@ class Builder {
       case Op::Ge:
       case Op::Eq:
       case Op::Ne:
+      case Op::Iota:
       case Op::OneHot:
       case Op::KeySplit:
       case Op::Uniform:

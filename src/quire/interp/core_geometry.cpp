@@ -103,6 +103,7 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -185,6 +186,7 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -267,6 +269,7 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:

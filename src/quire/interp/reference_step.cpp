@@ -267,6 +267,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -372,6 +373,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     }
     case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
     case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
+    case Op::Iota: return Value::of(runtime::iota(eval_size(in.sizes.at(0), dims)));
     case Op::KeySplit: {
       auto [a, b] = runtime::split_key(arg(0).key);
       return Value::of_tuple({Value::of_key(a), Value::of_key(b)});

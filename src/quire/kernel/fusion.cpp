@@ -31,6 +31,7 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::Expand:
       return LaunchKind::ElementWise;
     case Op::ZerosLike:
+    case Op::Iota:
     case Op::OneHot:
       return LaunchKind::DataMovement;
     case Op::Uniform:
@@ -246,6 +247,7 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:

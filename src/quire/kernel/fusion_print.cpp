@@ -96,6 +96,7 @@ std::string step_name(const Instr& in) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:

@@ -135,6 +135,30 @@ fn missing(x : ℝ[n: 4]) -> ℝ[n: 4] = x * 0 + nan
   }
 }
 
+// iota's positions build a causal mask (the prelude's causal_mask): under
+// every policy the kernels give the reference's bits, and a softmax over the
+// masked scores is exactly 0 above the diagonal.
+TEST(KernelBackend, ACausalMaskFromIotaRunsAsTheReferenceDoes) {
+  interp::testing::Program p(R"(fn attend(x : ℝ[h: 2, q: 5, k: 5]) -> ℝ[h: 2, q: 5, k: 5] = softmax(causal_mask(x))
+fn positions(x : ℝ[t: 7]) -> ℝ[t: 7] = x + (iota(t: 7) as ℝ)
+)");
+  std::vector<double> xs;
+  for (int i = 0; i < 50; ++i) xs.push_back(std::sin(1.7 * i) * 3);
+  const std::vector<Value> scores = {Value::of(interp::testing::reals({2, 5, 5}, xs))};
+  const std::vector<Value> zeros = {Value::of(interp::testing::reals({7}, std::vector<double>(7, 0.0)))};
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    const Runs a = run_both(p.prog(), p.index("attend"), scores, p.dims, o);
+    expect_same(a.kernels, a.reference, "attend");
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 5; ++q)
+        for (int k = q + 1; k < 5; ++k) EXPECT_EQ(a.kernels.tensor.reals[static_cast<size_t>((h * 5 + q) * 5 + k)], 0.0);
+    const Runs n = run_both(p.prog(), p.index("positions"), zeros, p.dims, o);
+    expect_same(n.kernels, n.reference, "positions");
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(n.kernels.tensor.reals[static_cast<size_t>(i)], i);
+  }
+}
+
 TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
   // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
   // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A

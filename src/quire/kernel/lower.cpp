@@ -523,6 +523,7 @@ class GroupLowering {
       case Op::Concat:
       case Op::Slice:
       case Op::Gather:
+      case Op::Iota:
       case Op::OneHot:
       case Op::KeySplit:
       case Op::Uniform:

@@ -138,6 +138,7 @@ bool library_function(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -865,6 +866,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::Uniform:
     case Op::Normal:
@@ -1188,6 +1190,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       tensor_result(arg(0).shape);
       lies_in = std::nullopt;
       return out;
+    case Op::Iota:
     case Op::Uniform:
     case Op::Normal:
     case Op::Bernoulli: {
@@ -1390,6 +1393,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::LogSumExp:
     case Op::Dot:
     case Op::Contract:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:

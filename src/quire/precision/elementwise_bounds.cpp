@@ -139,6 +139,7 @@ Propagated unary_rule(const core::Instr& in, const RuleOperand& x, bool normwise
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:
@@ -248,6 +249,7 @@ Propagated binary_rule(Op op, const RuleOperand& a, const RuleOperand& b, double
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
     case Op::Uniform:

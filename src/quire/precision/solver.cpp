@@ -88,6 +88,7 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::Concat:
     case core::Op::Slice:
     case core::Op::Gather:
+    case core::Op::Iota:
     case core::Op::OneHot:
     case core::Op::KeySplit:
     case core::Op::Uniform:

@@ -514,6 +514,7 @@ class Realizer {
         case Op::Concat:
         case Op::Slice:
         case Op::Gather:
+        case Op::Iota:
         case Op::OneHot:
         case Op::KeySplit:
         case Op::Uniform:

@@ -282,6 +282,10 @@ Tensor gather(const Tensor& table, int axis, const Tensor& ids);
 /// +0.0 elsewhere. An id outside [0, n) is a RuntimeError.
 Tensor one_hot(const Tensor& ids, int64_t n);
 
+/// I32 of shape [n]: 0, 1, …, n − 1. n must be in [0, 2^31] (the i32 range
+/// holds every position); otherwise a RuntimeError.
+Tensor iota(int64_t n);
+
 /// x converted element by element to `kind`, same shape:
 ///   real → int: truncation toward zero; NaN or a value outside the target
 ///     range is a RuntimeError.

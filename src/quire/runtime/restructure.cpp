@@ -257,6 +257,14 @@ Tensor one_hot(const Tensor& ids, int64_t n) {
   return out;
 }
 
+Tensor iota(int64_t n) {
+  if (n < 0 || n > (int64_t{1} << 31))
+    throw RuntimeError(fmt::format("iota: an axis of size {} does not fit i32 positions (at most 2^31)", n));
+  Tensor out = Tensor::integer(ElemKind::I32, {n});
+  for (int64_t i = 0; i < n; ++i) out.ints[static_cast<size_t>(i)] = i;
+  return out;
+}
+
 Tensor cast_kind(const Tensor& x, ElemKind kind) {
   const char* op = "cast";
   detail::require_well_formed(x, op);

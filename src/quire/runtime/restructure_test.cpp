@@ -160,6 +160,17 @@ TEST(OneHot, MarksEachId) {
   EXPECT_THROW(one_hot(Tensor::real({1}), 2), KernelMisuse);
 }
 
+TEST(Iota, ThePositionsAsI32) {
+  const Tensor r = runtime::iota(5);
+  EXPECT_EQ(r.shape, (Shape{5}));
+  EXPECT_EQ(r.kind, ElemKind::I32);
+  EXPECT_EQ(r.ints, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(runtime::iota(0).ints.empty());
+  EXPECT_EQ(error_of<RuntimeError>([] { runtime::iota((int64_t{1} << 31) + 1); }),
+            "iota: an axis of size 2147483649 does not fit i32 positions (at most 2^31)");
+  EXPECT_THROW(runtime::iota(-1), RuntimeError);
+}
+
 TEST(CastKind, RealToIntegerTruncates) {
   const Tensor x = reals({6}, {2.7, -2.7, -0.0, 0.5, 2147483647.9, -2147483648.0});
   const Tensor i = cast_kind(x, ElemKind::I32);

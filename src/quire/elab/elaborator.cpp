@@ -1145,9 +1145,11 @@ void Elaborator::elaborate_training(int fi, const ast::TrainingDecl& t) {
       error("E0601", fn_decls_[info.objective]->name.range,
             fmt::format("the objective `{}` must take `params {}` as its first argument", obj.name,
                         prog_->modules[info.model].name));
-    else if (obj.args.size() != 2)
+    else if (obj.args.size() < 2 || obj.args.size() > 3 ||
+             (obj.args.size() == 3 && obj.args[2].type.kind != TypeKind::Key))
       error("E0601", fn_decls_[info.objective]->name.range,
-            fmt::format("the objective `{}` takes the parameters and one batch", obj.name));
+            fmt::format("the objective `{}` takes the parameters, one batch and optionally a key", obj.name),
+            "`fn loss(θ : params M, batch : …, k : key)`: the trainer passes each step its own key");
   }
   file.training = info;
 }

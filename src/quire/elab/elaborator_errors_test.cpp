@@ -492,7 +492,25 @@ training run {
   data = stream "d.npz" |> batch(B = 2)
 }
 )");
-  EXPECT_ONE_ERROR(args, "E0601", 5, 4, "the objective `two` takes the parameters and one batch");
+  EXPECT_ONE_ERROR(args, "E0601", 5, 4, "the objective `two` takes the parameters, one batch and optionally a key");
+
+  // A third argument is the step's key, and nothing else.
+  auto keyed = elaborate_text(R"(dim B
+module M {
+  param w : ℝ[4]
+}
+fn keyed(θ : params M, x : ℝ[batch: B, 4], k : key) -> ℝ[] = sum(where(bernoulli(k, 0.5, batch: B, c: 4), x, 0.0) * θ.w)
+optimizer sgd {
+  lr : f64 = 0.1
+}
+training run {
+  model = M
+  objective = keyed
+  optimizer = sgd
+  data = stream "d.npz" |> batch(B = 2)
+}
+)");
+  EXPECT_TRUE(keyed->ok()) << keyed->rendered();
 }
 
 TEST(ElaborateErrors, ParameterDeclarations) {

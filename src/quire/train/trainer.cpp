@@ -98,6 +98,7 @@ class Trainer {
 
   const elab::TrainingInfo* run_ = nullptr;
   int objective_ = -1;
+  bool keyed_ = false;  ///< the objective takes a key: each step passes step_key(seed, step)
   int vjp_ = -1;
   std::map<std::string, int64_t> dims_;
   std::string data_path_;
@@ -161,6 +162,7 @@ void Trainer::set_up() {
   objective_ = run_->objective;
   // A copy: grad::vjp below appends to prog_.functions, which moves its elements.
   const core::Function objective = prog_.functions[objective_];
+  keyed_ = objective.args.size() == 3;
 
   // Dimensions: the batch's from `batch(B = b)`, the rest from the command line.
   dims_ = options_.dims;
@@ -338,6 +340,15 @@ void Trainer::resume() {
                                                                  : nlohmann::json(nullptr);
   if (!c.state.random.is_object() || c.state.random.value("shuffle_seed", nlohmann::json()) != shuffle)
     throw refuse("its data order (shuffle seed) differs from this run's");
+  // The objective's keys: step n draws from step_key(seed, n), so the resumed
+  // steps draw what the uninterrupted run would have drawn only under its seed.
+  if (keyed_) {
+    const nlohmann::json seed = c.state.random.value("key_seed", nlohmann::json());
+    if (!seed.is_number_unsigned() || seed.get<uint64_t>() != options_.seed)
+      throw refuse(fmt::format("its steps drew their keys from --seed {}, this run's is {} (pass --seed {} to resume it)",
+                               seed.is_null() ? std::string("(none recorded)") : seed.dump(), options_.seed,
+                               seed.is_null() ? std::string("…") : seed.dump()));
+  }
 
   // The parameters: the same paths and shapes as the model's.
   ParamMap restored;
@@ -412,8 +423,9 @@ void Trainer::step() {
     batch_value = Value::of(std::move(batch->front()));
   }
   const double seed = scaler_ ? scaler_->scale() : 1.0;
-  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value,
-                          Value::of(runtime::Tensor::scalar(seed))};
+  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value};
+  if (keyed_) args.push_back(Value::of_key(step_key(options_.seed, step_)));
+  args.push_back(Value::of(runtime::Tensor::scalar(seed)));
   Value result;
   if (executor_) {
     executor_->reset_stats();
@@ -498,6 +510,7 @@ void Trainer::write_checkpoint_now() {
   state.loss_scale = scaler_ ? scaler_->state_json() : nlohmann::json(nullptr);
   state.random = {{"shuffle_seed", loader_->options().shuffle_seed ? nlohmann::json(*loader_->options().shuffle_seed)
                                                                     : nlohmann::json(nullptr)}};
+  if (keyed_) state.random["key_seed"] = options_.seed;
   state.trainer = trainer_state();
   io::NamedTensors params(params_.begin(), params_.end());
   const io::StoreTypes optimizer_types = io::store_type_of(master_);
@@ -535,6 +548,10 @@ void Trainer::finish(bool failed) {
 }
 
 }  // namespace
+
+runtime::Key step_key(uint64_t seed, int64_t step) {
+  return runtime::derive_key(runtime::key_from_seed(seed), fmt::format("train:step:{}", step));
+}
 
 TrainOutcome train(elab::Program& prog, const TrainOptions& options, std::ostream& out, bool tty) {
   Trainer trainer(prog, options, out, tty);

@@ -4,6 +4,7 @@
 //
 //   batch  ← the loader's next batch (data.h)
 //   (L, ∂θ) ← objective.vjp(θ, batch, s)     s = the loss scale under f16, else 1
+//             objective.vjp(θ, batch, k, s)  an objective that takes a key: k = step_key(seed, step)
 //   check   L and ∂θ finite (see NON-FINITE below)
 //   f16:    ∂θ ← ∂θ · f32(1/s); skip the update if any element is not finite
 //   θ, state ← the optimizer's update (optimizer.h: clip, AdamW/SGD, schedule)
@@ -31,7 +32,9 @@
 // source line.
 //
 // RESUME. A checkpoint holds θ, the optimizer's state, the data position,
-// the loss scale and the settings a resume must repeat (the policy). A run
+// the loss scale and the settings a resume must repeat (the policy, and the
+// seed of a keyed objective's keys: they depend on the seed and the step
+// number only, so a resumed step draws the bits the first run drew). A run
 // resumed from step k evaluates exactly the steps a run never stopped
 // evaluates after step k, so it ends with the same bits.
 
@@ -46,6 +49,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/engine.h"
 #include "quire/realize/realization_file.h"
+#include "quire/runtime/random.h"
 #include "quire/train/loss_scale.h"
 
 namespace quire::train {
@@ -64,7 +68,9 @@ struct TrainOptions {
   std::string precision = "f64";  ///< the run policy: f64, f32, bf16 or f16
   bool half_intermediates = false;
   bool fused_products = false;  ///< `--product-step fma` (precision::RealizeOptions::fused_products)
-  uint64_t seed = 0;              ///< the parameters' initialization (ignored with params_in or a resume)
+  /// The parameters' initialization (ignored with params_in or a resume), and
+  /// the keys of an objective that takes one (step_key).
+  uint64_t seed = 0;
   std::string run_dir;            ///< metrics, the loss curve, and relative checkpoint folders go here
   bool resume = false;            ///< continue from the newest valid checkpoint
   std::optional<int64_t> max_steps;  ///< stop (with a checkpoint) once this many steps are done in all
@@ -95,6 +101,11 @@ struct TrainOutcome {
   interp::EvalStats per_step;  ///< the interpreter's work and memory of one step (the last taken)
   bool finished() const { return steps_done >= total_steps; }
 };
+
+/// The key of step `step` (0 for the first) of a run seeded with `seed`, passed
+/// to an objective that takes one: derive_key(key_from_seed(seed), "train:step:N")
+/// (runtime/random.h), counter-based, so it depends on nothing else.
+runtime::Key step_key(uint64_t seed, int64_t step);
 
 /// Runs the main file's training run. `prog` gains the objective's vjp.
 /// Progress goes to `out`, updated in place when `tty`, in plain lines

@@ -1,5 +1,6 @@
 #include "quire/train/trainer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "quire/elab/elaborator.h"
 #include "quire/io/atomic_file.h"
 #include "quire/io/npy.h"
+#include "quire/runtime/random.h"
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
 #include "quire/train/metrics.h"
@@ -63,7 +65,7 @@ struct Regression {
   ScratchDir dir{"trainer"};
   std::string program;
   explicit Regression(const std::string& precision_body = "", const std::string& extra = "",
-                      const std::string& data_shape = "3") {
+                      const std::string& data_shape = "3", const std::string& extra_args = "") {
     program = dir.file("reg.qr");
     std::ofstream(program) << R"(dim B
 module Lin {
@@ -71,7 +73,7 @@ module Lin {
   param b : ℝ[1]     init = zeros
   fn apply(x : ℝ[..., 3]) -> ℝ[..., 1] = x · w + b
 }
-fn loss(θ : params Lin, batch : (ℝ[batch: B, 3], ℝ[batch: B, 1])) -> ℝ[] =
+fn loss(θ : params Lin, batch : (ℝ[batch: B, 3], ℝ[batch: B, 1]))" + extra_args + R"() -> ℝ[] =
   let (x, y) = batch
   )" + (precision_body.empty() ? std::string("mean((Lin.apply(θ, x) - y)^2)") : precision_body) +
                                   R"(
@@ -179,6 +181,57 @@ TEST(Trainer, StoppingAndResumingGivesTheBitsOfARunNeverStopped) {
       EXPECT_EQ(a[i].grad_norm, b[i].grad_norm);
     }
   }
+}
+
+TEST(Trainer, AKeyedObjectiveDrawsFromTheStepsKey) {
+  // The loss is the step's uniform draw, so each metrics line shows which key the step had.
+  Regression reg("sum(uniform(k, u: 1)) + 0.0 * mean((Lin.apply(θ, x) - y)^2)", "", "3", ", k : key");
+  for (uint64_t seed : {0u, 7u}) {
+    TrainOptions o = reg.options(fmt::format("run{}", seed));
+    o.seed = seed;
+    train_file(reg.program, o);
+    const std::vector<StepRecord> steps = read_metrics(reg.dir.file(fmt::format("run{}/metrics.jsonl", seed)));
+    ASSERT_EQ(steps.size(), 18u);
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_EQ(steps[i].loss, runtime::draw_uniform(step_key(seed, static_cast<int64_t>(i)), {1}, 0.0, 1.0).reals[0])
+          << "seed " << seed << " step " << i + 1;
+  }
+  // step_key's formula (docs/training.md).
+  const runtime::Key k = step_key(7, 3);
+  const runtime::Key expected = runtime::derive_key(runtime::key_from_seed(7), "train:step:3");
+  EXPECT_EQ(k.k0, expected.k0);
+  EXPECT_EQ(k.k1, expected.k1);
+}
+
+TEST(Trainer, AKeyedObjectiveResumesWithTheBitsOfARunNeverStoppedOnEveryBackend) {
+  // A dropout of the prediction, scaled as PyTorch's F.dropout scales it.
+  Regression reg("let p = Lin.apply(θ, x)\n  let keep = bernoulli(k, 0.75, batch: B)\n"
+                 "  mean((where(keep, p / 0.75, 0.0) - y)^2)",
+                 "", "3", ", k : key");
+  for (kernel::Backend backend : {kernel::Backend::Interp, kernel::Backend::Kernels}) {
+    const std::string name = kernel::backend_name(backend);
+    TrainOptions whole = reg.options(name + "-whole", name + "-whole.safetensors");
+    whole.seed = 3;
+    whole.backend = backend;
+    train_file(reg.program, whole);
+    TrainOptions part = reg.options(name + "-part", name + "-part.safetensors");
+    part.seed = 3;
+    part.backend = backend;
+    part.max_steps = 7;
+    train_file(reg.program, part);
+    part.max_steps.reset();
+    part.resume = true;
+    const TrainedRun resumed = train_file(reg.program, part);
+    EXPECT_EQ(resumed.outcome.start_step, 7);
+    EXPECT_EQ(bytes_of(reg.dir.file(name + "-whole.safetensors")), bytes_of(reg.dir.file(name + "-part.safetensors")))
+        << name;
+    // A resume under another seed would draw other keys: refused.
+    part.seed = 4;
+    EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, part); }),
+              "cannot resume from " + reg.dir.file(name + "-part/ckpt/step-00000018") +
+                  ": its steps drew their keys from --seed 3, this run's is 4 (pass --seed 3 to resume it)");
+  }
+  EXPECT_EQ(bytes_of(reg.dir.file("interp-whole.safetensors")), bytes_of(reg.dir.file("kernels-whole.safetensors")));
 }
 
 TEST(Trainer, StoringAndRecomputingTheForwardGiveTheSameBits) {

@@ -42,6 +42,12 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
   const OpInfo& info = op_info(in.op);
   std::vector<std::string> args;
   for (size_t k = 0; k < in.args.size(); ++k) args.push_back(arg(k));
+  // A fold's operands after θ and x, which every copy takes: "; with %3, %4".
+  auto further = [&](size_t first, size_t last) {
+    std::vector<std::string> names;
+    for (size_t k = first; k < last; ++k) names.push_back(arg(k));
+    return names.empty() ? std::string() : fmt::format("; with {}", fmt::join(names, ", "));
+  };
   switch (in.op) {
     case Op::Const:
     case Op::HostConst: return number(in.attr<attr::Literal>().value);
@@ -118,8 +124,8 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
                                    in.sizes[k].str()));
       std::string dim_text = dims.empty() ? "" : fmt::format("{{{}}}", fmt::join(dims, ", "));
       if (in.op == Op::Fold)
-        return fmt::format("fold {} {}{}(stacked {}; acc {})", in.sizes.empty() ? "?" : in.sizes[0].str(), name, dim_text,
-                           arg(0), arg(1));
+        return fmt::format("fold {} {}{}(stacked {}; acc {}{})", in.sizes.empty() ? "?" : in.sizes[0].str(), name,
+                           dim_text, arg(0), arg(1), further(2, in.args.size()));
       return fmt::format("call {}{}({})", name, dim_text, fmt::join(args, ", "));
     }
     case Op::SumTo: {
@@ -160,8 +166,9 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       const Function* callee = in.callee >= 0 ? &prog.functions[in.callee] : nullptr;
       const int v = in.attr<attr::VjpOf>().function;
       const Function* vjp = v >= 0 && static_cast<size_t>(v) < prog.functions.size() ? &prog.functions[v] : nullptr;
-      return fmt::format("fold_vjp {} {} then {}(stacked {}; acc {}; ct {})", in.sizes.empty() ? "?" : in.sizes[0].str(),
-                         callee ? callee->name : "?", vjp ? vjp->name : "?", arg(0), arg(1), arg(2));
+      const size_t last = in.args.empty() ? 0 : in.args.size() - 1;
+      return fmt::format("fold_vjp {} {} then {}(stacked {}; acc {}{}; ct {})", in.sizes.empty() ? "?" : in.sizes[0].str(),
+                         callee ? callee->name : "?", vjp ? vjp->name : "?", arg(0), arg(1), further(2, last), arg(last));
     }
     case core::Op::Real:
     case core::Op::Neg:

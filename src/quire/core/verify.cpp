@@ -47,6 +47,9 @@ std::vector<std::string> verify(const Function& fn, size_t functions) {
                                  attr_family_name(info.attrs)));
       continue;
     }
+    if ((in.op == Op::Fold && in.args.size() < 2) || (in.op == Op::FoldVjp && in.args.size() < 3))
+      problem(in.id, fmt::format("`{}` takes at least {} operands, it has {}", info.spelling,
+                                 in.op == Op::Fold ? 2 : 3, in.args.size()));
     if (in.op == Op::FoldVjp)
       if (const int v = in.attr<attr::VjpOf>().function; v < 0 || static_cast<size_t>(v) >= functions)
         problem(in.id, fmt::format("`fold_vjp` names vjp {}, which the program does not have", v));

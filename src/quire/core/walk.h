@@ -7,13 +7,18 @@
 //
 // For an instruction `in` of a function running under `dims`:
 //   call       in.callee on the operands, under the callee's dims.
-//   fold       copies i = 0 … n−1 of in.callee on (θᵢ, carried): θᵢ copy i of
-//              the stacked parameter tree (operand 0), carried from operand 1;
-//              the value is the last carried.
-//   fold_vjp   the fold forward keeping each copy's input, then from the last
-//              copy back its vjp (VjpOf's function) on (θᵢ, inputᵢ, ct),
-//              ct from operand 2 and then each vjp's element 2; the value is
-//              (carried, ct, the vjps' elements 1 stacked).
+//   fold       copies i = 0 … n−1 of in.callee on (θᵢ, carried, eᵢ…): θᵢ copy
+//              i of the stacked parameter tree (operand 0), carried from
+//              operand 1, eᵢ the fold's further operands as copy i sees them
+//              (for_copy: a key becomes copy_key(k, i), the rest stay); the
+//              value is the last carried.
+//   fold_vjp   operands (θ, x, e…, ct): the fold forward keeping each copy's
+//              input, then from the last copy back its vjp (VjpOf's function)
+//              on (θᵢ, inputᵢ, eᵢ…, ct), ct from the last operand and then
+//              each vjp's element 2; the value is (carried, ct, the vjps'
+//              elements 1 stacked). The further operands take no cotangent
+//              (elaboration admits only keys, booleans, integers and host
+//              scalars there).
 //   tuple, tuple_get as written.
 // `kept` (`--remat store`): a frame keeps its calls' and folds' forwards, and
 // a vjp call or a fold_vjp takes the one it differentiates instead of
@@ -26,6 +31,7 @@
 //   int64_t copies(const Instr& in, const Dims& caller);    // a fold's copies to run
 //   Value evaluate(const Evaluation<Forward>&, std::vector<Value> args, const Dims&);  // one call deeper
 //   Value copy_of(const Value& stacked, int64_t i);         // θᵢ
+//   Value for_copy(const Value& operand, int64_t i);        // a fold's further operand, as copy i sees it
 //   Value stack(const Value& stacked, const std::vector<Value>& grads);  // grads[i]: copy i's
 //   Value tuple(std::vector<Value> elements);
 //   Value element(const Value& tuple, size_t k);
@@ -141,6 +147,22 @@ typename D::Value call(D& d, const Instr& in, const Arg& arg, const typename D::
   return d.evaluate(e, std::move(args), callee_dims);
 }
 
+/// The operands of copy i of a fold (or of its vjp): θᵢ, the carried value,
+/// the fold's further operands `first` … `last` − 1 as copy i sees them, then
+/// the cotangent if given.
+template <class D, class Arg>
+std::vector<typename D::Value> copy_operands(D& d, const Arg& arg, size_t first, size_t last, int64_t i,
+                                             typename D::Value theta, typename D::Value carried,
+                                             std::optional<typename D::Value> ct = std::nullopt) {
+  std::vector<typename D::Value> out;
+  out.reserve(last - first + 3);
+  out.push_back(std::move(theta));
+  out.push_back(std::move(carried));
+  for (size_t k = first; k < last; ++k) out.push_back(d.for_copy(arg(k), i));
+  if (ct) out.push_back(std::move(*ct));
+  return out;
+}
+
 template <class D, class Arg>
 typename D::Value fold(D& d, const Instr& in, const Arg& arg, const typename D::Dims& dims, KeptOf<D>* kept) {
   using Value = typename D::Value;
@@ -148,6 +170,7 @@ typename D::Value fold(D& d, const Instr& in, const Arg& arg, const typename D::
   const int64_t copies = d.copies(in, dims);
   const Value& stacked = arg(0);
   Value carried = arg(1);
+  const size_t operands = in.args.size();
   auto saved = kKeeps<D> && kept ? std::make_shared<typename KeptOf<D>::Fold>() : nullptr;
   for (int64_t i = 0; i < copies; ++i) {
     Evaluation<typename D::Forward> e{in.callee, CallRole::FoldCopy, i};
@@ -157,12 +180,13 @@ typename D::Value fold(D& d, const Instr& in, const Arg& arg, const typename D::
       e.keep = &saved->copies.back();
     }
     if constexpr (kSettles<D>) {
-      Value next = d.evaluate(e, values<Value>(d.copy_of(stacked, i), carried), callee_dims);
+      Value next = d.evaluate(e, copy_operands(d, arg, 2, operands, i, d.copy_of(stacked, i), carried), callee_dims);
       const bool fixed = d.settled(carried, next);
       carried = std::move(next);
       if (fixed) break;
     } else {
-      carried = d.evaluate(e, values<Value>(d.copy_of(stacked, i), std::move(carried)), callee_dims);
+      carried =
+          d.evaluate(e, copy_operands(d, arg, 2, operands, i, d.copy_of(stacked, i), std::move(carried)), callee_dims);
     }
   }
   if (saved) {
@@ -180,9 +204,12 @@ typename D::Value fold_vjp(D& d, const Instr& in, const Arg& arg, const typename
   const Value& stacked = arg(0);
   std::vector<Value> thetas;
   for (size_t i = 0; i < copies; ++i) thetas.push_back(d.copy_of(stacked, static_cast<int64_t>(i)));
+  // Operands: θ, x, the further operands, the cotangent last.
+  const size_t last = in.args.size() - 1;
   const typename KeptOf<D>::Fold* saved = nullptr;
   if (kKeeps<D> && kept)
-    if (auto it = kept->folds.find({in.callee, {in.args.at(0), in.args.at(1)}}); it != kept->folds.end())
+    if (auto it = kept->folds.find({in.callee, std::vector<int>(in.args.begin(), in.args.end() - 1)});
+        it != kept->folds.end())
       saved = it->second.get();
   std::vector<Value> inputs;
   Value carried = arg(1);
@@ -192,16 +219,18 @@ typename D::Value fold_vjp(D& d, const Instr& in, const Arg& arg, const typename
   } else {
     for (size_t i = 0; i < copies; ++i) {
       inputs.push_back(carried);
-      carried = d.evaluate({in.callee, CallRole::VjpForward, static_cast<int64_t>(i)},
-                           values<Value>(thetas[i], std::move(carried)), callee_dims);
+      const auto copy = static_cast<int64_t>(i);
+      carried = d.evaluate({in.callee, CallRole::VjpForward, copy},
+                           copy_operands(d, arg, 2, last, copy, thetas[i], std::move(carried)), callee_dims);
     }
   }
-  Value ct = arg(2);
+  Value ct = arg(last);
   std::vector<Value> grads(copies);
   for (size_t i = copies; i-- > 0;) {
-    Value r = d.evaluate({in.attr<attr::VjpOf>().function, CallRole::VjpCopy, static_cast<int64_t>(i),
-                          saved ? &saved->copies.at(i) : nullptr},
-                         values<Value>(thetas[i], std::move(inputs[i]), std::move(ct)), callee_dims);
+    const auto copy = static_cast<int64_t>(i);
+    Value r = d.evaluate({in.attr<attr::VjpOf>().function, CallRole::VjpCopy, copy, saved ? &saved->copies.at(i) : nullptr},
+                         copy_operands(d, arg, 2, last, copy, thetas[i], std::move(inputs[i]), std::move(ct)),
+                         callee_dims);
     grads[i] = d.element(r, 1);
     ct = d.element(r, 2);
   }

@@ -1207,6 +1207,20 @@ void Elaborator::build_gradients() {
     };
     return visit(root);
   };
+  // A function that failed to elaborate has its error reported and no body to
+  // differentiate: a gradient reaching one is left unbuilt (and unchecked).
+  auto reaches_unchecked = [&](int root) {
+    std::vector<bool> seen(prog_->functions.size(), false);
+    std::function<bool(int)> visit = [&](int f) {
+      if (f < 0 || seen[f]) return false;
+      seen[f] = true;
+      if (!prog_->functions[f].checked) return true;
+      for (const core::Instr& in : prog_->functions[f].body)
+        if ((in.op == core::Op::Call || in.op == core::Op::Fold) && visit(in.callee)) return true;
+      return false;
+    };
+    return visit(root);
+  };
   for (size_t k = 0; k < gradients_.size(); ++k) {
     const GradientRequest req = gradients_[k];
     const int gi = first_gradient_ + static_cast<int>(k);
@@ -1217,6 +1231,7 @@ void Elaborator::build_gradients() {
             "quire computes first derivatives only");
       continue;
     }
+    if (reaches_unchecked(req.target)) continue;
     const int v = grad::vjp(*prog_, req.target, {req.wrt});
     core::Function& g = prog_->functions.at(gi);
     const core::Function& vf = prog_->functions.at(v);

@@ -395,19 +395,25 @@ TEST(ElaborateErrors, AFoldMustMapXToX) {
   auto e = elaborate_text(R"(module B {
   param w : ℝ[m: 4]
   fn shrink(x : ℝ[m: 4]) -> ℝ[m: 2] = slice(axis m, x * w, 0, 2)
-  fn two(x : ℝ[m: 4], s : f64) -> ℝ[m: 4] = x * real(s)
+  fn two(x : ℝ[m: 4], s : ℝ[]) -> ℝ[m: 4] = x * s
+  fn three(x : ℝ[m: 4], s : f64, keep : bool[m: 4], k : key) -> ℝ[m: 4] =
+    where(keep, x * real(s), x) + sum(normal(k, u: 1))
 }
 module T {
   use bs : stack{3}(B)
   fn a(x : ℝ[m: 4]) -> ℝ[m: 2] = bs.shrink(x)
   fn b(x : ℝ[m: 4]) -> ℝ[m: 4] = bs.two(x, 1.0)
   fn c(x : ℝ[m: 4]) -> ℝ[m: 4] = bs.w
+  fn d(x : ℝ[m: 4], keep : bool[m: 4], k : key) -> ℝ[m: 4] = bs.three(x, 1.0, keep, k)
 }
 )");
   EXPECT_EQ(e->errors().size(), 3u) << e->rendered();
-  EXPECT_TRUE(e->has_error("E0503", 8, 34, "calling `B.shrink` on a stack folds it over the copies")) << e->rendered();
-  EXPECT_TRUE(e->has_error("E0503", 9, 34, "calling `B.two` on a stack")) << e->rendered();
-  EXPECT_TRUE(e->has_error("E0303", 10, 34, "has no function `w`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0503", 10, 34, "calling `B.shrink` on a stack folds it over the copies")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0503", 11, 34,
+                           "argument `s` of `B.two` is ℝ[]: a stack passes every copy only keys, booleans, integers and "
+                           "host scalars besides x"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0303", 12, 34, "has no function `w`")) << e->rendered();
 }
 
 TEST(ElaborateErrors, TrainingRuns) {
@@ -643,6 +649,17 @@ TEST(ElaborateErrors, HostileInputEndsInDiagnostics) {
     auto m = elaborate_text(many);
     EXPECT_EQ(m->errors().size(), std::min<size_t>(n + 1, 50));
   }
+}
+
+TEST(ElaborateErrors, AGradientOfAFunctionWhoseCalleeFailedReportsTheCalleesError) {
+  // The callee's error, not an internal one from differentiating a function without a body.
+  auto e = elaborate_text(R"(fn f(x : ℝ[..., m: 8], k : key) -> ℝ[..., m: 8] =
+  let drop = bernoulli(k, 0.75, b: 3, m: 8)
+  where(drop, x / 0.75, 0.0)
+fn loss(x : ℝ[b: 3, m: 8], k : key) -> ℝ[] = sum(f(x, k))
+fn g(x : ℝ[b: 3, m: 8], k : key) -> ℝ[b: 3, m: 8] = grad(loss)(x, k)
+)");
+  EXPECT_ONE_ERROR(e, "E0401", 2, 3, "the function's result should be ℝ[..., m: 8], but is ℝ[..., b: 3, m: 8]");
 }
 
 }  // namespace

@@ -1254,14 +1254,30 @@ NOINLINE Operand BodyLowering::call_function(const Operand& f, const ast::Expr& 
       error("E0503", e.range, "a stack of stacks is called one level at a time");
       return Operand::error();
     }
-    if (target.args.size() != 2 || !(target.args[1].type == target.result)) {
+    if (target.args.size() < 2 || !(target.args[1].type == target.result)) {
       error("E0503", e.range,
-            fmt::format("calling `{}` on a stack folds it over the copies, so it must take (θ, x) and return x's type",
+            fmt::format("calling `{}` on a stack folds it over the copies, so it must take (θ, x, …) and return x's type",
                         target.name),
             fmt::format("`{}` is {} → {}", target.name,
-                        target.args.size() == 2 ? show(target.args[1].type) : std::string("not (θ, x)"),
+                        target.args.size() >= 2 ? show(target.args[1].type) : std::string("not (θ, x, …)"),
                         show(target.result)));
       return Operand::error();
+    }
+    // Every copy takes the further arguments as they are (a key: its own
+    // copy_key, §13.1). They carry no gradient through the stack, so only
+    // values that have none may be passed there.
+    for (size_t i = 2; i < target.args.size(); ++i) {
+      const Type& t = target.args[i].type;
+      const bool inert = t.kind == TypeKind::Key || t.kind == TypeKind::Scalar ||
+                         (t.kind == TypeKind::Tensor && t.tensor.elem != elab::Elem::Real);
+      if (!inert) {
+        error("E0503", e.range,
+              fmt::format("argument `{}` of `{}` is {}: a stack passes every copy only keys, booleans, integers and "
+                          "host scalars besides x",
+                          target.args[i].name, target.name, show(t)),
+              "compute a real value inside the block, or keep it in the block's parameters");
+        return Operand::error();
+      }
     }
     Instr in = make(Op::Fold, result, args, e.range);
     in.callee = f.index;

@@ -755,6 +755,10 @@ struct ExactInterpreter::Callees : interp::RunDims {
     }
     return ExactValue::of_params(std::move(out));
   }
+  /// A fold's further operand as copy i sees it: a key is copy_key(k, i).
+  static ExactValue for_copy(const ExactValue& operand, int64_t i) {
+    return operand.kind == ExactValue::Kind::Key ? ExactValue::of_key(runtime::copy_key(operand.key, i)) : operand;
+  }
   /// Each leaf's copies stacked along a new leading axis, copy 0 first.
   ExactValue stack(const ExactValue& stacked, const std::vector<ExactValue>& grads) const {
     auto out = std::make_shared<BigParamMap>();

@@ -686,11 +686,18 @@ class Builder {
   void reverse_fold(const Instr& in, int y) {
     const int callee = in.callee;
     const std::vector<int> d = differentiable_args(prog_.functions.at(callee));
+    // A copy's further operands (keys, booleans, integers) take no cotangent:
+    // elaboration admits nothing else there.
+    if (d != std::vector<int>{0, 1})
+      throw std::logic_error(fmt::format("internal: the stack's `{}` has differentiable operands besides (θ, x)",
+                                         prog_.functions.at(callee).name));
     int callee_vjp = grad::vjp(prog_, callee, d);
     const Type& theta = src_.type_of(in.args.at(0));
     const Type& acc = src_.type_of(in.args.at(1));
-    Instr f = make(Op::FoldVjp, Type::make_tuple({in.type, acc, theta}),
-                   {remap_.at(in.args[0]), remap_.at(in.args[1]), materialize(cts_[in.id], in.type, y, in)}, in);
+    std::vector<int> operands;
+    for (int a : in.args) operands.push_back(remap_.at(a));
+    operands.push_back(materialize(cts_[in.id], in.type, y, in));
+    Instr f = make(Op::FoldVjp, Type::make_tuple({in.type, acc, theta}), std::move(operands), in);
     f.callee = callee;
     f.set(attr::VjpOf{callee_vjp});
     f.sizes = in.sizes;

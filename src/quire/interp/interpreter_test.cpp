@@ -5,6 +5,7 @@
 
 #include "quire/interp/interpreter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -498,6 +499,69 @@ TEST(Interpret, AStackOfThreeEqualsThreeExplicitCalls) {
     for (int e = 0; e < 8; ++e)
       want[e] = std::tanh(want[e] * stacked.at("bs.w").reals[4 * i + e % 4]) + stacked.at("bs.c").reals[i];
   expect_reals(folded, {2, 4}, want);
+}
+
+// A stack whose blocks take a mask, a key and a host scalar besides x.
+const char* kStackWithArguments = R"(module C {
+  param w : ℝ[m: 4]  init = normal(1.0)
+  fn apply(x : ℝ[..., m: 4], keep : bool[m: 4], k : key, s : f64) -> ℝ[..., m: 4] =
+    where(keep, x * w, x) + sum(uniform(k, u: 1)) * real(s)
+}
+module S {
+  use cs : stack{3}(C)
+  fn apply(x : ℝ[..., m: 4], keep : bool[m: 4], k : key) -> ℝ[..., m: 4] = cs.apply(x, keep, k, 0.5)
+}
+fn loss(θ : params S, x : ℝ[2, m: 4], keep : bool[m: 4], k : key) -> ℝ[] = sum(S.apply(θ, x, keep, k))
+fn stacked_grad(θ : params S, x : ℝ[2, m: 4], keep : bool[m: 4], k : key) -> params S = grad(loss)(θ, x, keep, k)
+fn unrolled(θ0 : params C, θ1 : params C, θ2 : params C, x : ℝ[2, m: 4], keep : bool[m: 4],
+            k0 : key, k1 : key, k2 : key) -> ℝ[] =
+  sum(C.apply(θ2, C.apply(θ1, C.apply(θ0, x, keep, k0, 0.5), keep, k1, 0.5), keep, k2, 0.5))
+fn grad0(θ0 : params C, θ1 : params C, θ2 : params C, x : ℝ[2, m: 4], keep : bool[m: 4],
+         k0 : key, k1 : key, k2 : key) -> params C = grad(unrolled, wrt = θ0)(θ0, θ1, θ2, x, keep, k0, k1, k2)
+fn grad1(θ0 : params C, θ1 : params C, θ2 : params C, x : ℝ[2, m: 4], keep : bool[m: 4],
+         k0 : key, k1 : key, k2 : key) -> params C = grad(unrolled, wrt = θ1)(θ0, θ1, θ2, x, keep, k0, k1, k2)
+fn grad2(θ0 : params C, θ1 : params C, θ2 : params C, x : ℝ[2, m: 4], keep : bool[m: 4],
+         k0 : key, k1 : key, k2 : key) -> params C = grad(unrolled, wrt = θ2)(θ0, θ1, θ2, x, keep, k0, k1, k2)
+)";
+
+TEST(Interpret, AStackPassesItsFurtherArgumentsToEveryCopyAndEachCopyItsOwnKey) {
+  Program p(kStackWithArguments);
+  ParamMap stacked = p.params("S", 5);
+  ASSERT_EQ(stacked.at("cs.w").shape, (runtime::Shape{3, 4}));
+  const Tensor x = reals({2, 4}, {0.5, -1, 2, 0.25, 1, 1, -3, 0});
+  const Value keep = Value::of(ints(ElemKind::Bool, {4}, {1, 0, 1, 1}));
+  const runtime::Key k{0x1234, 0x5678};
+  // By hand: copy i of the parameters, the same mask and scalar, copy_key(k, i).
+  std::vector<Value> copies;
+  for (int i = 0; i < 3; ++i) {
+    ParamMap copy;
+    copy["w"] = reals({4}, std::vector<double>(stacked.at("cs.w").reals.begin() + 4 * i,
+                                               stacked.at("cs.w").reals.begin() + 4 * i + 4));
+    copies.push_back(tree(copy));
+  }
+  std::vector<Value> unrolled_args = copies;
+  unrolled_args.push_back(Value::of(x));
+  unrolled_args.push_back(keep);
+  for (int i = 0; i < 3; ++i) unrolled_args.push_back(Value::of_key(runtime::copy_key(k, i)));
+  const std::vector<Value> args{tree(stacked), Value::of(x), keep, Value::of_key(k)};
+  const Tensor loss = p.call("loss", args).tensor;
+  const Tensor want = p.call("unrolled", unrolled_args).tensor;
+  ASSERT_EQ(loss.size(), 1);
+  EXPECT_TRUE(testing::same_bits(loss.reals[0], want.reals[0]));
+  // The copies drew apart: copy 0's key is not the stack's.
+  EXPECT_NE(runtime::copy_key(k, 0), k);
+  // The gradient of the fold, copy by copy, is the unrolled calls' gradient.
+  const ParamMap grads = *p.call("stacked_grad", args).params;
+  const Tensor& g = grads.at("cs.w");
+  ASSERT_EQ(g.shape, (runtime::Shape{3, 4}));
+  for (int i = 0; i < 3; ++i) {
+    const Tensor gi = p.call(fmt::format("grad{}", i), unrolled_args).params->at("w");
+    for (int e = 0; e < 4; ++e)
+      EXPECT_TRUE(testing::same_bits(g.reals[static_cast<size_t>(4 * i + e)], gi.reals[static_cast<size_t>(e)]))
+          << "copy " << i << " element " << e;
+  }
+  // A masked element's weight gets no gradient.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(g.reals[static_cast<size_t>(4 * i + 1)], 0.0);
 }
 
 TEST(Interpret, StacksOfModulesWithDimensions) {

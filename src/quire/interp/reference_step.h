@@ -51,6 +51,10 @@ struct ValueStructure {
   static Value tuple(std::vector<Value> elements) { return Value::of_tuple(std::move(elements)); }
   static Value element(const Value& tuple, size_t k) { return tuple.elements.at(k); }
   static Value copy_of(const Value& stacked, int64_t i);
+  /// A fold's further operand as copy i sees it: a key is copy_key(k, i).
+  static Value for_copy(const Value& operand, int64_t i) {
+    return operand.kind == Value::Kind::Key ? Value::of_key(runtime::copy_key(operand.key, i)) : operand;
+  }
   static Value stack(const Value& stacked, const std::vector<Value>& grads);
 };
 

@@ -159,6 +159,36 @@ fn positions(x : ℝ[t: 7]) -> ℝ[t: 7] = x + (iota(t: 7) as ℝ)
   }
 }
 
+TEST(KernelBackend, AStackWithAMaskAndAKeyRunsAsTheReferenceDoes) {
+  // Dropout inside each block: the mask and the key reach every copy, the
+  // key as copy_key(k, i); forward and gradient.
+  interp::testing::Program p(R"(module C {
+  param w : ℝ[m: 8]  init = normal(1.0)
+  fn apply(x : ℝ[b: 3, m: 8], keep : bool[m: 8], k : key) -> ℝ[b: 3, m: 8] =
+    let drop = bernoulli(k, 0.75, b: 3, m: 8)
+    where(keep, tanh(x * w), x) + where(drop, x / 0.75, 0.0)
+}
+module S {
+  use cs : stack{4}(C)
+  fn apply(x : ℝ[b: 3, m: 8], keep : bool[m: 8], k : key) -> ℝ[b: 3, m: 8] = cs.apply(x, keep, k)
+}
+fn loss(θ : params S, x : ℝ[b: 3, m: 8], keep : bool[m: 8], k : key) -> ℝ[] = sum(S.apply(θ, x, keep, k) ^ 2)
+fn step(θ : params S, x : ℝ[b: 3, m: 8], keep : bool[m: 8], k : key) -> (ℝ[], params S) =
+  value_and_grad(loss)(θ, x, keep, k)
+)");
+  std::vector<double> xs;
+  for (int i = 0; i < 24; ++i) xs.push_back(std::sin(0.9 * i) * 2);
+  const std::vector<Value> args = {
+      interp::testing::tree(p.params("S", 3)), Value::of(interp::testing::reals({3, 8}, xs)),
+      Value::of(interp::testing::ints(runtime::ElemKind::Bool, {8}, {1, 1, 0, 1, 0, 1, 1, 1})),
+      Value::of_key(runtime::Key{17, 4})};
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    const Runs r = run_both(p.prog(), p.index("step"), args, p.dims, o);
+    expect_same(r.kernels, r.reference, "step");
+  }
+}
+
 TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
   // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
   // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A

@@ -590,6 +590,8 @@ struct BoundWalk::Callees : interp::RunDims {
     theta.params = std::move(tree);
     return theta;
   }
+  /// A fold's further operand (a key, booleans, integers): every copy's is alike.
+  static Bounded for_copy(const Bounded& operand, int64_t) { return operand; }
   /// Each leaf stacks its copies: the largest error, the Frobenius norms' root
   /// sum of squares (summed from the last copy, the reverse sweep's order).
   static Bounded stack(const Bounded& stacked, const std::vector<Bounded>& grads) {

@@ -375,6 +375,7 @@ class Realizer {
     }
     static bool settled(const Carry& before, const Carry& after) { return before == after; }
     static Carry copy_of(const Carry&, int64_t) { return {}; }
+    static Carry for_copy(const Carry& operand, int64_t) { return operand; }
     static Carry stack(const Carry&, const std::vector<Carry>&) { return {}; }
     static Carry tuple(std::vector<Carry> elements) {
       Carry c;

@@ -32,6 +32,14 @@ std::pair<Key, Key> split_key(Key key) {
   return {Key{w[0], w[1]}, Key{w[2], w[3]}};
 }
 
+Key copy_key(Key key, int64_t copy) {
+  const auto i = static_cast<uint64_t>(copy);
+  const auto w = philox4x32_10(
+      {static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), 0u, static_cast<uint32_t>(Stream::CopyKey)},
+      {key.k0, key.k1});
+  return {w[0], w[1]};
+}
+
 double standard_normal_at(Key key, uint64_t index) {
   const auto w = element_words(key, index, Stream::Normal);
   // u1 is in (0, 1] so that ln u1 is finite: the largest |z| is

@@ -14,6 +14,8 @@
 //                          result (k0, k1) = (w0, w1)
 //   split_key(K)         : w = philox(0, 0, 0, 0x5EED5EED; K)
 //                          first = (w0, w1), second = (w2, w3)
+//   copy_key(K, i)       : w = philox(i mod 2^32, i div 2^32, 0, 0xC0B1E5ED; K)
+//                          result (w0, w1)   (copy i of a stack called with K)
 //
 // Element draws. Element i is the flat row-major index of the element in the
 // whole tensor (0 ≤ i < 2^64); its value depends on (key, i, distribution)
@@ -58,6 +60,7 @@ enum class Stream : uint32_t {
   Bernoulli = 3,
   DeriveKey = 0x51EED001u,
   SplitKey = 0x5EED5EEDu,
+  CopyKey = 0xC0B1E5EDu,
 };
 
 /// The key of a user-given seed: k0 = low 32 bits, k1 = high 32 bits.
@@ -69,6 +72,9 @@ uint64_t fnv1a64(std::string_view bytes);
 Key derive_key(Key base, std::string_view path);
 /// Two independent keys from one (the language's `split`).
 std::pair<Key, Key> split_key(Key key);
+/// The key copy `copy` of a stack receives when the stack is called with
+/// `key` (`blocks.apply(x, k)`): independent keys for distinct copies.
+Key copy_key(Key key, int64_t copy);
 
 /// The four Philox words of element `index` of `stream` under `key`.
 inline std::array<uint32_t, 4> element_words(Key key, uint64_t index, Stream stream) {

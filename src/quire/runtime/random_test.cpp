@@ -79,6 +79,19 @@ TEST(Random, SplitKeysDifferFromEachOtherAndTheParent) {
   EXPECT_EQ(split_key(k), split_key(k));
 }
 
+TEST(Random, CopyKeysFollowTheDocumentedFormulaAndDifferByCopy) {
+  const Key k = key_from_seed(1234);
+  std::set<std::pair<uint32_t, uint32_t>> seen{{k.k0, k.k1}};
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{0x100000003}}) {
+    const Key c = copy_key(k, i);
+    const auto w = philox4x32_10({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), 0, 0xC0B1E5ED}, {k.k0, k.k1});
+    EXPECT_EQ(c, (Key{w[0], w[1]})) << i;
+    EXPECT_TRUE(seen.insert({c.k0, c.k1}).second) << i;
+  }
+  // Not split_key's halves: a stack's copies and a split draw apart.
+  EXPECT_NE(copy_key(k, 0), split_key(k).first);
+}
+
 TEST(Random, ElementsFollowTheDocumentedFormula) {
   const Key k{0xdeadbeef, 0x12345678};
   const uint64_t i = 0x100000005ull;  // exercises the high counter word

@@ -225,6 +225,30 @@ TEST(Compile, TheStagesRunInTheirOrder) {
   EXPECT_EQ(e->prog->functions[static_cast<size_t>(c.entry)].name, "loss.vjp[0]");
 }
 
+TEST(Executor, ARenameOrASplitMovesNoElement) {
+  // Each is a host step: no kernel, and the result holds the operand's elements themselves.
+  auto e = elab::testing::elaborate_text(R"(fn renamed(x : ℝ[t: 6, d: 2]) -> ℝ[s: 6, d: 2] = rename(x, t → s)
+fn heads(x : ℝ[t: 6, d: 2]) -> ℝ[h: 2, u: 3, d: 2] = split(axis t, x, h: 2, u: 3)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  const std::vector<Value> args = {Value::of(interp::testing::reals({6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}))};
+  for (const char* name : {"renamed", "heads"}) {
+    CompileRequest request;
+    request.entry = e->prog->find_function(name);
+    request.arguments = &args;
+    const CompiledProgram c = compile(*e->prog, request);
+    EXPECT_EQ(c.host.kernel_launches, 0) << name;
+    EXPECT_EQ(c.host.reference_launches, 0) << name;
+    kernel::InterpretingRunner runner;
+    kernel::KernelEngine engine(c.catalog, runner);
+    Executor executor(*e->prog, c, engine);
+    const Value out = executor.call(args);
+    expect_same(out, interp::Interpreter(*e->prog, {}).call(request.entry, args), name);
+    EXPECT_TRUE(out.tensor.reals == args[0].tensor.reals) << name;
+    EXPECT_TRUE(out.tensor.reals.shared()) << name << ": the elements were copied";
+  }
+}
+
 }  // namespace
 }  // namespace quire::compile
 

@@ -188,6 +188,7 @@ class BodyLowering {
     std::vector<const ast::Arg*> axes;
     std::vector<const ast::Arg*> keywords;
     std::vector<const ast::Arg*> sizes;
+    std::vector<const ast::Arg*> renames;
   };
   static BuiltinArgs split_args(const ast::Expr& e);
   bool expect_args(const std::string& name, const ast::Expr& e, const BuiltinArgs& b, size_t min_pos, size_t max_pos,
@@ -214,6 +215,7 @@ class BodyLowering {
   NOINLINE Operand builtin_contract(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_transpose(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_split(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
+  NOINLINE Operand builtin_rename(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand lower_split(const ast::Expr& e, const BuiltinArgs& b);  // split of an axis
   NOINLINE Operand builtin_merge(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_concat(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);

@@ -43,6 +43,9 @@ BodyLowering::BuiltinArgs BodyLowering::split_args(const ast::Expr& e) {
       case ast::Arg::Kind::AxisSize:
         b.sizes.push_back(&a);
         break;
+      case ast::Arg::Kind::Rename:
+        b.renames.push_back(&a);
+        break;
     }
   }
   return b;
@@ -65,6 +68,11 @@ bool BodyLowering::expect_args(const std::string& name, const ast::Expr& e, cons
   }
   if (!sizes && !b.sizes.empty()) {
     error("E0405", b.sizes[0]->range, fmt::format("`{}` takes no `name: size` argument", name));
+    ok = false;
+  }
+  if (name != "rename" && !b.renames.empty()) {
+    error("E0405", b.renames[0]->range, fmt::format("`{}` takes no `old → new` argument", name),
+          "`rename(x, t → s)` renames an axis");
     ok = false;
   }
   for (const ast::Arg* k : b.keywords)
@@ -132,6 +140,7 @@ NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& n
       {"transpose", Op::Transpose, &BodyLowering::builtin_transpose},
       {"split", Op::SplitAxis, &BodyLowering::builtin_split},
       {"merge", Op::MergeAxes, &BodyLowering::builtin_merge},
+      {"rename", Op::SplitAxis, &BodyLowering::builtin_rename},
       {"concat", Op::Concat, &BodyLowering::builtin_concat},
       {"slice", Op::Slice, &BodyLowering::builtin_slice},
       {"gather", Op::Gather, &BodyLowering::builtin_gather},
@@ -595,6 +604,33 @@ bool BodyLowering::unique_names(const TensorType& t, SourceRange loc) {
       return false;
     }
   return true;
+}
+
+/// rename(x, t → s, …): each named axis takes a new name, in the order
+/// written; its size and place stay. In Core a rename is a split of the axis
+/// into one part of the new name, which moves no element (the host gives the
+/// elements a new type: kernel/fusion.cpp).
+NOINLINE Operand BodyLowering::builtin_rename(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, false, false, {})) return Operand::error();
+  if (b.renames.empty()) {
+    error("E0405", e.range, "`rename(x, t → s)` renames axis `t` to `s`: give at least one `old → new`");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  Operand current = *x;
+  for (const ast::Arg* r : b.renames) {
+    const int i = axis_index(current.type.tensor, *r->name, "rename");
+    if (i < 0) return Operand::error();
+    TensorType out = current.type.tensor;
+    out.axes[static_cast<size_t>(i)].name = r->value->name;
+    if (!unique_names(out, r->range)) return Operand::error();
+    Instr in = make(Op::SplitAxis, Type::make_tensor(out), {current.id}, e.range);
+    in.axes = {i};
+    in.sizes = {out.axes[static_cast<size_t>(i)].size};
+    current = emit(std::move(in));
+  }
+  return current;
 }
 
 NOINLINE Operand BodyLowering::builtin_merge(const std::string&, Op, const ast::Expr& e, const BuiltinArgs& b) {

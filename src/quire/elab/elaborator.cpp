@@ -976,6 +976,7 @@ std::string print_expr(const ast::Expr& e, int depth = 0) {
           case ast::Arg::Kind::Axis: args.push_back("axis " + (a.name ? a.name->text : "")); break;
           case ast::Arg::Kind::Keyword: args.push_back((a.name ? a.name->text : "") + " = " + v); break;
           case ast::Arg::Kind::AxisSize: args.push_back((a.name ? a.name->text : "") + ": " + v); break;
+          case ast::Arg::Kind::Rename: args.push_back((a.name ? a.name->text : "") + " → " + v); break;
         }
       }
       return fmt::format("{}({})", e.children.empty() ? "?" : print_expr(*e.children[0], depth + 1), fmt::join(args, ", "));

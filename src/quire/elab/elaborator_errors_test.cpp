@@ -651,6 +651,20 @@ TEST(ElaborateErrors, HostileInputEndsInDiagnostics) {
   }
 }
 
+TEST(ElaborateErrors, RenameNamesAnAxisItHasAndANameItLacks) {
+  auto e = elaborate_text(R"(fn bad1(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = rename(x, a → b)
+fn bad2(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = rename(x, z → b)
+fn bad3(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = rename(x)
+fn bad4(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = exp(x, a → b)
+fn good(x : ℝ[a: 2, b: 3]) -> ℝ[c: 2, b: 3] = rename(x, a → c)
+)");
+  EXPECT_EQ(e->errors().size(), 4u) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0403", 1, 57, "the result would have two axes named `b`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0403", 2, 57, "rename: ℝ[a: 2, b: 3] has no axis named `z`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 3, 47, "give at least one `old → new`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 4, 54, "`exp` takes no `old → new` argument")) << e->rendered();
+}
+
 TEST(ElaborateErrors, AGradientOfAFunctionWhoseCalleeFailedReportsTheCalleesError) {
   // The callee's error, not an internal one from differentiating a function without a body.
   auto e = elaborate_text(R"(fn f(x : ℝ[..., m: 8], k : key) -> ℝ[..., m: 8] =

@@ -38,6 +38,12 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::Normal:
     case Op::Bernoulli:
       return LaunchKind::Draw;
+    // A split (a rename among them) and its cotangent keep every element
+    // where it is, row-major: the host gives the operand's elements a new
+    // shape (they share storage, tensor.h), no kernel copies them.
+    case Op::SplitAxis:
+    case Op::ReshapeAs:
+      return LaunchKind::None;
     case Op::Const:
     case Op::ConstInt:
     case Op::ConstBool:
@@ -89,14 +95,12 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::ReduceMax:
     case Op::ReduceMin:
     case Op::LogSumExp:
-    case Op::SplitAxis:
     case Op::MergeAxes:
     case Op::Transpose:
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
     case Op::SumTo:
-    case Op::ReshapeAs:
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:

@@ -91,10 +91,11 @@ const char* binary_op_spelling(BinaryOp op);
 ///  - Axis:       `axis model` (reductions, transpose, concat, split, ...)
 ///  - Keyword:    `out = f32`, `seed = 3`, `eps = 1e-5`
 ///  - AxisSize:   `heads: H` (split, merge, random draws' shapes, one_hot)
+///  - Rename:     `t → s` (rename; also `t -> s`)
 struct Arg {
-  enum class Kind { Positional, Axis, Keyword, AxisSize } kind = Kind::Positional;
-  std::optional<Ident> name;  ///< Axis: the axis; Keyword/AxisSize: the key
-  ExprPtr value;              ///< Positional/Keyword/AxisSize
+  enum class Kind { Positional, Axis, Keyword, AxisSize, Rename } kind = Kind::Positional;
+  std::optional<Ident> name;  ///< Axis: the axis; Keyword/AxisSize: the key; Rename: the old name
+  ExprPtr value;              ///< Positional/Keyword/AxisSize; Rename: the new name (a Name)
   SourceRange range;
 };
 

@@ -65,6 +65,7 @@ std::string arg(const ast::Arg& a) {
     case ast::Arg::Kind::Axis: return "axis " + name;
     case ast::Arg::Kind::Keyword: return name + " = " + expr_or_error(a.value);
     case ast::Arg::Kind::AxisSize: return name + ": " + expr_or_error(a.value);
+    case ast::Arg::Kind::Rename: return name + " → " + expr_or_error(a.value);
   }
   return kError;
 }

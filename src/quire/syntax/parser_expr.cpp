@@ -351,6 +351,16 @@ ast::Arg Parser::parse_arg() {
     advance();
     a.kind = ast::Arg::Kind::Axis;
     a.name = expect_ident("an axis name");
+  } else if (at(TokenKind::Ident) && at(TokenKind::Arrow, 1)) {
+    a.kind = ast::Arg::Kind::Rename;
+    a.name = expect_ident("an axis name");
+    advance();
+    const Token& to = peek();
+    auto name = std::make_unique<ast::Expr>();
+    name->kind = ast::ExprKind::Name;
+    name->range = to.range;
+    name->name = expect_ident("the axis's new name after `→`").text;
+    a.value = std::move(name);
   } else if (at(TokenKind::Ident) && (at(TokenKind::Assign, 1) || at(TokenKind::Colon, 1))) {
     a.kind = at(TokenKind::Assign, 1) ? ast::Arg::Kind::Keyword : ast::Arg::Kind::AxisSize;
     a.name = expect_ident("an argument name");

@@ -322,6 +322,26 @@ TEST(Parser, CallArgumentKindsAndRanges) {
   EXPECT_EQ(p->text(p->file.fns[0].body->range), "g(axis a, k = 1, n: N, x + 1)");
 }
 
+TEST(Parser, RenameArguments) {
+  auto p = parse("fn f(x : ℝ[]) -> ℝ[] =\n  rename(x, t → s, u -> v)\n");
+  ASSERT_FALSE(p->sink.has_errors()) << p->rendered();
+  const ast::Expr& call = *p->file.fns[0].body->children[0];
+  ASSERT_EQ(call.args.size(), 3u);
+  for (size_t k : {1u, 2u}) {
+    EXPECT_EQ(call.args[k].kind, ast::Arg::Kind::Rename);
+    ASSERT_TRUE(call.args[k].value);
+    EXPECT_EQ(call.args[k].value->kind, ast::ExprKind::Name);
+  }
+  EXPECT_EQ(call.args[1].name->text, "t");
+  EXPECT_EQ(call.args[1].value->name, "s");
+  EXPECT_EQ(call.args[2].name->text, "u");
+  EXPECT_EQ(call.args[2].value->name, "v");
+  EXPECT_EQ(p->text(call.args[1].range), "t → s");
+  EXPECT_EQ(p->text(call.args[2].range), "u -> v");
+  auto bad = parse("fn f(x : ℝ[]) -> ℝ[] =\n  rename(x, t → 3)\n");
+  EXPECT_TRUE(bad->sink.has_errors());
+}
+
 TEST(Parser, Declarations) {
   auto p = parse(R"(dim B T
 const eps : f64 = 1e-5

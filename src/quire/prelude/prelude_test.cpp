@@ -37,6 +37,8 @@ using runtime::Tensor;
 
 const std::vector<std::string> kFunctions = {"softmax",  "log_softmax", "logsumexp",  "cross_entropy", "softcap",
                                              "rms_norm", "layer_norm",  "batch_norm", "gelu_tanh"};
+const std::vector<std::string> kLayers = {"causal_mask", "embedding",        "linear",         "dropout",
+                                          "attention",   "causal_attention", "self_attention", "causal_self_attention"};
 
 TEST(Prelude, ElaboratesAloneWithoutDiagnostics) {
   // An error in the prelude would be an internal error: no user could fix it.
@@ -44,7 +46,9 @@ TEST(Prelude, ElaboratesAloneWithoutDiagnostics) {
   EXPECT_TRUE(e->sink.all().empty()) << e->rendered();
   ASSERT_FALSE(files().empty());
   for (const File& f : files()) EXPECT_EQ(f.path.substr(0, 8), "prelude/");
-  for (const std::string& name : kFunctions) {
+  std::vector<std::string> all = kFunctions;
+  all.insert(all.end(), kLayers.begin(), kLayers.end());
+  for (const std::string& name : all) {
     int f = e->prog->find_function(name);
     ASSERT_GE(f, 0) << name;
     EXPECT_TRUE(e->prog->functions[f].checked) << name;
@@ -58,6 +62,14 @@ TEST(Prelude, ElaboratesAloneWithoutDiagnostics) {
   EXPECT_EQ(e->type(e->fn("cross_entropy").args[1].type), "i32[...]");
   EXPECT_TRUE(e->fn("rms_norm").args[2].has_default);
   EXPECT_EQ(e->fn("rms_norm").args[2].default_value, 1e-5);
+  // The layers: every size the caller's axes give; a draw's axes spelled out.
+  EXPECT_EQ(e->fn("attention").dims, (std::vector<std::string>{"T", "S", "D", "E"}));
+  EXPECT_EQ(e->fn("self_attention").dims, (std::vector<std::string>{"T", "C", "H"}));
+  EXPECT_EQ(e->type(e->fn("self_attention").args[1].type), "i32[h: H]");
+  EXPECT_EQ(e->type(e->fn("causal_self_attention").result), "ℝ[..., t: T, C / 3]");
+  EXPECT_EQ(e->type(e->fn("embedding").args[1].type), "i32[...]");
+  EXPECT_EQ(e->type(e->fn("dropout").args[1].type), "ℝ[a: A, b: B, c: C]");
+  EXPECT_FALSE(e->fn("dropout").args[2].has_default);
 }
 
 // Each prelude function called at concrete types.
@@ -220,6 +232,163 @@ TEST(Prelude, GeluTanhHasTheBitsOfTheBuiltin) {
   }
 }
 
+// The layers called at concrete types, with axis names other than the prelude's:
+// each declared result checks that the caller's names come back.
+const char* kLayerCalls =
+    R"(fn emb(t : ℝ[vocab: 4, model: 3], ids : i32[batch: 2, time: 3]) -> ℝ[batch: 2, time: 3, model: 3] = embedding(t, ids)
+fn lin(x : ℝ[batch: 2, model: 3], w : ℝ[model: 3, hidden: 2], b : ℝ[2]) -> ℝ[batch: 2, hidden: 2] = linear(x, w, b)
+fn att(q : ℝ[query: 2, d: 3], k : ℝ[pos: 3, d: 3], v : ℝ[pos: 3, e: 2]) -> ℝ[query: 2, e: 2] = attention(q, k, v)
+fn catt(q : ℝ[query: 2, d: 3], k : ℝ[pos: 3, d: 3], v : ℝ[pos: 3, e: 2]) -> ℝ[query: 2, e: 2] = causal_attention(q, k, v)
+fn sa(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = self_attention(qkv, iota(h: 2))
+fn csa(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = causal_self_attention(qkv, iota(h: 2))
+fn bad_heads(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = self_attention(qkv, iota(h: 3))
+fn drop(k : key, x : ℝ[a: 2, b: 3, c: 4]) -> ℝ[a: 2, b: 3, c: 4] = dropout(k, x, 0.25)
+fn keep_all(k : key, x : ℝ[a: 2, b: 3, c: 4]) -> ℝ[a: 2, b: 3, c: 4] = dropout(k, x, 0.0)
+fn mask(k : key) -> bool[a: 2, b: 3, c: 4] = bernoulli(k, 0.75, a: 2, b: 3, c: 4)
+fn drop4(k : key, x : ℝ[a: 2, b: 3, c: 4, d: 5]) -> ℝ[a: 2, b: 3, c: 4, d: 5] =
+  split(axis ab, dropout(k, merge(axis a, axis b, x, ab: 6), 0.25), a: 2, b: 3)
+fn mask4(k : key) -> bool[a: 2, b: 3, c: 4, d: 5] = bernoulli(k, 0.75, a: 2, b: 3, c: 4, d: 5)
+)";
+
+/// nn.qr's attention on one head as plain loops: q [T, D], k [S, D], v [S, E]
+/// row-major; each sum from 0.0 in increasing index, the softmax as softmax's.
+std::vector<double> attend(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                           int T, int S, int D, int E, bool causal) {
+  const double scale = std::sqrt(static_cast<double>(D - 1) + 1.0);
+  std::vector<double> out(T * E);
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> w(S);
+    for (int s = 0; s < S; ++s) {
+      double acc = 0.0;
+      for (int d = 0; d < D; ++d) acc = acc + q[t * D + d] * k[s * D + d];
+      w[s] = causal && s > t ? -std::numeric_limits<double>::infinity() : acc / scale;
+    }
+    double m = w[0];
+    for (int s = 1; s < S; ++s) m = w[s] > m ? w[s] : m;
+    double total = 0.0;
+    for (int s = 0; s < S; ++s) {
+      w[s] = runtime::elementary_exp(w[s] - m);
+      total = total + w[s];
+    }
+    for (int s = 0; s < S; ++s) w[s] = w[s] / total;
+    for (int e = 0; e < E; ++e) {
+      double acc = 0.0;
+      for (int s = 0; s < S; ++s) acc = acc + w[s] * v[s * E + e];
+      out[t * E + e] = acc;
+    }
+  }
+  return out;
+}
+
+TEST(Prelude, EmbeddingPicksRowsAndLinearIsXTimesWPlusB) {
+  interp::testing::Program p(kLayerCalls);
+  const std::vector<double> table = {0.5, -1.25, 2.0, 3.0, 1e-3, -7.5, 0.25, 4.0, -0.125, 9.0, 1.5, -2.0};
+  const std::vector<int64_t> ids = {3, 0, 3, 1, 2, 0};
+  std::vector<double> rows;
+  for (int64_t id : ids)
+    for (int j = 0; j < 3; ++j) rows.push_back(table[id * 3 + j]);
+  Tensor got = p.call("emb", {Value::of(reals({4, 3}, table)), Value::of(ints(ElemKind::I32, {2, 3}, ids))}).tensor;
+  expect_reals(got, {2, 3, 3}, rows);
+
+  const std::vector<double> w = {1.5, -0.5, 2.0, 0.25, -3.0, 0.75};  // [3, 2]
+  const std::vector<double> b = {0.125, -1.0};
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int o = 0; o < 2; ++o) {
+      double acc = 0.0;
+      for (int j = 0; j < 3; ++j) acc = acc + kX[i * 3 + j] * w[j * 2 + o];
+      want.push_back(acc + b[o]);
+    }
+  expect_reals(p("lin", {reals({2, 3}, kX), reals({3, 2}, w), reals({2}, b)}), {2, 2}, want);
+}
+
+TEST(Prelude, AttentionIsTheSoftmaxOfScaledScoresTimesTheValues) {
+  interp::testing::Program p(kLayerCalls);
+  const std::vector<double> q = {0.5, -1.25, 2.0, 3.0, 1e-3, -7.5};                  // [2, 3]
+  const std::vector<double> k = {1.5, -0.5, 2.0, 0.25, -3.0, 0.75, 0.0, 1.0, -1.0};  // [3, 3]
+  const std::vector<double> v = {0.125, -1.0, 4.0, 0.5, -2.5, 1.25};                 // [3, 2]
+  Tensor plain = p("att", {reals({2, 3}, q), reals({3, 3}, k), reals({3, 2}, v)});
+  expect_reals(plain, {2, 2}, attend(q, k, v, 2, 3, 3, 2, false));
+  Tensor causal = p("catt", {reals({2, 3}, q), reals({3, 3}, k), reals({3, 2}, v)});
+  expect_reals(causal, {2, 2}, attend(q, k, v, 2, 3, 3, 2, true));
+  // Query 0 sees key 0 only: its output is exactly v's first row.
+  EXPECT_EQ(causal.reals[0], v[0]);
+  EXPECT_EQ(causal.reals[1], v[1]);
+}
+
+TEST(Prelude, SelfAttentionReadsGpt2sFusedLayout) {
+  // qkv [T = 3, 12]: q, k, v of E = 4 values each, two heads of 2 side by side.
+  interp::testing::Program p(kLayerCalls);
+  const int T = 3, E = 4, H = 2, W = E / H;
+  std::vector<double> qkv(T * 3 * E);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = std::sin(1.0 + 0.7 * static_cast<double>(i)) * 2.0;
+  for (bool causal : {false, true}) {
+    std::vector<double> want(T * E);
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> q, k, v;
+      for (int t = 0; t < T; ++t)
+        for (int j = 0; j < W; ++j) {
+          q.push_back(qkv[t * 3 * E + h * W + j]);
+          k.push_back(qkv[t * 3 * E + E + h * W + j]);
+          v.push_back(qkv[t * 3 * E + 2 * E + h * W + j]);
+        }
+      std::vector<double> head = attend(q, k, v, T, T, W, W, causal);
+      for (int t = 0; t < T; ++t)
+        for (int j = 0; j < W; ++j) want[t * E + h * W + j] = head[t * W + j];
+    }
+    expect_reals(p(causal ? "csa" : "sa", {reals({T, 3 * E}, qkv)}), {T, E}, want);
+  }
+  // Three heads do not divide E = 4: the split of qkv stops the run, naming it.
+  try {
+    p("bad_heads", {reals({T, 3 * E}, qkv)});
+    ADD_FAILURE() << "three heads of 4 / 3 values ran";
+  } catch (const std::exception& err) {
+    EXPECT_NE(std::string(err.what()).find("(C / 3) / H is not a whole number at C = 12, H = 3"), std::string::npos)
+        << err.what();
+  }
+}
+
+TEST(Prelude, DropoutKeepsWhereItsKeysDrawIsTrue) {
+  interp::testing::Program p(kLayerCalls);
+  const Value key = Value::of_key(runtime::Key{7, 11});
+  Tensor x = Tensor::real({2, 3, 4});
+  for (int64_t i = 0; i < x.size(); ++i) x.reals[i] = 0.5 + static_cast<double>(i) * 0.375;
+  Tensor mask = p.call("mask", {key}).tensor;
+  std::vector<double> want;
+  int kept = 0;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    want.push_back(mask.ints[i] ? x.reals[i] / (1.0 - 0.25) : 0.0);
+    kept += mask.ints[i] != 0;
+  }
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, x.size());  // the draw both keeps and drops here
+  expect_reals(p.call("drop", {key, Value::of(x)}).tensor, {2, 3, 4}, want);
+  // p = 0 keeps x exactly.
+  expect_reals(p.call("keep_all", {key, Value::of(x)}).tensor, {2, 3, 4}, x.reals);
+  // Four axes merged to three around the call: the mask of a four-axis draw.
+  Tensor x4 = Tensor::real({2, 3, 4, 5});
+  for (int64_t i = 0; i < x4.size(); ++i) x4.reals[i] = 1.0 + static_cast<double>(i);
+  Tensor mask4 = p.call("mask4", {key}).tensor;
+  std::vector<double> want4;
+  for (int64_t i = 0; i < x4.size(); ++i) want4.push_back(mask4.ints[i] ? x4.reals[i] / 0.75 : 0.0);
+  expect_reals(p.call("drop4", {key, Value::of(x4)}).tensor, {2, 3, 4, 5}, want4);
+}
+
+TEST(Prelude, ALayerCalledWithTheWrongShapesSaysWhichAxis) {
+  auto e = elab::testing::elaborate_text(
+      R"(fn f(q : ℝ[query: 5, d: 4], k : ℝ[pos: 7, d: 3], v : ℝ[pos: 7, e: 6]) -> ℝ[query: 5, e: 6] = attention(q, k, v)
+fn g(k : key, x : ℝ[batch: 2, model: 4]) -> ℝ[batch: 2, model: 4] = dropout(k, x, 0.5)
+fn h(t : ℝ[vocab: 9, model: 4], ids : i64[batch: 2]) -> ℝ[batch: 2, model: 4] = embedding(t, ids)
+)");
+  EXPECT_TRUE(e->has_error("E0401", 1, 107,
+                           "argument `k` of `attention` should be ℝ[s: 7, d: 4], but is ℝ[pos: 7, d: 3]: axis `d` has "
+                           "size 3, but `D` is 4 (bound by argument `q`, axis `d`)"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 2, 80, "argument `x` of `dropout` should be ℝ[a: A, b: B, c: C]")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 3, 94, "element type i64 is not i32")) << e->rendered();
+  EXPECT_EQ(e->errors().size(), 3u) << e->rendered();
+}
+
 /// Each instruction of a function as `op` or `op!` when it carries numerics(high).
 std::string marks(const core::Function& fn) {
   std::string out;
@@ -242,6 +411,13 @@ TEST(Prelude, TheLibraryMarksItsIslands) {
   EXPECT_EQ(marks(e->fn("layer_norm")), "mean! sub! pow! mean! real! add! rsqrt! sub mul mul add");
   EXPECT_EQ(marks(e->fn("batch_norm")), "mean! sub! pow! mean! real! add! rsqrt! sub mul mul add");
   EXPECT_EQ(marks(e->fn("gelu_tanh")), "const mul const mul mul mul add const mul tanh const add mul");
+  // The layers add no island of their own: attention's is its softmax's.
+  EXPECT_EQ(marks(e->fn("embedding")), "gather");
+  EXPECT_EQ(marks(e->fn("linear")), "dot add");
+  EXPECT_EQ(marks(e->fn("dropout")), "const real sub bernoulli div const where");
+  EXPECT_EQ(marks(e->fn("attention")), "split split mul sum iota max const add sqrt div call split split mul sum");
+  EXPECT_EQ(marks(e->fn("causal_attention")),
+            "split split mul sum iota max const add sqrt div call call split split mul sum");
 }
 
 TEST(Prelude, UserFunctionsComeFirstThenThePreludeThenBuiltins) {

@@ -511,8 +511,10 @@ NOINLINE Operand BodyLowering::builtin_contract(const std::string&, Op, const as
     error("E0406", e.range, "`contract` multiplies real tensors", "convert with `as ℝ`");
     return Operand::error();
   }
-  if (c.rest) {
-    error("E0401", b.positional[1]->range, "contract's second operand needs known axes (no `...`)");
+  // Both `...` are the function's leading axes (batch, heads): batched one for one.
+  if (c.rest && !a.rest) {
+    error("E0401", b.positional[1]->range,
+          "contract's second operand has `...` but the first has none: the `...` of both are batched together");
     return Operand::error();
   }
   int ia = axis_index(a, *b.axes[0]->name, "contract");

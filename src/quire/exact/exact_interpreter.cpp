@@ -1010,7 +1010,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
                                      runtime::dot_plan(static_cast<int>(rank_of(0)), static_cast<int>(rank_of(1))), bits));
     case Op::Contract:
       return ExactValue::of(contract(real_arg(0), real_arg(1),
-                                     contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor,
+                                     contract_plan(rest_of(0), rest_of(1), fn.type_of(in.args[0]).tensor,
                                                    fn.type_of(in.args[1]).tensor, in.axes, in.pairs),
                                      bits));
     case Op::Transpose: {
@@ -1141,7 +1141,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       const BigTensor& b = real_arg(2);
       runtime::ContractPlan fwd =
           in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
-                          : contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
+                          : contract_plan(rest_of(1), rest_of(2), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
                                           in.axes, in.pairs);
       if (in.op == Op::ContractGradA)
         return ExactValue::of(contract(ct, b, runtime::contract_adjoint_a(fwd, static_cast<int>(a.rank())), bits));

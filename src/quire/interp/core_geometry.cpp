@@ -7,6 +7,7 @@
 
 #include "quire/core/walk.h"
 #include "quire/interp/interpreter.h"
+#include "quire/runtime/runtime_error.h"
 
 namespace quire::interp {
 
@@ -294,24 +295,28 @@ runtime::ReduceOp reduce_op(Op op) {
   throw std::logic_error(fmt::format("internal: `{}` is not a reduction", core::op_info(op).spelling));
 }
 
-runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
+runtime::ContractPlan contract_plan(int rest_a, int rest_b, const elab::TensorType& ta, const elab::TensorType& tb,
                                     const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs) {
+  if (tb.rest && rest_b != rest_a)
+    throw runtime::RuntimeError(fmt::format(
+        "contract: the operands' `...` are the same axes, but the first holds {} and the second {}", rest_a, rest_b));
+  const int lead_b = tb.rest ? rest_b : 0;
   runtime::ContractPlan plan;
-  for (int i = 0; i < rest; ++i) plan.result.push_back({i, -1});
+  for (int i = 0; i < rest_a; ++i) plan.result.push_back({i, tb.rest ? i : -1});
   for (int i = 0; i < static_cast<int>(ta.axes.size()); ++i) {
     if (i == axes[0]) continue;
     int b = -1;
     for (const auto& [pa, pb] : pairs)
-      if (pa == i) b = pb;
-    plan.result.push_back({rest + i, b});
+      if (pa == i) b = lead_b + pb;
+    plan.result.push_back({rest_a + i, b});
   }
   for (int j = 0; j < static_cast<int>(tb.axes.size()); ++j) {
     if (j == axes[1]) continue;
     bool batch = false;
     for (const auto& [pa, pb] : pairs) batch = batch || pb == j;
-    if (!batch) plan.result.push_back({-1, j});
+    if (!batch) plan.result.push_back({-1, lead_b + j});
   }
-  plan.contracted = {{rest + axes[0], axes[1]}};
+  plan.contracted = {{rest_a + axes[0], lead_b + axes[1]}};
   return plan;
 }
 

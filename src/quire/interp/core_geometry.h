@@ -37,8 +37,11 @@ runtime::ReduceOp reduce_op(core::Op op);
 
 /// The plan of `contract` over explicit axes `axes` = {d in a, d in b}:
 /// `...`, a's other axes (batched with b's axis of the same name), then b's
-/// axes that are neither d nor batched; d contracted with b's d.
-runtime::ContractPlan contract_plan(int rest, const elab::TensorType& ta, const elab::TensorType& tb,
+/// axes that are neither d nor batched; d contracted with b's d. `rest_a`,
+/// `rest_b`: the run-time counts of the operands' `...` axes; when b has a
+/// `...` it is a's (the same axes, batched one for one), so the counts must
+/// be equal (a RuntimeError otherwise; contract checks the sizes).
+runtime::ContractPlan contract_plan(int rest_a, int rest_b, const elab::TensorType& ta, const elab::TensorType& tb,
                                     const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs);
 
 /// merge's permutation of x's axes: the merged axes gathered, in the order

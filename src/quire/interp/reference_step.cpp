@@ -316,7 +316,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     }
     case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc, step));
     case Op::Contract: {
-      runtime::ContractPlan plan = contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor, fn.type_of(in.args[1]).tensor,
+      runtime::ContractPlan plan = contract_plan(rest_of(0), rest_of(1), fn.type_of(in.args[0]).tensor, fn.type_of(in.args[1]).tensor,
                                                  in.axes, in.pairs);
       return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), plan.result, plan.contracted, acc, step));
     }
@@ -445,7 +445,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       const Tensor& b = tensor_arg(2);
       runtime::ContractPlan fwd =
           in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
-                          : contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
+                          : contract_plan(rest_of(1), rest_of(2), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
                                           in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {
         runtime::ContractPlan p = runtime::contract_adjoint_a(fwd, static_cast<int>(a.rank()));

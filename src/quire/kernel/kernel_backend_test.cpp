@@ -189,6 +189,47 @@ fn step(θ : params S, x : ℝ[b: 3, m: 8], keep : bool[m: 8], k : key) -> (ℝ[
   }
 }
 
+TEST(KernelBackend, AContractionBatchingBothOperandsLeadingAxesRunsAsTheReferenceDoes) {
+  // Both operands' `...` are batched one for one (attention's scores and values), forward and gradients.
+  interp::testing::Program p(R"(fn scores(q : ℝ[..., t: 5, d: 4], k : ℝ[..., s: 6, d: 4]) -> ℝ[..., t: 5, s: 6] =
+  contract(axis d, q, k)
+fn loss(q : ℝ[b: 2, h: 3, t: 5, d: 4], k : ℝ[b: 2, h: 3, s: 6, d: 4]) -> ℝ[] = sum(scores(q, k) ^ 2)
+fn grads(q : ℝ[b: 2, h: 3, t: 5, d: 4], k : ℝ[b: 2, h: 3, s: 6, d: 4]) -> (ℝ[b: 2, h: 3, t: 5, d: 4], ℝ[b: 2, h: 3, s: 6, d: 4]) =
+  (grad(loss)(q, k), grad(loss, wrt = k)(q, k))
+)");
+  std::vector<double> qs, ks;
+  for (int i = 0; i < 120; ++i) qs.push_back(std::sin(0.37 * i) * 1.5);
+  for (int i = 0; i < 144; ++i) ks.push_back(std::cos(0.53 * i) - 0.25);
+  const std::vector<Value> args = {Value::of(interp::testing::reals({2, 3, 5, 4}, qs)),
+                                   Value::of(interp::testing::reals({2, 3, 6, 4}, ks))};
+  // By formula in f64: scores[b, h, t, s] = Σ_d q[b, h, t, d] k[b, h, s, d].
+  const Value plain = p.call("scores", args);
+  ASSERT_EQ(plain.tensor.shape, (runtime::Shape{2, 3, 5, 6}));
+  for (int bh = 0; bh < 6; ++bh)
+    for (int t = 0; t < 5; ++t)
+      for (int s = 0; s < 6; ++s) {
+        double want = 0.0;
+        for (int d = 0; d < 4; ++d) want = want + qs[static_cast<size_t>((bh * 5 + t) * 4 + d)] * ks[static_cast<size_t>((bh * 6 + s) * 4 + d)];
+        EXPECT_EQ(plain.tensor.reals[static_cast<size_t>((bh * 5 + t) * 6 + s)], want);
+      }
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    expect_same(run_both(p.prog(), p.index("scores"), args, p.dims, o).kernels,
+                run_both(p.prog(), p.index("scores"), args, p.dims, o).reference, "scores");
+    const Runs g = run_both(p.prog(), p.index("grads"), args, p.dims, o);
+    expect_same(g.kernels, g.reference, "grads");
+  }
+  // The two `...` are the same axes: another count is a run-time error.
+  const std::vector<Value> other = {Value::of(interp::testing::reals({2, 3, 5, 4}, qs)),
+                                    Value::of(interp::testing::reals({6, 6, 4}, ks))};
+  try {
+    p.call("scores", other);
+    ADD_FAILURE() << "ran with `...` of 2 and 1 axes";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the first holds 2 and the second 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
   // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
   // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A

@@ -601,14 +601,14 @@ class GroupLowering {
       const Shape as = operand(in.args[0]).shape;
       const Shape bs = operand(in.args[1]).shape;
       p.plan = in.op == Op::Dot ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
-                                : interp::contract_plan(rest_of(in, 0), fn_.type_of(in.args[0]).tensor,
+                                : interp::contract_plan(rest_of(in, 0), rest_of(in, 1), fn_.type_of(in.args[0]).tensor,
                                                         fn_.type_of(in.args[1]).tensor, in.axes, in.pairs);
     } else {
       const Shape as = operand(in.args[1]).shape;
       const Shape bs = operand(in.args[2]).shape;
       runtime::ContractPlan fwd =
           in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(as.size()), static_cast<int>(bs.size()))
-                          : interp::contract_plan(rest_of(in, 1), fn_.type_of(in.args[1]).tensor,
+                          : interp::contract_plan(rest_of(in, 1), rest_of(in, 2), fn_.type_of(in.args[1]).tensor,
                                                   fn_.type_of(in.args[2]).tensor, in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {
         p.plan = runtime::contract_adjoint_a(fwd, static_cast<int>(as.size()));

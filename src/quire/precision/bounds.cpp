@@ -1119,7 +1119,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& b = arg(1);
       const runtime::ContractPlan plan =
           in.op == Op::Dot ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
-                           : interp::contract_plan(rest_of(0), fn.type_of(in.args[0]).tensor,
+                           : interp::contract_plan(rest_of(0), rest_of(1), fn.type_of(in.args[0]).tensor,
                                                    fn.type_of(in.args[1]).tensor, in.axes, in.pairs);
       double k = 0;
       tensor_result(shape_of_plan(plan, a.shape, b.shape, k));
@@ -1134,7 +1134,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& b = arg(2);
       const runtime::ContractPlan fwd =
           in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.shape.size()), static_cast<int>(b.shape.size()))
-                          : interp::contract_plan(rest_of(1), fn.type_of(in.args[1]).tensor,
+                          : interp::contract_plan(rest_of(1), rest_of(2), fn.type_of(in.args[1]).tensor,
                                                   fn.type_of(in.args[2]).tensor, in.axes, in.pairs);
       double k = 0;
       if (in.op == Op::ContractGradA) {

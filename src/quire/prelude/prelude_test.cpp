@@ -415,9 +415,9 @@ TEST(Prelude, TheLibraryMarksItsIslands) {
   EXPECT_EQ(marks(e->fn("embedding")), "gather");
   EXPECT_EQ(marks(e->fn("linear")), "dot add");
   EXPECT_EQ(marks(e->fn("dropout")), "const real sub bernoulli div const where");
-  EXPECT_EQ(marks(e->fn("attention")), "split split mul sum iota max const add sqrt div call split split mul sum");
+  EXPECT_EQ(marks(e->fn("attention")), "contract iota max const add sqrt div call contract");
   EXPECT_EQ(marks(e->fn("causal_attention")),
-            "split split mul sum iota max const add sqrt div call call split split mul sum");
+            "contract iota max const add sqrt div call call contract");
 }
 
 TEST(Prelude, UserFunctionsComeFirstThenThePreludeThenBuiltins) {

@@ -15,6 +15,9 @@ and the gradient (`grad`) of sum(f(…) · w) for a random cotangent w:
                           must equal quire's output bit for bit (and the gradient too),
                           the kept fraction of 2^16 draws must be near 1 - p, and p = 0
                           must give x exactly.
+  argmax, accuracy        torch.argmax / argmin along a named axis (ties: the first; a NaN
+                          counts as largest) and (logits.argmax(-1) == targets).mean(),
+                          exactly.
 
 Values and gradients must agree within 1e-12 relative (max |quire − torch| /
 max |torch| per tensor); the figures are printed. Axis names differ from the
@@ -82,6 +85,10 @@ fn drop_obj(x : {X}, k : key, w : {X}) -> ℝ[] = sum(dropout(k, x, {P}) * w)
 fn drop(k : key, x : {X}, w : {X}) -> ({X}, {MASK}, {X}, {X}) =
   (dropout(k, x, {P}), bernoulli(k, 1.0 - {P}, batch: {DB}, time: {DT}, model: {DD}), dropout(k, x, 0.0),
    grad(drop_obj)(x, k, w))
+
+fn picks(x : ℝ[batch: 4, class: 6], t : i32[batch: 4], ints : i32[batch: 4, class: 6]) ->
+    (i32[batch: 4], i32[class: 6], i32[batch: 4], ℝ[]) =
+  (argmax(axis class, x), argmin(axis batch, x), argmax(axis class, ints), accuracy(x, t))
 """
 
 
@@ -112,6 +119,14 @@ def main():
         "fused": {"qkv": n(size=(B, TT, 3 * EC)) * 2, "w": n(size=(B, TT, EC)),
                   "qkv1": n(size=(TT, 3 * EC)) * 2, "w1": n(size=(TT, EC))},
         "drop": {"x": n(size=(DB, DT, DD)), "w": n(size=(DB, DT, DD))},
+        # Ties (row 1: two 3.0), a NaN (row 2), integers whose casts tie (row 3).
+        "picks": {"x": np.array([[0.5, -1.0, 2.0, 0.25, 1.0, -3.0],
+                                 [3.0, 1.0, 3.0, -2.0, 0.0, 2.5],
+                                 [1.0, np.nan, 7.0, np.nan, 0.0, -1.0],
+                                 [-0.5, -0.25, -0.75, 1.75, 1.5, 1.25]]),
+                  "t": np.array([2, 2, 1, 3], dtype=np.int32),
+                  "ints": np.array([[0, -1, 2, 0, 1, -3], [3, 1, 3, -2, 0, 2], [1, 9, 7, 9, 0, -1],
+                                  [-5, -2, -7, 1, 1, 1]], dtype=np.int32)},
     }
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "layers.qr"), "w") as f:
@@ -203,6 +218,19 @@ def main():
         (y * torch.tensor(fu[w_name])).sum().backward()
         compare(label, got["fused"][f"result.{offset}"], y)
         compare(f"{label} gradient (qkv)", got["fused"][f"result.{offset + 1}"], qkv.grad)
+
+    # argmax, argmin and accuracy, exactly
+    px, pt = torch.tensor(ins["picks"]["x"]), torch.tensor(ins["picks"]["t"], dtype=torch.int64)
+    for i, (name, want) in enumerate((("argmax", px.argmax(-1)), ("argmin (axis batch)", px.argmin(0)),
+                                      ("argmax of i32", torch.tensor(ins["picks"]["ints"]).argmax(-1)))):
+        quire_value = got["picks"][f"result.{i}"]
+        print(f"{name}: quire {quire_value.tolist()}, PyTorch {want.tolist()}")
+        if quire_value.dtype != np.int32 or quire_value.tolist() != want.tolist():
+            failures.append(f"{name}: quire gave {quire_value.dtype} {quire_value.tolist()}, PyTorch {want.tolist()}")
+    accuracy = (px.argmax(-1) == pt).double().mean().item()
+    print(f"accuracy: quire {float(got['picks']['result.3'])}, PyTorch {accuracy}")
+    if float(got["picks"]["result.3"]) != accuracy:
+        failures.append(f"accuracy: quire {float(got['picks']['result.3'])}, PyTorch {accuracy}")
 
     # dropout: PyTorch's semantics on quire's mask, bit for bit
     xt = leaf(x)

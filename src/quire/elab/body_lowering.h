@@ -209,6 +209,7 @@ class BodyLowering {
   NOINLINE Operand builtin_extremum(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_min_max(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_reduction(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
+  NOINLINE Operand builtin_arg_extremum(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_where(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_real(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_matmul(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);

@@ -132,6 +132,8 @@ NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& n
       {"logsumexp", Op::LogSumExp, &BodyLowering::builtin_reduction},
       {"max", Op::ReduceMax, &BodyLowering::builtin_extremum},
       {"min", Op::ReduceMin, &BodyLowering::builtin_extremum},
+      {"argmax", Op::ReduceMax, &BodyLowering::builtin_arg_extremum},
+      {"argmin", Op::ReduceMin, &BodyLowering::builtin_arg_extremum},
       {"where", Op::Where, &BodyLowering::builtin_where},
       {"real", Op::Real, &BodyLowering::builtin_real},
       {"matmul", Op::Dot, &BodyLowering::builtin_matmul},
@@ -228,6 +230,92 @@ NOINLINE Operand BodyLowering::builtin_reduction(const std::string& name, Op op,
     if (!chosen.count(static_cast<int>(i))) out.axes.push_back(t.axes[i]);
   in.type = Type::make_tensor(out);
   return emit(std::move(in));
+}
+
+/// argmax(axis a, x) (argmin with min): the first position along `a` of the
+/// largest element, a NaN counting as larger than every number (PyTorch's
+/// torch.argmax). Written in Core's own operations, so every pass knows it:
+///   m    = max axis a x                  (a NaN if the slice holds one)
+///   hit  = where(m ≠ m, x ≠ x, x == m)   (the NaNs if any, else the maxima)
+///   pos  = iota(a: A);  last = max pos   (A − 1)
+///   result = min axis a where(hit, pos, last)   : i32, x's axes without a
+/// `m` and `hit` are aligned by construction (m's axes are x's but `a`), never
+/// by broadcasting's rule, which could pair a positional axis of m with `a`.
+NOINLINE Operand BodyLowering::builtin_arg_extremum(const std::string& name, Op op, const ast::Expr& e,
+                                                    const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 1, 1, true, false, {})) return Operand::error();
+  if (b.axes.size() != 1) {
+    error("E0405", e.range, fmt::format("`{}(axis a, x)` finds a position along one named axis", name));
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  if (!x) return Operand::error();
+  const TensorType& t = x->type.tensor;
+  if (t.elem == Elem::Bool) {
+    error("E0406", e.range, fmt::format("`{}` takes a real or integer tensor, given {}", name, show(x->type)),
+          "convert with `as ℝ`");
+    return Operand::error();
+  }
+  const int i = axis_index(t, *b.axes[0]->name, name.c_str());
+  if (i < 0) return Operand::error();
+  const Size count = t.axes[static_cast<size_t>(i)].size;
+  if (auto c = count.constant_value(); c && *c > (int64_t{1} << 31)) {
+    error("E0404", b.axes[0]->range, fmt::format("`{}`'s positions are i32: its axis holds at most 2^31", name));
+    return Operand::error();
+  }
+  OperandAlignment whole;  // x, and every value of x's shape
+  whole.rest = t.rest;
+  for (size_t k = 0; k < t.axes.size(); ++k) whole.map.push_back(static_cast<int>(k));
+  // map[j]: the operand's axis read at x's axis j (-1: repeated along it).
+  OperandAlignment reduced;  // x's shape without `a`
+  reduced.rest = t.rest;
+  TensorType without = t;
+  without.axes.erase(without.axes.begin() + i);
+  for (int k = 0; k < static_cast<int>(t.axes.size()); ++k) reduced.map.push_back(k < i ? k : k == i ? -1 : k - 1);
+  auto typed = [](TensorType shape, Elem elem) {
+    shape.elem = elem;
+    return Type::make_tensor(shape);
+  };
+  // An element-wise step whose result is x's shape (or `shape`): some operand reads each of its axes.
+  auto elementwise_of = [&](Op o, Elem elem, std::vector<std::pair<int, OperandAlignment>> operands,
+                            const TensorType* shape = nullptr) {
+    Instr in = make(o, typed(shape ? *shape : t, elem), {}, e.range);
+    for (auto& [id, a] : operands) {
+      in.args.push_back(id);
+      in.align.push_back(std::move(a));
+    }
+    return emit(std::move(in)).id;
+  };
+  Instr max = make(op, Type::make_tensor(without), {x->id}, e.range);
+  max.axes = {i};
+  const int m = emit(std::move(max)).id;
+  int hit = elementwise_of(Op::Eq, Elem::Bool, {{x->id, whole}, {m, reduced}});
+  if (t.elem == Elem::Real) {
+    OperandAlignment same;
+    same.rest = t.rest;
+    for (size_t k = 0; k < without.axes.size(); ++k) same.map.push_back(static_cast<int>(k));
+    const int m_nan = elementwise_of(Op::Ne, Elem::Bool, {{m, same}, {m, same}}, &without);
+    const int x_nan = elementwise_of(Op::Ne, Elem::Bool, {{x->id, whole}, {x->id, whole}});
+    hit = elementwise_of(Op::Where, Elem::Bool, {{m_nan, reduced}, {x_nan, whole}, {hit, whole}});
+  }
+  TensorType positions;
+  positions.elem = Elem::I32;
+  positions.axes.push_back(t.axes[static_cast<size_t>(i)]);
+  Instr iota = make(Op::Iota, Type::make_tensor(positions), {}, e.range);
+  iota.sizes = {count};
+  const int pos = emit(std::move(iota)).id;
+  Instr largest = make(Op::ReduceMax, typed(TensorType{}, Elem::I32), {pos}, e.range);
+  largest.all_axes = true;
+  const int last = emit(std::move(largest)).id;
+  OperandAlignment along, scalar;  // iota's one axis is `a`; the scalar is read everywhere
+  for (int k = 0; k < static_cast<int>(t.axes.size()); ++k) {
+    along.map.push_back(k == i ? 0 : -1);
+    scalar.map.push_back(-1);
+  }
+  const int candidates = elementwise_of(Op::Where, Elem::I32, {{hit, whole}, {pos, along}, {last, scalar}});
+  Instr first = make(Op::ReduceMin, typed(without, Elem::I32), {candidates}, e.range);
+  first.axes = {i};
+  return emit(std::move(first));
 }
 
 NOINLINE Operand BodyLowering::builtin_where(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {

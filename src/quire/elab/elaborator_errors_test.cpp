@@ -665,6 +665,19 @@ fn good(x : ℝ[a: 2, b: 3]) -> ℝ[c: 2, b: 3] = rename(x, a → c)
   EXPECT_TRUE(e->has_error("E0405", 4, 54, "`exp` takes no `old → new` argument")) << e->rendered();
 }
 
+TEST(ElaborateErrors, ArgmaxTakesOneNamedAxisOfANumberTensor) {
+  auto e = elaborate_text(R"(fn a(x : bool[b: 2, v: 3]) -> i32[b: 2] = argmax(axis v, x)
+fn b(x : ℝ[b: 2, v: 3]) -> i32[] = argmax(x)
+fn c(x : ℝ[b: 2, v: 3]) -> i32[b: 2] = argmin(axis w, x)
+fn d(x : ℝ[b: 2, v: 3]) -> i32[b: 2] = argmax(axis v, x)
+)");
+  EXPECT_EQ(e->errors().size(), 3u) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0406", 1, 43, "`argmax` takes a real or integer tensor, given bool[b: 2, v: 3]"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 2, 36, "`argmax(axis a, x)` finds a position along one named axis")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0403", 3, 52, "argmin: ℝ[b: 2, v: 3] has no axis named `w`")) << e->rendered();
+}
+
 TEST(ElaborateErrors, AGradientOfAFunctionWhoseCalleeFailedReportsTheCalleesError) {
   // The callee's error, not an internal one from differentiating a function without a body.
   auto e = elaborate_text(R"(fn f(x : ℝ[..., m: 8], k : key) -> ℝ[..., m: 8] =

@@ -230,6 +230,32 @@ fn grads(q : ℝ[b: 2, h: 3, t: 5, d: 4], k : ℝ[b: 2, h: 3, s: 6, d: 4]) -> (�
   }
 }
 
+TEST(KernelBackend, ArgmaxAndAccuracyRunAsTheReferenceDoes) {
+  interp::testing::Program p(R"(fn picks(x : ℝ[..., b: 3, v: 8], t : i32[..., b: 3]) -> (i32[..., b: 3], i32[..., v: 8], ℝ[]) =
+  (argmax(axis v, x), argmin(axis b, x), accuracy(x, t))
+)");
+  std::vector<double> xs = testing::specials_and_random(48, 5);
+  xs[9] = xs[12];  // a tie in row 1
+  const std::vector<Value> args = {Value::of(interp::testing::reals({2, 3, 8}, xs)),
+                                   Value::of(interp::testing::ints(runtime::ElemKind::I32, {2, 3}, {0, 4, 7, 1, 1, 2}))};
+  const Value reference = p.call("picks", args);
+  ASSERT_EQ(reference.elements.at(0).tensor.shape, (runtime::Shape{2, 3}));
+  // Each row's answer by its definition: the first largest, a NaN first of all.
+  for (int row = 0; row < 6; ++row) {
+    int want = 0;
+    for (int v = 1; v < 8; ++v) {
+      const double best = xs[static_cast<size_t>(row * 8 + want)], here = xs[static_cast<size_t>(row * 8 + v)];
+      if (!std::isnan(best) && (std::isnan(here) || here > best)) want = v;
+    }
+    EXPECT_EQ(reference.elements[0].tensor.ints[static_cast<size_t>(row)], want) << "row " << row;
+  }
+  for (const precision::RealizeOptions& o : every_policy()) {
+    SCOPED_TRACE(label(o));
+    const Runs r = run_both(p.prog(), p.index("picks"), args, p.dims, o);
+    expect_same(r.kernels, r.reference, "picks");
+  }
+}
+
 TEST(KernelBackend, AComputedHalfRoundsThroughF32AsTheReferenceDoes) {
   // 1 + (2^-8 + 2^-30) rounds to f32 as 1 + 2^-8, a bf16 tie that goes to
   // even (1); rounded to bf16 directly it is above the tie (1 + 2^-7). A

@@ -585,10 +585,27 @@ NOINLINE Operand BodyLowering::builtin_iota(const std::string& name, Op, const a
 }
 
 NOINLINE Operand BodyLowering::builtin_contract(const std::string&, Op, const ast::Expr& e, const BuiltinArgs& b) {
-  if (!expect_args("contract", e, b, 2, 2, true, false, {})) return Operand::error();
+  if (!expect_args("contract", e, b, 2, 2, true, false, {"batch"})) return Operand::error();
   if (b.axes.size() != 1) {
     error("E0405", e.range, "`contract(axis d, a, b)` sums over one named axis the two share");
     return Operand::error();
+  }
+  // `batch = t` or `batch = (t, h)`: the named axes the program means to batch.
+  std::map<std::string, SourceRange> meant;
+  for (const ast::Arg* k : b.keywords) {
+    const ast::Expr& v = *k->value;
+    std::vector<const ast::Expr*> names;
+    if (v.kind == ast::ExprKind::Tuple)
+      for (const auto& c : v.children) names.push_back(c.get());
+    else
+      names.push_back(&v);
+    for (const ast::Expr* n : names) {
+      if (n->kind != ast::ExprKind::Name) {
+        error("E0405", n->range, "`batch = t` (or `batch = (t, h)`) names the axes contract batches");
+        return Operand::error();
+      }
+      meant.emplace(n->name, n->range);
+    }
   }
   auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
   auto y = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
@@ -631,9 +648,27 @@ NOINLINE Operand BodyLowering::builtin_contract(const std::string&, Op, const as
         return Operand::error();
       }
       in.pairs.push_back({shared, static_cast<int>(j)});
+      // Batching pairs each position of the first with the same position of
+      // the second only: over two time axes that is the diagonal of q·kᵀ, a
+      // slip unless the program says it means it.
+      if (meant.erase(c.axes[j].name) == 0)
+        el_.diags().warning(
+            "W0402", e.range,
+            fmt::format("contract batches axis `{}`, which both operands have: each `{}` of the first meets only the "
+                        "same `{}` of the second",
+                        c.axes[j].name, c.axes[j].name, c.axes[j].name),
+            fmt::format("to pair every `{0}` with every other, rename one (`rename(…, {0} → s)`); if batching is "
+                        "meant, say `batch = {0}`",
+                        c.axes[j].name));
       continue;
     }
     out.axes.push_back(c.axes[j]);
+  }
+  if (!meant.empty()) {
+    error("E0405", meant.begin()->second,
+          fmt::format("`batch = {}`: the operands do not share an axis of that name besides `{}`", meant.begin()->first,
+                      b.axes[0]->name->text));
+    return Operand::error();
   }
   out.elem = Elem::Real;
   in.type = Type::make_tensor(out);

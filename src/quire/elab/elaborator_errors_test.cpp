@@ -678,6 +678,25 @@ fn d(x : ℝ[b: 2, v: 3]) -> i32[b: 2] = argmax(axis v, x)
   EXPECT_TRUE(e->has_error("E0403", 3, 52, "argmin: ℝ[b: 2, v: 3] has no axis named `w`")) << e->rendered();
 }
 
+TEST(ElaborateErrors, AContractionThatBatchesASharedAxisWarnsUnlessTheProgramSaysSo) {
+  auto e = elaborate_text(R"(fn slip(q : ℝ[t: 4, d: 3], k : ℝ[t: 4, d: 3]) -> ℝ[t: 4] = contract(axis d, q, k)
+fn meant(q : ℝ[h: 2, t: 4, d: 3], k : ℝ[h: 2, s: 4, d: 3]) -> ℝ[h: 2, t: 4, s: 4] = contract(axis d, q, k, batch = h)
+fn both(q : ℝ[h: 2, t: 4, d: 3], k : ℝ[h: 2, t: 4, d: 3]) -> ℝ[h: 2, t: 4] = contract(axis d, q, k, batch = (h, t))
+fn half(q : ℝ[h: 2, t: 4, d: 3], k : ℝ[h: 2, t: 4, d: 3]) -> ℝ[h: 2, t: 4] = contract(axis d, q, k, batch = h)
+fn lead(q : ℝ[..., t: 4, d: 3], k : ℝ[..., s: 4, d: 3]) -> ℝ[..., t: 4, s: 4] = contract(axis d, q, k)
+fn wrong(q : ℝ[h: 2, t: 4, d: 3], k : ℝ[h: 2, s: 4, d: 3]) -> ℝ[h: 2, t: 4, s: 4] = contract(axis d, q, k, batch = (h, z))
+)");
+  EXPECT_EQ(e->errors().size(), 1u) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 6, 120, "`batch = z`: the operands do not share an axis of that name")) << e->rendered();
+  size_t warnings = 0;
+  for (const Diagnostic& d : e->sink.all()) warnings += d.severity == Severity::Warning;
+  EXPECT_EQ(warnings, 2u) << e->rendered();  // slip's t and half's t; `...` batches silently
+  EXPECT_TRUE(e->has_error("W0402", 1, 60, "contract batches axis `t`, which both operands have")) << e->rendered();
+  EXPECT_TRUE(e->has_error("W0402", 4, 78, "contract batches axis `t`")) << e->rendered();
+  EXPECT_EQ(e->hint_of("W0402"),
+            "to pair every `t` with every other, rename one (`rename(…, t → s)`); if batching is meant, say `batch = t`");
+}
+
 TEST(ElaborateErrors, AGradientOfAFunctionWhoseCalleeFailedReportsTheCalleesError) {
   // The callee's error, not an internal one from differentiating a function without a body.
   auto e = elaborate_text(R"(fn f(x : ℝ[..., m: 8], k : key) -> ℝ[..., m: 8] =

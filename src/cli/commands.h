@@ -22,6 +22,7 @@ Handler setup_dump(CLI::App& sub);
 Handler setup_plan(CLI::App& sub);
 Handler setup_profile(CLI::App& sub);
 Handler setup_run(CLI::App& sub);
+Handler setup_sample(CLI::App& sub);
 Handler setup_solve(CLI::App& sub);
 Handler setup_train(CLI::App& sub);
 

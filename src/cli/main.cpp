@@ -16,6 +16,7 @@
 #include "quire/runtime/isa.h"
 #include "quire/runtime/runtime_error.h"
 #include "quire/train/data.h"
+#include "quire/train/sampler.h"
 #include "quire/train/trainer.h"
 
 namespace {
@@ -31,6 +32,8 @@ const quire::cli::Command kCommands[] = {
     {"solve", "choose a storage type for every stored value under an error budget, measured against the exact reference",
      quire::cli::setup_solve},
     {"train", "run the file's training run: optimizer, data, checkpoints, metrics", quire::cli::setup_train},
+    {"sample", "generate text from trained parameters: the program's sampling entry, one call per character",
+     quire::cli::setup_sample},
     {"profile", "measure this machine for the layout plan: `quire profile calibrate -o profile.json`",
      quire::cli::setup_profile},
 };
@@ -75,6 +78,8 @@ int main(int argc, char** argv) {
   } catch (const quire::train::TrainError& e) {
     if (e.diagnostic) std::cerr << e.what();
     else std::cerr << "quire: error: " << e.what() << "\n";
+  } catch (const quire::train::SampleError& e) {
+    std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const quire::train::DataError& e) {
     std::cerr << "quire: error: " << e.what() << "\n";
   } catch (const std::bad_alloc&) {

@@ -89,6 +89,11 @@ struct TrainingInfo {
   int64_t checkpoint_every = 0;
   std::string checkpoint_unit;
   std::string checkpoint_dir;
+  /// `evaluate f every N steps on "file"`: f (-1: none) on the held-out data
+  /// every N steps and after the last.
+  int evaluate = -1;
+  int64_t evaluate_every = 0;
+  std::string evaluate_path;
   std::vector<FieldInfo> other_fields;
   SourceRange loc;
 };

@@ -1139,6 +1139,19 @@ void Elaborator::elaborate_training(int fi, const ast::TrainingDecl& t) {
       error("E0601", t.checkpoint->range, "checkpoint every N steps (or epochs)");
     info.checkpoint_dir = t.checkpoint->dir;
   }
+  if (t.evaluate) {
+    const ast::EvaluateClause& c = *t.evaluate;
+    bool is_int = false;
+    auto every = c.every ? eval_const(*c.every, fi, is_int) : std::nullopt;
+    if (every && (!is_int || *every < 1)) error("E0601", c.range, "evaluate … every N steps: N ≥ 1");
+    else if (every) info.evaluate_every = static_cast<int64_t>(*every);
+    if (c.unit != "steps") error("E0601", c.range, "evaluate … every N steps");
+    info.evaluate_path = c.path;
+    for (int idx : file.fns)
+      if (prog_->functions[idx].name == c.function.text) info.evaluate = idx;
+    if (info.evaluate < 0)
+      error("E0303", c.function.range, fmt::format("no function named `{}` in this file", c.function.text));
+  }
   // The objective's first argument is the model's parameters.
   if (info.objective >= 0 && info.model >= 0) {
     const core::Function& obj = prog_->functions[info.objective];
@@ -1151,6 +1164,17 @@ void Elaborator::elaborate_training(int fi, const ast::TrainingDecl& t) {
       error("E0601", fn_decls_[info.objective]->name.range,
             fmt::format("the objective `{}` takes the parameters, one batch and optionally a key", obj.name),
             "`fn loss(θ : params M, batch : …, k : key)`: the trainer passes each step its own key");
+    // The evaluation takes what the objective takes and returns a scalar.
+    if (info.evaluate >= 0) {
+      const core::Function& ev = prog_->functions[info.evaluate];
+      bool same = ev.args.size() == obj.args.size() && ev.result == Type::real_scalar();
+      for (size_t i = 0; same && i < ev.args.size(); ++i) same = ev.args[i].type == obj.args[i].type;
+      if (!same)
+        error("E0601", t.evaluate->function.range,
+              fmt::format("`{}` is evaluated on held-out batches: it takes the objective `{}`'s arguments and returns "
+                          "ℝ[]",
+                          ev.name, obj.name));
+    }
   }
   file.training = info;
 }

@@ -651,6 +651,33 @@ TEST(ElaborateErrors, HostileInputEndsInDiagnostics) {
   }
 }
 
+TEST(ElaborateErrors, TheHeldOutEvaluationNamesAFunctionOfTheObjectivesShape) {
+  auto make = [](const std::string& line) {
+    return elaborate_text(R"(dim B
+module M {
+  param w : ℝ[4]
+}
+fn loss(θ : params M, x : ℝ[batch: B, 4]) -> ℝ[] = sum(x * θ.w)
+fn other(θ : params M, x : ℝ[batch: B, 4]) -> ℝ[4] = sum(axis batch, x * θ.w)
+optimizer sgd {
+  lr : f64 = 0.1
+}
+training run {
+  model = M
+  objective = loss
+  optimizer = sgd
+  data = stream "d.npy" |> batch(B = 2)
+)" + line + "\n}\n");
+  };
+  EXPECT_TRUE(make("  evaluate loss every 10 steps on \"v.npy\"")->ok());
+  EXPECT_ONE_ERROR(make("  evaluate lozz every 10 steps on \"v.npy\""), "E0303", 15, 12,
+                   "no function named `lozz` in this file");
+  EXPECT_ONE_ERROR(make("  evaluate other every 10 steps on \"v.npy\""), "E0601", 15, 12,
+                   "`other` is evaluated on held-out batches: it takes the objective `loss`'s arguments and returns ℝ[]");
+  EXPECT_ONE_ERROR(make("  evaluate loss every 0 steps on \"v.npy\""), "E0601", 15, 3, "evaluate … every N steps: N ≥ 1");
+  EXPECT_ONE_ERROR(make("  evaluate loss every 2 epochs on \"v.npy\""), "E0601", 15, 3, "evaluate … every N steps");
+}
+
 TEST(ElaborateErrors, RenameNamesAnAxisItHasAndANameItLacks) {
   auto e = elaborate_text(R"(fn bad1(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = rename(x, a → b)
 fn bad2(x : ℝ[a: 2, b: 3]) -> ℝ[a: 2, b: 3] = rename(x, z → b)

@@ -235,6 +235,9 @@ std::string print_summary(const Program& prog) {
     out += fmt::format("    epochs  : {}\n", t->epochs);
     if (t->checkpoint_every > 0)
       out += fmt::format("    ckpt    : every {} {} to {}\n", t->checkpoint_every, t->checkpoint_unit, t->checkpoint_dir);
+    if (t->evaluate >= 0)
+      out += fmt::format("    eval    : {} every {} steps on {}\n", prog.functions[static_cast<size_t>(t->evaluate)].name,
+                         t->evaluate_every, t->evaluate_path);
     if (!t->batch_dim.empty()) out += fmt::format("    dims    : {} = {}\n", t->batch_dim, t->batch_size);
     for (const FieldInfo& f : t->other_fields) out += fmt::format("    {:<8}: {}\n", f.key, f.value);
     if (t->optimizer >= 0) {

@@ -4,6 +4,7 @@
 // names resolve after the user's own and before the built-ins, and printouts
 // show only the part of it a program reaches.
 
+#include "quire/runtime/random.h"
 #include "quire/prelude/prelude.h"
 
 #include <gtest/gtest.h>
@@ -372,6 +373,42 @@ TEST(Prelude, DropoutKeepsWhereItsKeysDrawIsTrue) {
   std::vector<double> want4;
   for (int64_t i = 0; i < x4.size(); ++i) want4.push_back(mask4.ints[i] ? x4.reals[i] / 0.75 : 0.0);
   expect_reals(p.call("drop4", {key, Value::of(x4)}).tensor, {2, 3, 4, 5}, want4);
+}
+
+TEST(Prelude, CategoricalDrawsEachIdAsOftenAsItsSoftmaxSays) {
+  // 40000 rows of the same logits: each id's share within 5σ of softmax(logits),
+  // and the draw is the first largest of logits - log(-log(u)) with u the key's uniform draw.
+  interp::testing::Program p(R"(fn draws(k : key, logits : ℝ[n: 4]) -> i32[row: 40000] =
+  let (k1, k2) = split(k)
+  categorical(k1, split(axis n, logits, row: 1, n: 4) + 0.0 * uniform(k2, row: 40000, n: 4))
+)");
+  const std::vector<double> logits = {0.5, -1.0, 1.25, 0.0};
+  const Tensor ids = p.call("draws", {Value::of_key(runtime::Key{3, 9}), Value::of(reals({4}, logits))}).tensor;
+  ASSERT_EQ(ids.shape, (runtime::Shape{40000}));
+  double z = 0;
+  for (double l : logits) z += std::exp(l);
+  std::vector<int> count(4, 0);
+  for (int64_t id : ids.ints) {
+    ASSERT_TRUE(id >= 0 && id < 4) << id;
+    ++count[static_cast<size_t>(id)];
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    const double prob = std::exp(logits[i]) / z;
+    const double sigma = std::sqrt(prob * (1 - prob) / 40000);
+    EXPECT_NEAR(count[i] / 40000.0, prob, 5 * sigma) << "id " << i;
+  }
+  // Row 0 by the definition.
+  const Tensor u = runtime::draw_uniform(runtime::split_key(runtime::Key{3, 9}).first, {40000, 4}, 0.0, 1.0);
+  int want = 0;
+  double best = -INFINITY;
+  for (int i = 0; i < 4; ++i) {
+    const double g = logits[static_cast<size_t>(i)] - std::log(-std::log(u.reals[static_cast<size_t>(i)]));
+    if (g > best) {
+      best = g;
+      want = i;
+    }
+  }
+  EXPECT_EQ(ids.ints[0], want);
 }
 
 TEST(Prelude, ALayerCalledWithTheWrongShapesSaysWhichAxis) {

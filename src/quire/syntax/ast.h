@@ -240,11 +240,21 @@ struct CheckpointClause {
   SourceRange range;
 };
 
+/// `evaluate held_out every 50 steps on "data/val.npz"`
+struct EvaluateClause {
+  Ident function;    ///< the function evaluated on the held-out data
+  ExprPtr every;     ///< the N of `every N steps`
+  std::string unit;  ///< "steps"
+  std::string path;  ///< the held-out data, relative to the program's file
+  SourceRange range;
+};
+
 struct TrainingDecl {
   std::vector<Field> fields;              ///< model, objective, optimizer, epochs, ...
   std::vector<PipelineStage> data;        ///< `data = stream ... |> ...`
   std::optional<SourceRange> data_range;
   std::optional<CheckpointClause> checkpoint;
+  std::optional<EvaluateClause> evaluate;
   SourceRange range;
 };
 

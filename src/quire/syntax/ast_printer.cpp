@@ -187,6 +187,9 @@ class FilePrinter {
     if (t.checkpoint)
       line(1, fmt::format("checkpoint every {} {} to {}", expr_or_error(t.checkpoint->every),
                           t.checkpoint->unit.empty() ? kError : t.checkpoint->unit, quoted(t.checkpoint->dir)));
+    if (t.evaluate)
+      line(1, fmt::format("evaluate {} every {} {} on {}", ident(t.evaluate->function), expr_or_error(t.evaluate->every),
+                          t.evaluate->unit.empty() ? kError : t.evaluate->unit, quoted(t.evaluate->path)));
   }
 
   std::string out_;

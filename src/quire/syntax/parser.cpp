@@ -630,10 +630,16 @@ void Parser::parse_training_item(ast::TrainingDecl& t) {
     if (t.checkpoint)
       error("E0205", first.range, "the training run's `checkpoint` is given twice", "keep one `checkpoint` line");
     t.checkpoint = parse_checkpoint();
+  } else if (at_word("evaluate") && at(TokenKind::Ident, 1) && at_word("every", 2)) {
+    if (t.evaluate)
+      error("E0205", first.range, "the training run's `evaluate` is given twice", "keep one `evaluate` line");
+    t.evaluate = parse_evaluate();
   } else if ((at(TokenKind::Ident) || is_keyword(first.kind)) && is_setting(peek(1))) {
     t.fields.push_back(parse_field());
   } else {
-    error_expected("a setting (`name = value`), `data = ...` or `checkpoint every N steps to \"dir\"`");
+    error_expected(
+        "a setting (`name = value`), `data = ...`, `checkpoint every N steps to \"dir\"` or `evaluate f every N steps "
+        "on \"file\"`");
     return skip_to_line_end();
   }
   finish_line("the setting");
@@ -701,6 +707,21 @@ ast::CheckpointClause Parser::parse_checkpoint() {
   if (expect_word("to", "and the checkpoint directory (`to \"ckpt/\"`)")) {
     if (at(TokenKind::String)) c.dir = advance().text;
     else error_expected("the checkpoint directory (a string)");
+  }
+  c.range = range_from(start);
+  return c;
+}
+
+ast::EvaluateClause Parser::parse_evaluate() {
+  ast::EvaluateClause c;
+  SourceRange start = advance().range;  // `evaluate`
+  c.function = expect_ident("the function to evaluate");
+  advance();  // `every`
+  c.every = parse_expr();
+  c.unit = expect_ident("the unit of `every` (`steps`)").text;
+  if (expect_word("on", "and the held-out data (`on \"data/val.npz\"`)")) {
+    if (at(TokenKind::String)) c.path = advance().text;
+    else error_expected("the held-out data's file (a string)");
   }
   c.range = range_from(start);
   return c;

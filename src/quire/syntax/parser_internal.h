@@ -123,6 +123,7 @@ class Parser {
   ast::Field parse_field();
   ast::PipelineStage parse_stage();
   ast::CheckpointClause parse_checkpoint();
+  ast::EvaluateClause parse_evaluate();
   /// Whether an `=` follows on this line outside brackets (tells `key : T = e` from `key : e`).
   bool assign_ahead_on_line() const;
   /// Parses `{ { NEWLINE | line } }` after `open`, calling `line` at the start

@@ -173,10 +173,11 @@ std::string title_and_frame(const std::string& title) {
 std::string loss_curve_svg(const std::vector<CurvePoint>& points, const std::string& title) {
   std::vector<CurvePoint> sorted = points;
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
-  std::vector<const CurvePoint*> finite, marked;
+  std::vector<const CurvePoint*> finite, marked, held_out;
   for (const CurvePoint& p : sorted) {
     if (std::isfinite(p.loss)) finite.push_back(&p);
     if (!std::isfinite(p.loss) || p.skipped) marked.push_back(&p);
+    if (p.held_out && std::isfinite(*p.held_out)) held_out.push_back(&p);
   }
 
   std::string svg = svg_header() + title_and_frame(title);
@@ -195,6 +196,10 @@ std::string loss_curve_svg(const std::vector<CurvePoint>& points, const std::str
   for (const CurvePoint* p : finite) {
     lo = std::min(lo, p->loss);
     hi = std::max(hi, p->loss);
+  }
+  for (const CurvePoint* p : held_out) {
+    lo = std::min(lo, *p->held_out);
+    hi = std::max(hi, *p->held_out);
   }
   const bool log = lo > 0 && hi / lo > 20;
   auto axis_value = [log](double loss) { return log ? std::log10(loss) : loss; };
@@ -234,6 +239,25 @@ std::string loss_curve_svg(const std::vector<CurvePoint>& points, const std::str
   if (finite.size() == 1)
     svg += fmt::format("<circle class=\"loss\" cx=\"{}\" cy=\"{}\" r=\"2.50\" fill=\"#1f77b4\"/>\n",
                        coord(px(double(finite[0]->step))), coord(py(axis_value(finite[0]->loss))));
+
+  if (!held_out.empty()) {
+    svg +=
+        "<polyline class=\"held-out\" fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"1.5\" "
+        "stroke-linejoin=\"round\" points=\"";
+    for (size_t i = 0; i < held_out.size(); ++i)
+      svg += fmt::format("{}{},{}", i ? " " : "", coord(px(double(held_out[i]->step))),
+                         coord(py(axis_value(*held_out[i]->held_out))));
+    svg += "\"/>\n<g class=\"held-out\" fill=\"#ff7f0e\">\n";
+    for (const CurvePoint* p : held_out)
+      svg += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.50\"/>\n", coord(px(double(p->step))),
+                         coord(py(axis_value(*p->held_out))));
+    svg += "</g>\n";
+    svg += fmt::format(
+        "<g class=\"legend\" font-size=\"11\"><text x=\"{0}\" y=\"{1}\" text-anchor=\"end\" fill=\"#1f77b4\">"
+        "training loss (each step's batch)</text><text x=\"{0}\" y=\"{2}\" text-anchor=\"end\" fill=\"#ff7f0e\">"
+        "held-out loss</text></g>\n",
+        coord(kRight - 8), coord(kTop + 16), coord(kTop + 30));
+  }
 
   if (!marked.empty()) {
     svg += "<g class=\"bad-steps\" stroke=\"#d62728\" stroke-width=\"1.5\">\n";

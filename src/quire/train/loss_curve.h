@@ -7,6 +7,7 @@
 // no timestamps, no randomness, so it can be golden-tested and diffed.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,12 @@ namespace quire::train {
 
 /// The loss of one step; a skipped step (f16 gradients not finite) is marked.
 struct CurvePoint {
+  CurvePoint(int64_t step, double loss, bool skipped = false, std::optional<double> held_out = std::nullopt)
+      : step(step), loss(loss), skipped(skipped), held_out(held_out) {}
   int64_t step;
   double loss;
   bool skipped = false;
+  std::optional<double> held_out;  ///< the held-out loss evaluated after this step, if it was
 };
 
 /// A self-contained SVG 1.1 document, 720 × 420:
@@ -26,6 +30,9 @@ struct CurvePoint {
 ///    be a flat line after its first steps), else linear with 5% padding;
 ///  - tick labels at nice values: 1, 2, 5 × 10^k on a linear axis; powers of
 ///    ten on a log axis, with 2 and 5 multiples when it spans under 3 decades;
+///  - the held-out losses, where points have one, as a second polyline
+///    (class "held-out", orange, a dot at each) on the same axes, and a
+///    legend naming both curves; the y range covers both;
 ///  - axis titles "step" and "loss" (+ " (log scale)"), and `title` above;
 ///  - a small red cross on the bottom edge at the step of each point whose
 ///    loss is not finite or which was skipped.

@@ -114,6 +114,7 @@ ordered_json to_json(const StepRecord& r) {
   j["samples_per_s"] = real_json(r.samples_per_s);
   j["elapsed_s"] = real_json(r.elapsed_s);
   j["eta_s"] = real_json(r.eta_s);
+  if (r.held_out_loss) j["held_out_loss"] = real_json(*r.held_out_loss);
   return j;
 }
 
@@ -133,6 +134,7 @@ StepRecord step_record_from_json(const json& j) {
   r.samples_per_s = real_field(j, "samples_per_s");
   r.elapsed_s = real_field(j, "elapsed_s");
   r.eta_s = real_field(j, "eta_s");
+  if (auto it = j.find("held_out_loss"); it != j.end()) r.held_out_loss = real_value(*it, "held_out_loss");
   return r;
 }
 

@@ -38,11 +38,14 @@ struct StepRecord {
   double samples_per_s = 0;          ///< throughput over the recent steps (train/pace.h)
   double elapsed_s = 0;              ///< wall time of this invocation so far
   double eta_s = 0;                  ///< seconds left at the recent steps' pace
+  /// The run's `evaluate` function's mean over the held-out batches after
+  /// this step's update, on the steps it ran (every N and the last).
+  std::optional<double> held_out_loss;
 };
 
 /// The record as a JSON object, keys in the field order of StepRecord;
-/// non-finite doubles as "nan", "inf" or "-inf"; no "loss_scale" key when
-/// the record has none.
+/// non-finite doubles as "nan", "inf" or "-inf"; no "loss_scale" (or
+/// "held_out_loss") key when the record has none.
 nlohmann::ordered_json to_json(const StepRecord& r);
 
 /// The inverse of to_json. Keys it does not know are ignored (a newer quire

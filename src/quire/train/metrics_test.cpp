@@ -61,6 +61,18 @@ TEST(MetricsFileTest, LossScaleIsOmittedWithoutOne) {
   EXPECT_FALSE(step_record_from_json(nlohmann::json::parse(j.dump())).loss_scale.has_value());
 }
 
+TEST(MetricsFileTest, AHeldOutLossIsWrittenLastAndReadBackOnlyWhereThereIsOne) {
+  StepRecord r = record(5);
+  EXPECT_FALSE(to_json(r).contains("held_out_loss"));
+  EXPECT_FALSE(step_record_from_json(nlohmann::json::parse(to_json(r).dump())).held_out_loss);
+  r.held_out_loss = 0.1 + 0.2;
+  const auto j = to_json(r);
+  EXPECT_EQ(std::prev(j.end()).key(), "held_out_loss");
+  const StepRecord back = step_record_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.held_out_loss);
+  EXPECT_EQ(*back.held_out_loss, 0.1 + 0.2);
+}
+
 TEST(MetricsFileTest, NonFiniteDoublesAreStrings) {
   StepRecord r = record(2);
   r.loss = kNaN;

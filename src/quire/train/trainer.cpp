@@ -83,6 +83,12 @@ class Trainer {
   void resume();
   /// One step (TrainError when the run cannot go on).
   void step();
+  /// The `evaluate` function's mean over every held-out batch (file order,
+  /// the last partial batch left out, as the training batches do), with the
+  /// parameters after `step_` steps.
+  double held_out_loss();
+  /// The batch value of the objective's argument from a loader's tensors.
+  Value batch_value(std::vector<runtime::Tensor> batch) const;
   /// The first non-finite site of the step just evaluated with `args`, as a note.
   std::string explain_nonfinite(const std::vector<Value>& args);
   void write_checkpoint_now();
@@ -107,6 +113,14 @@ class Trainer {
   std::string checkpoint_dir_;  ///< empty: the run writes no checkpoints
   int64_t checkpoint_every_ = 0;
   std::optional<Dataset> data_;
+  std::optional<Dataset> held_out_;  ///< the `evaluate` clause's data, when the run has one
+  std::unique_ptr<compile::CompiledProgram> held_out_compiled_;
+  /// Its own runner: a runner keeps the kernels it compiled by their number in one catalog.
+  std::unique_ptr<kernel::KernelRunner> held_out_runner_;
+  std::unique_ptr<kernel::KernelEngine> held_out_engine_;
+  std::unique_ptr<compile::Executor> held_out_executor_;  ///< the evaluate function, compiled once
+  std::unique_ptr<precision::Realization> held_out_realization_;  ///< under --backend interp
+  std::unique_ptr<interp::Interpreter> held_out_interp_;
   std::unique_ptr<Loader> loader_;
   std::unique_ptr<precision::Realization> reference_realization_;  ///< under --backend interp
   const precision::Realization* realization_ = nullptr;  ///< the compiled step's, or the reference's
@@ -252,6 +266,36 @@ void Trainer::set_up() {
     reference_realization_ =
         std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
     realization_ = reference_realization_.get();
+  }
+  // The held-out evaluation: its data checked now, its function compiled once.
+  if (run_->evaluate >= 0) {
+    const std::string path =
+        (fs::path(main_path).parent_path() / run_->evaluate_path).lexically_normal().string();
+    held_out_.emplace(Dataset::open(path, spec));
+    if (held_out_->samples() < run_->batch_size)
+      throw TrainError(fmt::format("{}: the held-out data has {} samples, fewer than one batch of {}", path,
+                                   held_out_->samples(), run_->batch_size));
+    // Under the run's policy (a solved realization is the objective's alone).
+    precision::RealizeOptions held = realize;
+    held.assignment = nullptr;
+    if (runner_) {
+      compile::CompileRequest request;
+      request.entry = run_->evaluate;
+      request.dims = dims_;
+      request.realize = held;
+      request.remat = options_.remat;
+      request.profile = &profile_;
+      request.threads = options_.threads;
+      held_out_compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+      held_out_runner_ = native::make_runner(options_.backend, options_.threads);
+      held_out_engine_ = std::make_unique<kernel::KernelEngine>(held_out_compiled_->catalog, *held_out_runner_,
+                                                                native::warn_native_unavailable);
+      held_out_executor_ = std::make_unique<compile::Executor>(prog_, *held_out_compiled_, *held_out_engine_);
+    } else {
+      held_out_realization_ =
+          std::make_unique<precision::Realization>(precision::realize(prog_, run_->evaluate, held, dims_));
+      held_out_interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, held_out_realization_.get());
+    }
   }
   interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_);
   interp_->set_remat(options_.remat);
@@ -414,16 +458,8 @@ void Trainer::step() {
   const DataPosition at = loader_->position();
   std::optional<std::vector<runtime::Tensor>> batch = loader_->next();
   if (!batch) throw std::logic_error("internal: the loader ran out before the run's last step");
-  Value batch_value;
-  if (data_->spec().tuple) {
-    std::vector<Value> elements;
-    for (runtime::Tensor& t : *batch) elements.push_back(Value::of(std::move(t)));
-    batch_value = Value::of_tuple(std::move(elements));
-  } else {
-    batch_value = Value::of(std::move(batch->front()));
-  }
   const double seed = scaler_ ? scaler_->scale() : 1.0;
-  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value};
+  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value(std::move(*batch))};
   if (keyed_) args.push_back(Value::of_key(step_key(options_.seed, step_)));
   args.push_back(Value::of(runtime::Tensor::scalar(seed)));
   Value result;
@@ -496,9 +532,42 @@ void Trainer::step() {
   pace_.step_done(elapsed);
   record.samples_per_s = pace_.samples_per_s(run_->batch_size);
   record.eta_s = pace_.seconds_left(target_ - step_);
+  if (held_out_ && (step_ % run_->evaluate_every == 0 || step_ == loader_->total_steps() || step_ == target_)) {
+    record.held_out_loss = held_out_loss();
+    progress_->message(fmt::format("step {}: held-out loss {} ({} on {} held-out samples)", step_,
+                                   number(*record.held_out_loss), prog_.functions[run_->evaluate].name,
+                                   held_out_->samples()));
+  }
   metrics_->append(record);
   progress_->step(record);
   if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) write_checkpoint_now();
+}
+
+Value Trainer::batch_value(std::vector<runtime::Tensor> batch) const {
+  if (!data_->spec().tuple) return Value::of(std::move(batch.front()));
+  std::vector<Value> elements;
+  for (runtime::Tensor& t : batch) elements.push_back(Value::of(std::move(t)));
+  return Value::of_tuple(std::move(elements));
+}
+
+double Trainer::held_out_loss() {
+  LoaderOptions order;
+  order.batch_size = run_->batch_size;
+  Loader batches(*held_out_, order);
+  const auto params = std::make_shared<const ParamMap>(params_);
+  double sum = 0;
+  int64_t count = 0;
+  while (std::optional<std::vector<runtime::Tensor>> batch = batches.next()) {
+    std::vector<Value> args{Value::of_params(params), batch_value(std::move(*batch))};
+    if (keyed_)
+      args.push_back(Value::of_key(runtime::derive_key(runtime::key_from_seed(options_.seed),
+                                                       fmt::format("train:held-out:{}:{}", step_, count))));
+    const Value loss = held_out_executor_ ? held_out_executor_->call(args)
+                                          : held_out_interp_->call(run_->evaluate, args);
+    sum += loss.tensor.reals.at(0);
+    ++count;
+  }
+  return sum / static_cast<double>(count);
 }
 
 void Trainer::write_checkpoint_now() {
@@ -527,7 +596,7 @@ void Trainer::finish(bool failed) {
   if (!failed && !checkpoint_dir_.empty() && last_checkpoint_step_ != step_) write_checkpoint_now();
   const std::string metrics_path = metrics_->path();
   std::vector<CurvePoint> points;
-  for (const StepRecord& r : read_metrics(metrics_path)) points.push_back({r.step, r.loss, r.skipped});
+  for (const StepRecord& r : read_metrics(metrics_path)) points.push_back({r.step, r.loss, r.skipped, r.held_out_loss});
   const std::string curve = (fs::path(run_dir_) / "loss.svg").string();
   write_loss_curve(curve, points,
                    fmt::format("{}: loss per step ({})", prog_.files[prog_.main_file].path, policy_label_));

@@ -13,7 +13,10 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/io/atomic_file.h"
+#include "quire/interp/interpreter.h"
+#include "quire/interp/params.h"
 #include "quire/io/npy.h"
+#include "quire/runtime/kernels.h"
 #include "quire/runtime/random.h"
 #include "quire/train/checkpoint.h"
 #include "quire/train/data.h"
@@ -232,6 +235,39 @@ TEST(Trainer, AKeyedObjectiveResumesWithTheBitsOfARunNeverStoppedOnEveryBackend)
                   ": its steps drew their keys from --seed 3, this run's is 4 (pass --seed 3 to resume it)");
   }
   EXPECT_EQ(bytes_of(reg.dir.file("interp-whole.safetensors")), bytes_of(reg.dir.file("kernels-whole.safetensors")));
+}
+
+TEST(Trainer, TheHeldOutLossIsEvaluatedEveryNStepsAndAfterTheLast) {
+  Regression reg;
+  {
+    std::string text = io::read_file(reg.program);
+    const std::string line = "  checkpoint every 5 steps to \"ckpt/\"\n";
+    ASSERT_NE(text.find(line), std::string::npos);
+    text.replace(text.find(line), line.size(), line + "  evaluate loss every 4 steps on \"pairs.npz\"\n");
+    std::ofstream(reg.program) << text;
+  }
+  const TrainedRun r = train_file(reg.program, reg.options("run", "final.safetensors"));
+  const std::vector<StepRecord> steps = read_metrics(reg.dir.file("run/metrics.jsonl"));
+  ASSERT_EQ(steps.size(), 18u);
+  for (const StepRecord& s : steps)
+    EXPECT_EQ(s.held_out_loss.has_value(), s.step % 4 == 0 || s.step == 18) << "step " << s.step;
+  // After the last step: the objective's mean over the file's 6 batches of 8, in order, at the final parameters.
+  auto prog = load(reg.program);
+  const int loss = prog->find_function("loss");
+  const interp::ParamMap final = interp::load_params(reg.dir.file("final.safetensors"), *prog,
+                                                     prog->functions[static_cast<size_t>(loss)].args[0].type.params, {});
+  const io::NamedTensors data = io::read_npz(reg.dir.file("pairs.npz"));
+  interp::Interpreter interp(*prog, {{"B", 8}});
+  double sum = 0;
+  for (int64_t b = 0; b < 6; ++b) {
+    std::vector<interp::Value> pair;
+    for (const auto& [name, t] : data) pair.push_back(interp::Value::of(runtime::slice(t, 0, 8 * b, 8 * b + 8, 1)));
+    sum += interp.call(loss, {interp::Value::of_params(std::make_shared<const interp::ParamMap>(final)), interp::Value::of_tuple(pair)})
+               .tensor.reals.at(0);
+  }
+  EXPECT_EQ(*steps.back().held_out_loss, sum / 6);
+  EXPECT_NE(r.output.find("step 18: held-out loss"), std::string::npos) << r.output;
+  EXPECT_NE(io::read_file(reg.dir.file("run/loss.svg")).find("class=\"held-out\""), std::string::npos);
 }
 
 TEST(Trainer, StoringAndRecomputingTheForwardGiveTheSameBits) {

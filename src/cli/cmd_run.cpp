@@ -120,6 +120,11 @@ int run_exact(const elab::Program& prog, int entry, const std::map<std::string, 
 void leaf_types(const interp::Value& v, const std::string& path, io::StoreTypes& types, int depth = 0) {
   if (depth > 64) return;
   if (v.kind == interp::Value::Kind::Tensor) types.by_name[path] = io::store_type_of(v.type);
+  // A tree's leaves carry no type of their own: one held as f32 numbers (a
+  // gradient or a master under f32, bf16 or f16) is written and shown as f32.
+  if (v.kind == interp::Value::Kind::Params && v.params)
+    for (const auto& [name, t] : *v.params)
+      if (t.is_real() && t.reals.holds_narrow()) types.by_name[path + "." + name] = io::StoreType::F32;
   if (v.kind == interp::Value::Kind::Tuple)
     for (size_t i = 0; i < v.elements.size(); ++i)
       leaf_types(v.elements[i], fmt::format("{}.{}", path, i), types, depth + 1);

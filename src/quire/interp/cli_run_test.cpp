@@ -211,6 +211,24 @@ TEST_F(Cli, ResultsAreWrittenInTheirRealizedType) {
   EXPECT_EQ(wrong.output, "quire: error: --out " + file("r.txt") + ": the result is written as .npy, .npz or .safetensors\n");
 }
 
+TEST_F(Cli, ATreeOfF32LeavesIsShownAndWrittenAsF32) {
+  const std::string program = file("m.qr");
+  std::ofstream(program) << R"(module M { param w : ℝ[3] init = normal(1.0) }
+fn f(θ : params M, x : ℝ[3]) -> ℝ[] = sum(θ.w * x)
+fn g(θ : params M, x : ℝ[3]) -> (ℝ[], params M) = value_and_grad(f)(θ, x)
+)";
+  const std::string st = file("g.safetensors");
+  Outcome r = quire("run " + program + " --entry g --precision f32 --out " + st);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("result.0 : f32 = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("result.1.w : f32 = "), std::string::npos) << r.output;
+  EXPECT_EQ(safetensors_dtype(st, "result.1.w"), "F32");
+  Outcome whole = quire("run " + program + " --entry g --out " + st);  // f64: f64 leaves
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  EXPECT_NE(whole.output.find("result.1.w = "), std::string::npos) << whole.output;
+  EXPECT_EQ(safetensors_dtype(st, "result.1.w"), "F64");
+}
+
 TEST_F(Cli, FrozenParameterReadOnlyInBf16TakesHalfTheBytes) {
   std::string prog = write("frozen.qr", R"(module M {
   param t : ℝ[64, 64]  init = xavier_uniform  frozen

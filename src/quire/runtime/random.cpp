@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+
+#include "quire/runtime/widest_vectors.h"
 
 namespace quire::runtime {
 
@@ -51,6 +54,62 @@ double standard_normal_at(Key key, uint64_t index) {
 
 namespace {
 
+// A tensor's draws in blocks of kLanes elements: the same Philox-4x32-10 as
+// philox.cpp, written lane by lane so that the compiler keeps a block's
+// counters in vector registers (32×32→64 products in each lane). Integer
+// arithmetic only, so every instruction set gives philox4x32_10's words
+// (Random.BlockDrawsAreTheElementFormulas checks them against it).
+constexpr size_t kLanes = 16;
+
+struct Words {
+  uint32_t w[4][kLanes];
+};
+
+QUIRE_WIDEST_VECTORS void philox_block(Key key, uint64_t first, uint32_t stream, Words& out) {
+  uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    const uint64_t index = first + l;
+    c0[l] = static_cast<uint32_t>(index);
+    c1[l] = static_cast<uint32_t>(index >> 32);
+    c2[l] = 0;
+    c3[l] = stream;
+  }
+  uint32_t k0 = key.k0, k1 = key.k1;
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    for (size_t l = 0; l < kLanes; ++l) {
+      const uint64_t p0 = uint64_t{0xD2511F53u} * c0[l];
+      const uint64_t p1 = uint64_t{0xCD9E8D57u} * c2[l];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+      c0[l] = n0;
+      c1[l] = static_cast<uint32_t>(p1);
+      c2[l] = n2;
+      c3[l] = static_cast<uint32_t>(p0);
+    }
+  }
+  for (size_t l = 0; l < kLanes; ++l) {
+    out.w[0][l] = c0[l];
+    out.w[1][l] = c1[l];
+    out.w[2][l] = c2[l];
+    out.w[3][l] = c3[l];
+  }
+}
+
+/// Calls f(i, words, lane) for every element i of an n-element draw of `stream`.
+template <class F>
+void for_each_element(Key key, size_t n, Stream stream, F&& f) {
+  Words words;
+  for (size_t first = 0; first < n; first += kLanes) {
+    philox_block(key, first, static_cast<uint32_t>(stream), words);
+    const size_t m = std::min(kLanes, n - first);
+    for (size_t l = 0; l < m; ++l) f(first + l, words, l);
+  }
+}
+
 /// Rejects shapes whose element count would be meaningless; `what` names the
 /// drawing function in the message.
 void check_shape(const char* what, const Shape& shape) {
@@ -68,8 +127,11 @@ Tensor draw_uniform(Key key, const Shape& shape, double low, double high) {
     throw std::invalid_argument(
         fmt::format("draw_uniform: bounds must be finite with low <= high, got [{}, {}]", low, high));
   }
-  Tensor t = Tensor::real(shape);
-  for (size_t i = 0; i < t.reals.size(); ++i) t.reals[i] = uniform_at(key, i, low, high);
+  Tensor t = Tensor::real_for_overwrite(shape);
+  double* out = t.reals.data();
+  for_each_element(key, t.reals.size(), Stream::Uniform, [&](size_t i, const Words& w, size_t l) {
+    out[i] = low + (high - low) * (static_cast<double>(bits53(w.w[0][l], w.w[1][l])) * kTwoToMinus53);
+  });
   return t;
 }
 
@@ -79,8 +141,13 @@ Tensor draw_normal(Key key, const Shape& shape, double mean, double std) {
     throw std::invalid_argument(
         fmt::format("draw_normal: mean and std must be finite with std >= 0, got mean {} std {}", mean, std));
   }
-  Tensor t = Tensor::real(shape);
-  for (size_t i = 0; i < t.reals.size(); ++i) t.reals[i] = normal_at(key, i, mean, std);
+  Tensor t = Tensor::real_for_overwrite(shape);
+  double* out = t.reals.data();
+  for_each_element(key, t.reals.size(), Stream::Normal, [&](size_t i, const Words& w, size_t l) {
+    const double u1 = static_cast<double>(bits53(w.w[0][l], w.w[1][l]) + 1) * kTwoToMinus53;
+    const double u2 = static_cast<double>(bits53(w.w[2][l], w.w[3][l])) * kTwoToMinus53;
+    out[i] = mean + std * (std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  });
   return t;
 }
 
@@ -91,7 +158,9 @@ Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
     throw std::invalid_argument(fmt::format("draw_bernoulli: probability p must be in [0, 1], got {}", p));
   }
   Tensor t = Tensor::integer(ElemKind::Bool, shape);
-  for (size_t i = 0; i < t.ints.size(); ++i) t.ints[i] = bernoulli_at(key, i, p) ? 1 : 0;
+  for_each_element(key, t.ints.size(), Stream::Bernoulli, [&](size_t i, const Words& w, size_t l) {
+    t.ints[i] = static_cast<double>(bits53(w.w[0][l], w.w[1][l])) * kTwoToMinus53 < p ? 1 : 0;
+  });
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <bit>
 #include <set>
 #include <stdexcept>
 
@@ -90,6 +91,27 @@ TEST(Random, CopyKeysFollowTheDocumentedFormulaAndDifferByCopy) {
   }
   // Not split_key's halves: a stack's copies and a split draw apart.
   EXPECT_NE(copy_key(k, 0), split_key(k).first);
+}
+
+TEST(Random, BlockDrawsAreTheElementFormulas) {
+  // Whole tensors are drawn sixteen elements at a time; each element must be
+  // the formula's, across block boundaries and for a partial last block.
+  for (const Key k : {Key{0, 0}, key_from_seed(42), Key{0xffffffffu, 0x80000001u}}) {
+    for (int64_t n : {1, 15, 16, 17, 37, 1000}) {
+      const Tensor u = draw_uniform(k, {n}, -2.0, 3.0);
+      const Tensor z = draw_normal(k, {n}, 0.5, 2.0);
+      const Tensor b = draw_bernoulli(k, {n}, 0.3);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto at = static_cast<uint64_t>(i);
+        ASSERT_EQ(std::bit_cast<uint64_t>(u.reals[static_cast<size_t>(i)]),
+                  std::bit_cast<uint64_t>(uniform_at(k, at, -2.0, 3.0)))
+            << n << " " << i;
+        ASSERT_EQ(std::bit_cast<uint64_t>(z.reals[static_cast<size_t>(i)]), std::bit_cast<uint64_t>(normal_at(k, at, 0.5, 2.0)))
+            << n << " " << i;
+        ASSERT_EQ(b.ints[static_cast<size_t>(i)], bernoulli_at(k, at, 0.3) ? 1 : 0) << n << " " << i;
+      }
+    }
+  }
 }
 
 TEST(Random, ElementsFollowTheDocumentedFormula) {

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""A training step of the GPT example (examples/gpt/gpt.qr: D = 64, 2 blocks,
+4 heads, T = 32, B = 16, V = 76, dropout 0.1): `quire train` against PyTorch
+eager on the same threads, in one script.
+
+quire runs `quire train --precision P --max-steps N` on a copy of the example
+without its held-out evaluation and checkpoints; its step time is the median
+of the differences of the metrics' `elapsed_s` after a warm-up. PyTorch runs
+the same network in eager mode (F.embedding, F.layer_norm, the c_attn split
+into heads, F.scaled_dot_product_attention(is_causal=True), F.gelu, F.dropout
+at the example's three places, the tied read-out, F.cross_entropy) with
+torch.optim.AdamW and clip_grad_norm_, timed around each step (forward,
+backward, clip, update), in the same dtype. Both train on the example's data,
+batches in file order.
+
+    python3 bench/gpt_step.py --quire build/quire [--threads 1,2] [--steps 60]
+                              [--precision f32] [--rounds 3]
+
+--rounds R alternates quire and PyTorch R times per thread count and reports
+each round's ratio (PyTorch's step time / quire's: above 1, quire is faster)
+and their median.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "examples", "gpt")
+V, T, D, H, L, B, P = 76, 32, 64, 4, 2, 16, 0.1
+
+
+def quire_copy(tmp):
+    shutil.copytree(os.path.join(EXAMPLE, "data"), os.path.join(tmp, "data"))
+    with open(os.path.join(EXAMPLE, "gpt.qr"), encoding="utf-8") as f:
+        source = f.read()
+    source = re.sub(r"^\s*evaluate .*\n", "", source, flags=re.M)
+    source = re.sub(r"^\s*checkpoint every .*\n", "", source, flags=re.M)
+    source = re.sub(r"\|> shuffle\(seed = \d+\) ", "", source)
+    path = os.path.join(tmp, "gpt.qr")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    return path
+
+
+def quire_step_seconds(quire, program, tmp, threads, precision, steps, warmup):
+    run_dir = os.path.join(tmp, f"run-{threads}-{time.monotonic_ns()}")
+    subprocess.run([quire, "train", program, "--precision", precision, "--threads", str(threads), "--max-steps",
+                    str(steps), "--run-dir", run_dir], check=True, capture_output=True)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        elapsed = [json.loads(line)["elapsed_s"] for line in f if line.strip()]
+    return statistics.median([b - a for a, b in zip(elapsed, elapsed[1:])][warmup:])
+
+
+def torch_step_seconds(torch, threads, precision, steps, warmup):
+    torch.set_num_threads(threads)
+    F = torch.nn.functional
+    dtype = torch.float32 if precision == "f32" else torch.float64
+    gen = torch.Generator().manual_seed(0)
+
+    def normal(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=dtype) * 0.02).requires_grad_()
+
+    def const(value, *shape):
+        return torch.full(shape, value, dtype=dtype).requires_grad_()
+
+    p = {"wte": normal(V, D), "wpe": normal(T, D), "lnf_g": const(1.0, D), "lnf_b": const(0.0, D)}
+    blocks = [{"ln1_g": const(1.0, D), "ln1_b": const(0.0, D), "attn_w": normal(D, 3 * D), "attn_b": const(0.0, 3 * D),
+               "proj_w": normal(D, D), "proj_b": const(0.0, D), "ln2_g": const(1.0, D), "ln2_b": const(0.0, D),
+               "fc_w": normal(D, 4 * D), "fc_b": const(0.0, 4 * D), "out_w": normal(4 * D, D), "out_b": const(0.0, D)}
+              for _ in range(L)]
+    params = list(p.values()) + [t for b in blocks for t in b.values()]
+    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
+
+    def loss_of(ids, targets):
+        x = F.dropout(F.embedding(ids, p["wte"]) + p["wpe"], P)
+        for w in blocks:
+            qkv = F.layer_norm(x, (D,), w["ln1_g"], w["ln1_b"]) @ w["attn_w"] + w["attn_b"]
+            q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in qkv.split(D, dim=-1))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
+            a = x + F.dropout(y @ w["proj_w"] + w["proj_b"], P)
+            h = F.gelu(F.layer_norm(a, (D,), w["ln2_g"], w["ln2_b"]) @ w["fc_w"] + w["fc_b"])
+            x = a + F.dropout(h @ w["out_w"] + w["out_b"], P)
+        logits = F.layer_norm(x, (D,), p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    with np.load(os.path.join(EXAMPLE, "data", "train.npz")) as data:
+        ids_all, targets_all = torch.tensor(data["0"], dtype=torch.int64), torch.tensor(data["1"], dtype=torch.int64)
+    times = []
+    for step in range(steps):
+        k = step % (len(ids_all) // B)
+        ids, targets = ids_all[k * B:(k + 1) * B], targets_all[k * B:(k + 1) * B]
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(ids, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[warmup:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quire", required=True)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--precision", default="f32", choices=["f32", "f64"])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is needed for the comparison (scripts/setup installs it into .venv)")
+    with tempfile.TemporaryDirectory() as tmp:
+        program = quire_copy(tmp)
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ratios = []
+            for r in range(args.rounds):
+                q = quire_step_seconds(os.path.abspath(args.quire), program, tmp, threads, args.precision, args.steps,
+                                       args.warmup)
+                t = torch_step_seconds(torch, threads, args.precision, args.steps, args.warmup)
+                ratios.append(t / q)
+                print(f"threads {threads} round {r + 1}: quire {q * 1e3:.2f} ms/step, PyTorch eager {t * 1e3:.2f} "
+                      f"ms/step, PyTorch / quire {t / q:.2f}", flush=True)
+            print(f"threads {threads} {args.precision}: median PyTorch / quire {statistics.median(ratios):.2f} "
+                  f"(above 1: quire is faster)")
+
+
+if __name__ == "__main__":
+    main()

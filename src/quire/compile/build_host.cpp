@@ -249,6 +249,12 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
       return operand_rest(1);
     case Op::ContractGradB:
       return operand_rest(2);
+    // A draw like x has x's `...`.
+    case Op::Uniform:
+    case Op::Normal:
+    case Op::Bernoulli:
+      if (const int like = core::draw_like(in); like >= 0) return operand_rest(static_cast<size_t>(like));
+      break;
     case Op::Sum:
     case Op::Mean:
     case Op::ReduceMax:
@@ -309,9 +315,6 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     case Op::Ne:
     case Op::Where:
     case Op::KeySplit:
-    case Op::Uniform:
-    case Op::Normal:
-    case Op::Bernoulli:
     case Op::Call:
     case Op::Fold:
     case Op::MakeParams:

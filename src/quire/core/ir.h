@@ -114,6 +114,14 @@ struct Instr {
 /// The attributes an instruction of `op` starts with: its family's defaults.
 Attrs default_attrs(Op op);
 
+/// The operand whose shape a draw takes (`bernoulli(k, p, like = x)`: its
+/// last), or -1 when the draw's sizes give its shape (or `in` is no draw).
+inline int draw_like(const Instr& in) {
+  const size_t base = in.op == Op::Bernoulli ? 2 : 1;
+  const bool draw = in.op == Op::Uniform || in.op == Op::Normal || in.op == Op::Bernoulli;
+  return draw && in.args.size() > base ? static_cast<int>(base) : -1;
+}
+
 /// A product's `out = …`: Dot's attribute; Policy for every other operation.
 attr::ProductOut::Out requested_out(const Instr& in);
 

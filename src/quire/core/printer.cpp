@@ -106,13 +106,16 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
     case Op::Iota: return fmt::format("iota {}", in.sizes.empty() ? "?" : in.sizes[0].str());
     case Op::Uniform: {
       const attr::DrawParams& d = in.attr<attr::DrawParams>();
-      return fmt::format("uniform [{}, {}) {}", number(d.first), number(d.second), arg(0));
+      return fmt::format("uniform [{}, {}) {}{}", number(d.first), number(d.second), arg(0),
+                         draw_like(in) >= 0 ? " like " + arg(1) : "");
     }
     case Op::Normal: {
       const attr::DrawParams& d = in.attr<attr::DrawParams>();
-      return fmt::format("normal (mean {}, std {}) {}", number(d.first), number(d.second), arg(0));
+      return fmt::format("normal (mean {}, std {}) {}{}", number(d.first), number(d.second), arg(0),
+                         draw_like(in) >= 0 ? " like " + arg(1) : "");
     }
-    case Op::Bernoulli: return fmt::format("bernoulli {}, {}", arg(0), arg(1));
+    case Op::Bernoulli:
+      return fmt::format("bernoulli {}, {}{}", arg(0), arg(1), draw_like(in) >= 0 ? " like " + arg(2) : "");
     case Op::Call:
     case Op::Fold: {
       const Function* callee = in.callee >= 0 ? &prog.functions[in.callee] : nullptr;

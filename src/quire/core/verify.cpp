@@ -47,6 +47,12 @@ std::vector<std::string> verify(const Function& fn, size_t functions) {
                                  attr_family_name(info.attrs)));
       continue;
     }
+    if (info.draws) {
+      const size_t base = in.op == Op::Bernoulli ? 2 : 1;
+      if (in.args.size() != base && in.args.size() != base + 1)
+        problem(in.id, fmt::format("`{}` takes {} operands, or {} with the one it takes its shape from", info.spelling,
+                                   base, base + 1, in.args.size()));
+    }
     if ((in.op == Op::Fold && in.args.size() < 2) || (in.op == Op::FoldVjp && in.args.size() < 3))
       problem(in.id, fmt::format("`{}` takes at least {} operands, it has {}", info.spelling,
                                  in.op == Op::Fold ? 2 : 3, in.args.size()));

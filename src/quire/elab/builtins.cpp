@@ -806,9 +806,9 @@ NOINLINE Operand BodyLowering::builtin_merge(const std::string&, Op, const ast::
 
 NOINLINE Operand BodyLowering::builtin_draw(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b) {
   const bool bern = op == Op::Bernoulli;
-  std::set<std::string> keys = op == Op::Uniform  ? std::set<std::string>{"low", "high"}
-                               : op == Op::Normal ? std::set<std::string>{"mean", "std"}
-                                                  : std::set<std::string>{};
+  std::set<std::string> keys = op == Op::Uniform  ? std::set<std::string>{"low", "high", "like"}
+                               : op == Op::Normal ? std::set<std::string>{"mean", "std", "like"}
+                                                  : std::set<std::string>{"like"};
   if (!expect_args(name, e, b, bern ? 2 : 1, bern ? 2 : 1, false, true, keys)) return Operand::error();
   Operand k = lower(*b.positional[0]->value);
   if (!k.ok()) return Operand::error();
@@ -820,6 +820,20 @@ NOINLINE Operand BodyLowering::builtin_draw(const std::string& name, Op op, cons
   TensorType out;
   out.elem = bern ? Elem::Bool : Elem::Real;
   std::vector<Size> sizes;
+  // `like = x`: one element per element of x, `...` included.
+  std::optional<Operand> like;
+  for (const ast::Arg* k : b.keywords)
+    if (k->name && k->name->text == "like") {
+      like = tensor(lower(*k->value), k->value->range);
+      if (!like) return Operand::error();
+      if (!b.sizes.empty()) {
+        error("E0405", b.sizes[0]->range,
+              fmt::format("`{}` takes its shape from `like =` or from `name: size` arguments, not both", name));
+        return Operand::error();
+      }
+      out.rest = like->type.tensor.rest;
+      out.axes = like->type.tensor.axes;
+    }
   for (const ast::Arg* s : b.sizes) {
     auto size = el_.eval_size(*s->value, fi_, mi_);
     if (!size) return Operand::error();
@@ -846,6 +860,7 @@ NOINLINE Operand BodyLowering::builtin_draw(const std::string& name, Op op, cons
     }
     args.push_back(pt->id);
   }
+  if (like) args.push_back(like->id);
   Instr in = make(op, Type::make_tensor(out), args, e.range);
   in.sizes = sizes;
   auto p1 = keyword_const(b, op == Op::Uniform ? "low" : "mean", 0.0);

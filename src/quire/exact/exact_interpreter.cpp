@@ -1100,6 +1100,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Bernoulli: {
       // quire's draws are defined in f64 (Philox); their values enter exactly.
       Shape shape;
+      if (const int like = core::draw_like(in); like >= 0) shape = shape_of(arg(static_cast<size_t>(like)));
       for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
       if (in.op == Op::Uniform) {
         const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();

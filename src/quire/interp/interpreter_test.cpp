@@ -445,6 +445,26 @@ fn edge(k : key) -> (bool[n: 8], bool[n: 8]) = (bernoulli(k, 0.0, n: 8), bernoul
   EXPECT_EQ(e.elements[1].tensor.ints, std::vector<int64_t>(8, 1));
 }
 
+TEST(Interpret, ADrawLikeATensorIsTheDrawOfItsSpelledOutShape) {
+  Program p(R"(fn like(k : key, x : ℝ[..., c: 3, d: 4]) -> (bool[..., c: 3, d: 4], ℝ[..., c: 3, d: 4], ℝ[..., c: 3, d: 4]) =
+  (bernoulli(k, 0.5, like = x), uniform(k, like = x, low = -1.0, high = 1.0), normal(k, like = x, std = 2.0))
+fn spelled(k : key) -> (bool[b: 2, c: 3, d: 4], ℝ[b: 2, c: 3, d: 4], ℝ[b: 2, c: 3, d: 4]) =
+  (bernoulli(k, 0.5, b: 2, c: 3, d: 4), uniform(k, b: 2, c: 3, d: 4, low = -1.0, high = 1.0),
+   normal(k, b: 2, c: 3, d: 4, std = 2.0))
+)");
+  const Value k = Value::of_key(runtime::Key{5, 8});
+  const Value a = p.call("like", {k, Value::of(Tensor::real({2, 3, 4}))});
+  const Value b = p.call("spelled", {k});
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.elements[i].tensor.shape, (runtime::Shape{2, 3, 4}));
+    if (i == 0) EXPECT_EQ(a.elements[i].tensor.ints, b.elements[i].tensor.ints);
+    else expect_reals(a.elements[i].tensor, {2, 3, 4}, b.elements[i].tensor.reals);
+  }
+  auto both = elab::testing::elaborate_text("fn f(k : key, x : ℝ[b: 2]) -> bool[b: 2] = bernoulli(k, 0.5, b: 2, like = x)\n");
+  EXPECT_TRUE(both->has_error("E0405", 1, 62, "`bernoulli` takes its shape from `like =` or from `name: size` arguments, not both"))
+      << both->rendered();
+}
+
 TEST(Interpret, DropoutFromTheTutorial) {
   Program p(R"(dim B
 fn dropout(k : key, x : ℝ[batch: B, model: 4], p : f64 = 0.5) -> ℝ[batch: B, model: 4] =

@@ -382,6 +382,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Normal:
     case Op::Bernoulli: {
       runtime::Shape shape;
+      if (const int like = core::draw_like(in); like >= 0) shape = tensor_arg(static_cast<size_t>(like)).shape;
       for (const elab::Size& s : in.sizes) shape.push_back(eval_size(s, dims));
       if (in.op == Op::Uniform) {
         const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();

@@ -1197,6 +1197,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Normal:
     case Op::Bernoulli: {
       Shape shape;
+      if (const int like = core::draw_like(in); like >= 0) shape = arg(static_cast<size_t>(like)).shape;
       for (const elab::Size& s : in.sizes) shape.push_back(interp::eval_size(s, dims));
       tensor_result(shape);
       if (in.op == Op::Bernoulli)

@@ -69,7 +69,7 @@ TEST(Prelude, ElaboratesAloneWithoutDiagnostics) {
   EXPECT_EQ(e->type(e->fn("self_attention").args[1].type), "i32[h: H]");
   EXPECT_EQ(e->type(e->fn("causal_self_attention").result), "ℝ[..., t: T, C / 3]");
   EXPECT_EQ(e->type(e->fn("embedding").args[1].type), "i32[...]");
-  EXPECT_EQ(e->type(e->fn("dropout").args[1].type), "ℝ[a: A, b: B, c: C]");
+  EXPECT_EQ(e->type(e->fn("dropout").args[1].type), "ℝ[...]");
   EXPECT_FALSE(e->fn("dropout").args[2].has_default);
 }
 
@@ -414,16 +414,15 @@ TEST(Prelude, CategoricalDrawsEachIdAsOftenAsItsSoftmaxSays) {
 TEST(Prelude, ALayerCalledWithTheWrongShapesSaysWhichAxis) {
   auto e = elab::testing::elaborate_text(
       R"(fn f(q : ℝ[query: 5, d: 4], k : ℝ[pos: 7, d: 3], v : ℝ[pos: 7, e: 6]) -> ℝ[query: 5, e: 6] = attention(q, k, v)
-fn g(k : key, x : ℝ[batch: 2, model: 4]) -> ℝ[batch: 2, model: 4] = dropout(k, x, 0.5)
+fn g(k : key, x : ℝ[batch: 2, model: 4]) -> ℝ[batch: 2, model: 4] = dropout(k, x, 0.5)  -- any shape
 fn h(t : ℝ[vocab: 9, model: 4], ids : i64[batch: 2]) -> ℝ[batch: 2, model: 4] = embedding(t, ids)
 )");
   EXPECT_TRUE(e->has_error("E0401", 1, 107,
                            "argument `k` of `attention` should be ℝ[s: 7, d: 4], but is ℝ[pos: 7, d: 3]: axis `d` has "
                            "size 3, but `D` is 4 (bound by argument `q`, axis `d`)"))
       << e->rendered();
-  EXPECT_TRUE(e->has_error("E0401", 2, 80, "argument `x` of `dropout` should be ℝ[a: A, b: B, c: C]")) << e->rendered();
   EXPECT_TRUE(e->has_error("E0401", 3, 94, "element type i64 is not i32")) << e->rendered();
-  EXPECT_EQ(e->errors().size(), 3u) << e->rendered();
+  EXPECT_EQ(e->errors().size(), 2u) << e->rendered();
 }
 
 /// Each instruction of a function as `op` or `op!` when it carries numerics(high).

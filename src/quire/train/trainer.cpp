@@ -246,19 +246,23 @@ void Trainer::set_up() {
                                 sha256_hex(decisions).substr(0, 12));
   }
   runner_ = native::make_runner(options_.backend, options_.threads);
+  // An entry compiled for this run's dimensions, profile and threads.
+  auto compile_entry = [&](int entry, const precision::RealizeOptions& under) {
+    compile::CompileRequest request;
+    request.entry = entry;
+    request.dims = dims_;
+    request.realize = under;
+    request.remat = options_.remat;
+    request.profile = &profile_;
+    request.threads = options_.threads;
+    return std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+  };
   if (runner_) {
     // The step compiled once, here: every kernel lowered, planned and given
     // to the runner (compiled, for native) before the first step; every step
     // is then the executor running its host program, Core not walked.
     profile_ = machine::planning_profile(options_.profile);
-    compile::CompileRequest request;
-    request.entry = vjp_;
-    request.dims = dims_;
-    request.realize = realize;
-    request.remat = options_.remat;
-    request.profile = &profile_;
-    request.threads = options_.threads;
-    compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+    compiled_ = compile_entry(vjp_, realize);
     engine_ = std::make_unique<kernel::KernelEngine>(compiled_->catalog, *runner_, native::warn_native_unavailable);
     executor_ = std::make_unique<compile::Executor>(prog_, *compiled_, *engine_);
     realization_ = compiled_->realization.get();
@@ -279,14 +283,7 @@ void Trainer::set_up() {
     precision::RealizeOptions held = realize;
     held.assignment = nullptr;
     if (runner_) {
-      compile::CompileRequest request;
-      request.entry = run_->evaluate;
-      request.dims = dims_;
-      request.realize = held;
-      request.remat = options_.remat;
-      request.profile = &profile_;
-      request.threads = options_.threads;
-      held_out_compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+      held_out_compiled_ = compile_entry(run_->evaluate, held);
       held_out_runner_ = native::make_runner(options_.backend, options_.threads);
       held_out_engine_ = std::make_unique<kernel::KernelEngine>(held_out_compiled_->catalog, *held_out_runner_,
                                                                 native::warn_native_unavailable);

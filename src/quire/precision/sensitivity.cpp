@@ -10,6 +10,7 @@
 #include "quire/core/printer.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/grad/vjp.h"
+#include "quire/precision/envelope.h"
 #include "quire/precision/number_text.h"
 
 namespace quire::precision {
@@ -18,12 +19,46 @@ namespace {
 
 bool is_real_tensor(const elab::Type& t) { return t.is_tensor() && t.tensor.elem == elab::Elem::Real; }
 
+static_assert(std::size(kWeightedTypes) == 1 + std::size(kCandidateTypes));
+
+/// Running sums at N bits: Σ|ct_i| and, per type of kWeightedTypes,
+/// Σ|ct_i|·|fl_T(v_i) − v_i|.
+struct Totals {
+  exact::Big l1;
+  std::vector<exact::Big> weighted;
+
+  explicit Totals(int bits) : l1(0.0, bits), weighted(std::size(kWeightedTypes), exact::Big(0.0, bits)) {}
+
+  /// One element: its cotangent and its exact value. An element no
+  /// cotangent reaches adds nothing, its overflow included.
+  void add(const exact::Big& ct, const exact::Big& v) {
+    const exact::Big weight = exact::abs(ct);
+    l1 = exact::add(l1, weight);
+    if (weight.is_zero()) return;
+    for (size_t k = 0; k < weighted.size(); ++k)
+      weighted[k] = exact::add(weighted[k], exact::mul(weight, rounding_error(v, kWeightedTypes[k])));
+  }
+
+  WeightedRounding weighted_doubles() const {
+    WeightedRounding out;
+    for (size_t k = 0; k < weighted.size(); ++k) out[kWeightedTypes[k]] = weighted[k].to_double();
+    return out;
+  }
+};
+
 /// Descending, NaN first; ties keep their order.
 bool larger(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);
   return a > b;
 }
 
+
+nlohmann::ordered_json weighted_json(const WeightedRounding& w) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (runtime::FloatType t : kWeightedTypes)
+    if (auto it = w.find(t); it != w.end()) o[runtime::float_type_name(t)] = json_number(it->second);
+  return o;
+}
 
 }  // namespace
 
@@ -40,8 +75,9 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
   const int vjp = grad::vjp(prog, entry, grad::differentiable_args(prog.functions.at(static_cast<size_t>(entry))));
   const elab::Program& frozen = prog;  // no function is added while it runs
 
-  // Σ|∂L/∂v_i| at N bits, by (function, value number): the order sites are listed in.
-  std::map<std::pair<int, int>, exact::Big> totals;
+  // Σ|∂L/∂v_i| and the weighted roundings at N bits, by (function, value
+  // number): the order sites are listed in.
+  std::map<std::pair<int, int>, Totals> totals;
   exact::ExactInterpreter interp(frozen, dims, bits);
   interp.set_observer([&](const core::Function& fn, const core::Instr& in, const exact::ExactValue&,
                           const std::vector<exact::ExactValue>& env) {
@@ -53,16 +89,22 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
     if (fn.cotangent_of.size() != static_cast<size_t>(primal.value_count() + 1))
       throw std::logic_error(fmt::format("internal: `{}` records {} cotangents for {} values of `{}`", fn.name,
                                          fn.cotangent_of.size(), primal.value_count(), primal.name));
+    // The vjp's arguments are the primal's then `ct`, and its body begins
+    // with the primal's, one for one: the primal's %v is its %v among the
+    // arguments and its %(v + 1) after them.
+    const int primal_args = static_cast<int>(primal.args.size());
     for (int v = 1; v <= primal.value_count(); ++v) {
       if (!is_real_tensor(primal.type_of(v))) continue;
-      auto [it, fresh] = totals.try_emplace({fn.primal, v}, exact::Big(0.0, bits));
+      auto [it, fresh] = totals.try_emplace({fn.primal, v}, bits);
       const int c = fn.cotangent_of[static_cast<size_t>(v)];
       if (!c) continue;
       const exact::ExactValue& ct = env.at(static_cast<size_t>(c));
-      if (ct.kind != exact::ExactValue::Kind::Tensor || !ct.is_real)
-        throw std::logic_error(fmt::format("internal: the cotangent of {} in `{}` is not a real tensor",
+      const exact::ExactValue& value = env.at(static_cast<size_t>(v <= primal_args ? v : v + 1));
+      if (ct.kind != exact::ExactValue::Kind::Tensor || !ct.is_real || value.kind != exact::ExactValue::Kind::Tensor ||
+          !value.is_real || ct.real.elems.size() != value.real.elems.size())
+        throw std::logic_error(fmt::format("internal: the cotangent of {} in `{}` is not a real tensor of its shape",
                                            core::site_name(primal, v), fn.name));
-      for (const exact::Big& e : ct.real.elems) it->second = exact::add(it->second, exact::abs(e));
+      for (size_t i = 0; i < ct.real.elems.size(); ++i) it->second.add(ct.real.elems[i], value.real.elems[i]);
     }
   });
   std::vector<interp::Value> vjp_args = args;
@@ -71,19 +113,26 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
 
   for (const auto& [key, total] : totals) {
     const core::Function& fn = frozen.functions.at(static_cast<size_t>(key.first));
-    out.sites.push_back({core::site_name(fn, key.second), fn.name, total.to_double()});
+    out.sites.push_back({core::site_name(fn, key.second), fn.name, total.l1.to_double(), total.weighted_doubles()});
   }
   // (L, ∂θ, …): θ's cotangent tree, leaf by leaf in declaration order.
   const core::Function& f = frozen.functions.at(static_cast<size_t>(entry));
   if (!f.args.empty() && f.args[0].type.kind == elab::TypeKind::Params && result.kind == exact::ExactValue::Kind::Tuple &&
       result.elements.size() > 1 && result.elements[1].params) {
     const exact::BigParamMap& grads = *result.elements[1].params;
+    const interp::ParamMap* values = args.empty() ? nullptr : args[0].params.get();
     for (const auto& [path, type] : frozen.flatten(f.args[0].type.params)) {
       auto it = grads.find(path);
       if (it == grads.end()) continue;
-      exact::Big total(0.0, bits);
-      for (const exact::Big& e : it->second.elems) total = exact::add(total, exact::abs(e));
-      out.params.push_back({path, total.to_double()});
+      const runtime::RealStorage* leaf = nullptr;
+      if (values)
+        if (auto v = values->find(path); v != values->end() && v->second.is_real()) leaf = &v->second.reals;
+      if (!leaf || leaf->size() != it->second.elems.size())
+        throw std::logic_error(fmt::format("internal: the gradient of `{}` is not of its parameter's size", path));
+      Totals total(bits);
+      // A leaf's values are f64 values: its rounding at f64 is 0.
+      for (size_t i = 0; i < leaf->size(); ++i) total.add(it->second.elems[i], exact::Big((*leaf)[i], bits));
+      out.params.push_back({path, total.l1.to_double(), total.weighted_doubles()});
     }
   }
   return out;
@@ -108,6 +157,12 @@ Sensitivities largest_of(const std::vector<Sensitivities>& samples) {
     if (std::isnan(acc)) return;
     if (std::isnan(v) || v > acc) acc = v;
   };
+  auto raise_weighted = [&](WeightedRounding& acc, const WeightedRounding& more) {
+    for (const auto& [type, v] : more) {
+      auto [it, fresh] = acc.try_emplace(type, v);
+      if (!fresh) raise(it->second, v);
+    }
+  };
   std::unordered_map<std::string, size_t> site_at, param_at;
   for (size_t i = 0; i < out.sites.size(); ++i) site_at.emplace(out.sites[i].site, i);
   for (size_t i = 0; i < out.params.size(); ++i) param_at.emplace(out.params[i].path, i);
@@ -116,15 +171,19 @@ Sensitivities largest_of(const std::vector<Sensitivities>& samples) {
       auto [it, fresh] = site_at.emplace(site.site, out.sites.size());
       if (fresh)
         out.sites.push_back(site);
-      else
+      else {
         raise(out.sites[it->second].l1, site.l1);
+        raise_weighted(out.sites[it->second].weighted, site.weighted);
+      }
     }
     for (const ParamSensitivity& p : samples[k].params) {
       auto [it, fresh] = param_at.emplace(p.path, out.params.size());
       if (fresh)
         out.params.push_back(p);
-      else
+      else {
         raise(out.params[it->second].l1, p.l1);
+        raise_weighted(out.params[it->second].weighted, p.weighted);
+      }
     }
   }
   return out;
@@ -159,7 +218,7 @@ std::string print_sensitivities(const Sensitivities& s, int top) {
 nlohmann::ordered_json sensitivities_json(const Sensitivities& s) {
   nlohmann::ordered_json j;
   j["format"] = "quire-sensitivities";
-  j["version"] = 1;
+  j["version"] = 2;
   j["entry"] = s.entry;
   j["bits"] = s.bits;
   nlohmann::ordered_json sites = nlohmann::ordered_json::array();
@@ -168,11 +227,13 @@ nlohmann::ordered_json sensitivities_json(const Sensitivities& s) {
     o["site"] = site.site;
     o["function"] = site.function;
     o["l1"] = json_number(site.l1);
+    o["weighted"] = weighted_json(site.weighted);
     sites.push_back(std::move(o));
   }
   j["sites"] = std::move(sites);
   nlohmann::ordered_json params = nlohmann::ordered_json::array();
-  for (const ParamSensitivity& p : s.params) params.push_back({{"path", p.path}, {"l1", json_number(p.l1)}});
+  for (const ParamSensitivity& p : s.params)
+    params.push_back({{"path", p.path}, {"l1", json_number(p.l1)}, {"weighted", weighted_json(p.weighted)}});
   j["params"] = std::move(params);
   return j;
 }

@@ -11,6 +11,15 @@
 // counts both calls, a fold's callee once per copy. It is how far an error of
 // one unit in every element of v moves L, to first order.
 //
+// The same sweep gives each site's per-element estimate of storing it in a
+// type T: Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| over its elements and evaluations, with
+// fl_T(vᵢ) the exact value rounded to T (envelope.h's rounding_error). It
+// pairs each element's cotangent with that element's own rounding, where
+// ‖∂L/∂v‖₁ times the largest rounding pairs the largest cotangent with the
+// largest value's rounding: for −log p over a softmax the two are 1/p at the
+// smallest p and the rounding of the largest p, and their product is no
+// error any element makes.
+//
 // Sites are the real tensors (arguments and instructions) of every function
 // whose vjp the sweep evaluates; a site no cotangent reaches has 0. Tuples and
 // parameter trees are not sites (their real leaves are, where read).
@@ -27,14 +36,25 @@
 
 #include "quire/core/program.h"
 #include "quire/interp/value.h"
+#include "quire/runtime/float_types.h"
 
 namespace quire::precision {
+
+/// Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| by type, for f64 and each of envelope.h's
+/// kCandidateTypes: the first-order change of L were v stored in T. +inf where
+/// an element with a nonzero cotangent overflows T.
+using WeightedRounding = std::map<runtime::FloatType, double>;
+
+/// The types WeightedRounding holds: f64, then envelope.h's kCandidateTypes.
+inline constexpr runtime::FloatType kWeightedTypes[] = {runtime::FloatType::F64, runtime::FloatType::F32,
+                                                        runtime::FloatType::BF16, runtime::FloatType::F16};
 
 /// One site's ‖∂L/∂v‖₁, summed over its evaluations.
 struct SiteSensitivity {
   std::string site;      ///< core::site_name: "RMSNorm.apply/%4"
   std::string function;  ///< "RMSNorm.apply"
   double l1 = 0;
+  WeightedRounding weighted;  ///< summed over its evaluations, as l1
 };
 
 /// One parameter leaf's ‖∂L/∂θ.path‖₁: its gradient's 1-norm (a stacked
@@ -42,6 +62,7 @@ struct SiteSensitivity {
 struct ParamSensitivity {
   std::string path;  ///< `blocks.proj.w`
   double l1 = 0;
+  WeightedRounding weighted;  ///< over its elements; 0 at f64, where its values are exact
 };
 
 struct Sensitivities {
@@ -64,16 +85,16 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
                             const std::vector<interp::Value>& args, int bits);
 
 /// Site by site and path by path, the largest of several samples'
-/// sensitivities (all of one entry, listing the same sites). std::invalid_argument if empty.
+/// sensitivities (l1 and each type's weighted rounding on its own) (all of one entry, listing the same sites). std::invalid_argument if empty.
 Sensitivities largest_of(const std::vector<Sensitivities>& samples);
 
 /// Two tables: the functions by Σ of their sites' sensitivities, descending;
 /// then the `top` sites by sensitivity, descending.
 std::string print_sensitivities(const Sensitivities& s, int top = 30);
 
-/// {"format": "quire-sensitivities", "version": 1, entry, bits, sites: [{site, function, l1}],
-/// params: [{path, l1}]};
-/// a non-finite l1 is the string "inf" or "nan".
+/// {"format": "quire-sensitivities", "version": 2, entry, bits, sites: [{site, function, l1,
+/// weighted: {f64, f32, bf16, f16}}], params: [{path, l1, weighted}]};
+/// a non-finite number is the string "inf" or "nan".
 nlohmann::ordered_json sensitivities_json(const Sensitivities& s);
 
 }  // namespace quire::precision

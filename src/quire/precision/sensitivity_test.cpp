@@ -165,5 +165,49 @@ TEST(SensitivityTutorial, EverySiteAndTheInputAgainstF64) {
   EXPECT_NE(text.find(core::site_name(loss, loss.result_value)), std::string::npos) << text;
 }
 
+// Each element's cotangent meets its own element's rounding. x = (3, 1 + 2⁻¹²)
+// with w = (1000, 0.001): 3 is exact in every type, 1 + 2⁻¹² is exact in f32
+// and rounds to 1 in bf16 and f16 (an error of 2⁻¹²), and its cotangent is
+// 0.001. So x's term in a half is 0.001·2⁻¹², where ‖∂L/∂x‖₁ times the largest
+// rounding would be 1000.001·2⁻¹², a million times more.
+TEST(SensitivityWeighted, EachElementsCotangentMeetsItsOwnRounding) {
+  Program p("fn f(x : ℝ[2], w : ℝ[2]) -> ℝ[] = sum(x * w)\n");
+  elab::Program& prog = *p.e->prog;
+  const double eps = std::ldexp(1.0, -12);
+  const Sensitivities s =
+      sensitivities(prog, p.index("f"), {}, {v(reals({2}, {3, 1 + eps})), v(reals({2}, {1000, 0.001}))}, 128);
+  const SiteSensitivity* x = s.site("f/%1");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->l1, 1000.001);
+  EXPECT_EQ(x->weighted.at(runtime::FloatType::F64), 0);
+  EXPECT_EQ(x->weighted.at(runtime::FloatType::F32), 0);
+  EXPECT_EQ(x->weighted.at(runtime::FloatType::BF16), 0.001 * eps);
+  EXPECT_EQ(x->weighted.at(runtime::FloatType::F16), 0.001 * eps);
+  // w = (1000, 0.001) with cotangent x: 1000 = 0b1111101000 has 7 significant
+  // bits, exact in every type here; 0.001 is exact in none narrower than f64,
+  // and its term is (1 + 2⁻¹²)·|fl_T(0.001) − 0.001| in each (both sides
+  // round that exact product to f64 once).
+  const SiteSensitivity* w = s.site("f/%2");
+  ASSERT_NE(w, nullptr);
+  for (runtime::FloatType t : {runtime::FloatType::F32, runtime::FloatType::BF16, runtime::FloatType::F16}) {
+    const double r = std::fabs(runtime::round_to(t, 0.001) - 0.001);  // exact: r is a multiple of 0.001's last bit
+    EXPECT_EQ(w->weighted.at(t), (1 + eps) * r) << runtime::float_type_name(t);
+  }
+}
+
+// The largest of several samples keeps each type's weighted rounding on its own.
+TEST(SensitivityWeighted, TheLargestOfSamplesIsTakenTypeByType) {
+  SiteSensitivity a{"f/%1", "f", 2, {{runtime::FloatType::F32, 1}, {runtime::FloatType::F16, 5}}};
+  SiteSensitivity b{"f/%1", "f", 1, {{runtime::FloatType::F32, 3}, {runtime::FloatType::F16, 4}}};
+  Sensitivities sa, sb;
+  sa.sites = {a};
+  sb.sites = {b};
+  const Sensitivities m = largest_of({sa, sb});
+  ASSERT_EQ(m.sites.size(), 1u);
+  EXPECT_EQ(m.sites[0].l1, 2);
+  EXPECT_EQ(m.sites[0].weighted.at(runtime::FloatType::F32), 3);
+  EXPECT_EQ(m.sites[0].weighted.at(runtime::FloatType::F16), 5);
+}
+
 }  // namespace
 }  // namespace quire::precision

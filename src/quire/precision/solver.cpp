@@ -381,6 +381,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
       c.terms = env->terms.value_or(1);
       c.magnitude = env->max_abs;
       c.sensitivity = sens ? sens->l1 : 0;
+      if (sens) c.weighted = sens->weighted;
       std::string excluded;
       c.allowed = menu_for(fr.at_least_f32, env->max_abs, excluded);
       for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
@@ -415,6 +416,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     c.elements = env->elements;
     c.magnitude = env->max_abs;
     c.sensitivity = sens ? sens->l1 : 0;
+    if (sens) c.weighted = sens->weighted;
     std::string excluded;
     c.allowed = menu_for(p.numerics_high, env->max_abs, excluded);
     for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
@@ -459,8 +461,9 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     const Choice& c = s.choices[i];
     const std::optional<FloatType> to = next_narrower(c);
     if (!to) return;
-    // r never shrinks as a type narrows: a narrower type's values are values of the wider one.
-    const double added = std::max(0.0, c.sensitivity * (c.rounding.at(*to) - c.rounding.at(c.type)));
+    // A term never shrinks as a type narrows: a narrower type's values are
+    // values of the wider one, so each element's rounding can only grow.
+    const double added = std::max(0.0, c.term_in(*to) - c.term_in(c.type));
     queue.push({i, *to, costs.of(c, c.type) - costs.of(c, *to), added});
   };
   for (size_t i = 0; i < s.choices.size(); ++i)
@@ -618,7 +621,8 @@ std::string print_solution(const Solution& s, int sites) {
   out += fmt::format("  cost        {} against {} all-f64 ({:.2f}x), in {}\n", cost_text(s.cost, seconds),
                      cost_text(s.cost_all_f64, seconds), s.cost > 0 ? s.cost_all_f64 / s.cost : 1.0, s.cost_unit);
   out += fmt::format("  proposal    {} before measurement widened anything\n", cost_text(s.proposal_cost, seconds));
-  out += fmt::format("  estimate    {} (Σ s·r over the choices, first order: it ranks, it does not guarantee)\n",
+  out += fmt::format("  estimate    {} (Σ |∂L/∂v|·|fl(v) − v| over the choices' elements, first order: it ranks, it does "
+                     "not guarantee)\n",
                      sci(s.estimate));
   const double worst = s.worst_measured();
   out += fmt::format("  measured    {} against the exact reference at {} bits, the worst of {} {}, after {} widening "
@@ -644,7 +648,7 @@ std::string print_solution(const Solution& s, int sites) {
   for (const Choice& c : s.choices)
     if (c.rule == Unoffered::None) rows.push_back(&c);
   std::stable_sort(rows.begin(), rows.end(), [](const Choice* a, const Choice* b) { return a->term() > b->term(); });
-  out += fmt::format("\nThe decisions, each with its term s·r(type) of the estimate{}:\n",
+  out += fmt::format("\nThe decisions, each with its term Σ|∂L/∂v|·|fl(v) − v| in its type{}:\n",
                      limit(rows.size()) < rows.size() ? fmt::format(" (the {} largest)", limit(rows.size())) : "");
   out += fmt::format("  {:<26} {:<30} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "site", "operation", "type", "elements",
                      "|v|", "s", "term", "share");

@@ -12,10 +12,11 @@
 //    is to be measured (rule 3). Marks bound the rest: an explicit type or a
 //    `precision(…)` region is not a choice; a `numerics(high)` island (or a
 //    `numerics high` parameter's reader) never goes below f32.
-// 2. The estimate. Σ s·r(T) over the choices, s = ‖∂L/∂v‖₁ (sensitivity.h)
-//    and r(T) the largest rounding error the envelope's values take in T
-//    (envelope.h; u·max|x| at f64). First order: it ranks, it does not
-//    guarantee.
+// 2. The estimate. Σ over the choices of each one's term in its type T:
+//    Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| over its elements and evaluations, from the
+//    exact reverse sweep (sensitivity.h), the largest over the samples. At
+//    f64 a site's term is its values' own rounding to f64, a parameter's 0.
+//    First order: it ranks, it does not guarantee.
 // 3. Narrowing. Every move (a choice one type narrower: f64 → f32 → the
 //    better of bf16 and f16) is ranked by the cost it saves per unit of
 //    estimate it adds; the best is taken while the estimate stays inside the
@@ -88,7 +89,8 @@ struct Choice {
   int64_t terms = 1;      ///< terms per element (sums and contractions), for the arithmetic
   double magnitude = 0;   ///< the envelope's max |x|
   double sensitivity = 0;
-  std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu
+  std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu: the largest rounding, for the printout and the half's choice
+  WeightedRounding weighted;             ///< Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| by type (sensitivity.h)
   std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
   Unoffered rule = Unoffered::None;      ///< the rule that leaves it unoffered
   std::string unoffered;                 ///< that rule's sentence for it ("" if it is offered)
@@ -96,7 +98,13 @@ struct Choice {
   FloatType type = FloatType::F64;
   std::vector<Move> moves;
 
-  double term() const { return sensitivity * rounding.at(type); }
+  /// Its term of the estimate in `t`: the weighted rounding, or s·r(t)
+  /// where the sweep gave none for t.
+  double term_in(FloatType t) const {
+    auto it = weighted.find(t);
+    return it != weighted.end() ? it->second : sensitivity * rounding.at(t);
+  }
+  double term() const { return term_in(type); }
 };
 
 /// A stored value the solver did not decide, and why.

@@ -202,7 +202,7 @@ TEST(SolverRange, ATypeIsOfferedOnlyWhereTheValuesTimesTheHeadroomAreFinite) {
   EXPECT_TRUE(offered(bare, FloatType::F16));
 }
 
-TEST(SolverTutorial, TheTermsAreSensitivityTimesRounding) {
+TEST(SolverTutorial, TheTermsAreTheWeightedRoundingsAtMostSensitivityTimesRounding) {
   Analyzed a(tutorial(), "loss", {{"B", 4}});
   const Solution s = a.solve(1e-3);
   const Choice& pow = choice(s, "RMSNorm.apply/%4");  // pow 2 x
@@ -211,12 +211,18 @@ TEST(SolverTutorial, TheTermsAreSensitivityTimesRounding) {
   EXPECT_EQ(pow.sensitivity, a.sensitivities.site("RMSNorm.apply/%4")->l1);
   EXPECT_EQ(pow.rounding.at(FloatType::F32), env->rounding.at("f32"));
   EXPECT_EQ(pow.rounding.at(FloatType::BF16), env->rounding.at("bf16"));
-  EXPECT_EQ(pow.term(), pow.sensitivity * pow.rounding.at(pow.type));
+  // The term is the sweep's Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ|, never above ‖∂L/∂v‖₁
+  // times the largest rounding (each element's rounding is at most that).
+  EXPECT_EQ(pow.term(), a.sensitivities.site("RMSNorm.apply/%4")->weighted.at(pow.type));
+  for (const Choice& c : s.choices)
+    for (const auto& [t, r] : c.rounding)
+      EXPECT_LE(c.term_in(t), c.sensitivity * r * (1 + 1e-12)) << c.name << " in " << runtime::float_type_name(t);
   // A parameter: its gradient's 1-norm, and exact in f64.
   const Choice& w = choice(s, "blocks.proj.w");
   EXPECT_TRUE(w.param);
   EXPECT_EQ(w.sensitivity, a.sensitivities.param("blocks.proj.w")->l1);
   EXPECT_EQ(w.rounding.at(FloatType::F64), 0);
+  EXPECT_EQ(w.term_in(FloatType::F64), 0);
   EXPECT_EQ(w.elements, 3 * 4 * 4);
   // Rule 1: the loss itself and eps are one element.
   EXPECT_NE(choice(s, "loss/%8").unoffered.find("rule 1"), std::string::npos);

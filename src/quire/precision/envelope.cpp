@@ -179,7 +179,9 @@ const char* plural(int64_t n, const char* one, const char* many) { return n == 1
 
 // ---------------------------------------------------------------------------
 
-Big rounding_error(const Big& x, FloatType t) {
+Big rounding_error(const Big& x, FloatType t) { return exact::abs(signed_rounding_error(x, t)); }
+
+Big signed_rounding_error(const Big& x, FloatType t) {
   // T's values are the multiples of T's spacing at x that fit its exponent
   // range. Rather than narrowing MPFR's exponent range to T's and calling
   // mpfr_subnormalize (global, per-thread state), we round to that spacing
@@ -202,8 +204,8 @@ Big rounding_error(const Big& x, FloatType t) {
   mpfr_mul_2si(r.get(), x.get(), -spacing_exp, MPFR_RNDN);
   mpfr_rint(r.get(), r.get(), MPFR_RNDN);
   mpfr_mul_2si(r.get(), r.get(), spacing_exp, MPFR_RNDN);
-  if (mpfr_cmpabs(r.get(), Big(info.largest_finite, bits).get()) > 0) return Big(kInf, bits);
-  return exact::abs(exact::sub(r, x));
+  if (mpfr_cmpabs(r.get(), Big(info.largest_finite, bits).get()) > 0) return Big(mpfr_signbit(x.get()) ? -kInf : kInf, bits);
+  return exact::sub(r, x);
 }
 
 Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,

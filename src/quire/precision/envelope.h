@@ -105,6 +105,10 @@ Envelope calibrate(const elab::Program& prog, int entry, const std::map<std::str
 /// NaN for a NaN x; 0 for ±inf (T holds infinities).
 exact::Big rounding_error(const exact::Big& x, runtime::FloatType t);
 
+/// fl_T(x) − x: rounding_error with its sign; ±inf where x overflows T (the
+/// sign of x), NaN for a NaN x, 0 for ±inf.
+exact::Big signed_rounding_error(const exact::Big& x, runtime::FloatType t);
+
 /// The artifact: {"format": "quire-envelope", "version": 2, entry, result,
 /// result_max_abs, bits, samples, seed, params_file, inputs_file, dims,
 /// unit_roundoff, sites: [...], params: [...]}; non-finite numbers are the

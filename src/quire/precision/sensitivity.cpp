@@ -21,27 +21,55 @@ bool is_real_tensor(const elab::Type& t) { return t.is_tensor() && t.tensor.elem
 
 static_assert(std::size(kWeightedTypes) == 1 + std::size(kCandidateTypes));
 
-/// Running sums at N bits: Σ|ct_i| and, per type of kWeightedTypes,
-/// Σ|ct_i|·|fl_T(v_i) − v_i|.
-struct Totals {
-  exact::Big l1;
-  std::vector<exact::Big> weighted;
+/// How many standard deviations of independent roundings a term allows
+/// (weighted_term).
+constexpr double kRoundingSigmas = 3;
 
-  explicit Totals(int bits) : l1(0.0, bits), weighted(std::size(kWeightedTypes), exact::Big(0.0, bits)) {}
+/// Running sums at N bits: Σ|ct_i| and, per type of kWeightedTypes, the
+/// sums weighted_term combines over a_i = ct_i·(fl_T(v_i) − v_i).
+struct Totals {
+  struct Weighted {
+    exact::Big absolute, sum, squares;  ///< Σ|a_i|, Σa_i, Σa_i²
+    explicit Weighted(int bits) : absolute(0.0, bits), sum(0.0, bits), squares(0.0, bits) {}
+  };
+  exact::Big l1;
+  std::vector<Weighted> weighted;
+  exact::Big accumulated;  ///< Σ|ct_i|·Σ_j|t_ij|, for sums and contractions
+
+  explicit Totals(int bits)
+      : l1(0.0, bits), weighted(std::size(kWeightedTypes), Weighted(bits)), accumulated(0.0, bits) {}
 
   /// One element: its cotangent and its exact value. An element no
   /// cotangent reaches adds nothing, its overflow included.
   void add(const exact::Big& ct, const exact::Big& v) {
-    const exact::Big weight = exact::abs(ct);
-    l1 = exact::add(l1, weight);
-    if (weight.is_zero()) return;
-    for (size_t k = 0; k < weighted.size(); ++k)
-      weighted[k] = exact::add(weighted[k], exact::mul(weight, rounding_error(v, kWeightedTypes[k])));
+    l1 = exact::add(l1, exact::abs(ct));
+    if (ct.is_zero()) return;
+    for (size_t k = 0; k < weighted.size(); ++k) {
+      const exact::Big a = exact::mul(ct, signed_rounding_error(v, kWeightedTypes[k]));
+      Weighted& w = weighted[k];
+      w.absolute = exact::add(w.absolute, exact::abs(a));
+      w.sum = exact::add(w.sum, a);
+      w.squares = exact::add(w.squares, exact::mul(a, a));
+    }
   }
 
+  /// Per type: min(Σ|a_i|, max(|Σa_i|, 3·√Σa_i²)). |Σa_i| is the roundings'
+  /// first-order effect on L for this input, their signs included; 3·√Σa_i²
+  /// covers another input's roundings taken as independent and of either
+  /// sign, three standard deviations; Σ|a_i|, every rounding with the sign
+  /// that hurts, bounds both. An overflow (an infinite a_i) is +inf.
   WeightedRounding weighted_doubles() const {
     WeightedRounding out;
-    for (size_t k = 0; k < weighted.size(); ++k) out[kWeightedTypes[k]] = weighted[k].to_double();
+    for (size_t k = 0; k < weighted.size(); ++k) {
+      const Weighted& w = weighted[k];
+      const double absolute = w.absolute.to_double();
+      if (!std::isfinite(absolute)) {
+        out[kWeightedTypes[k]] = absolute;
+        continue;
+      }
+      const double spread = kRoundingSigmas * std::sqrt(w.squares.to_double());
+      out[kWeightedTypes[k]] = std::min(absolute, std::max(std::fabs(w.sum.to_double()), spread));
+    }
     return out;
   }
 };
@@ -51,7 +79,6 @@ bool larger(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);
   return a > b;
 }
-
 
 nlohmann::ordered_json weighted_json(const WeightedRounding& w) {
   nlohmann::ordered_json o = nlohmann::ordered_json::object();
@@ -105,6 +132,18 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
         throw std::logic_error(fmt::format("internal: the cotangent of {} in `{}` is not a real tensor of its shape",
                                            core::site_name(primal, v), fn.name));
       for (size_t i = 0; i < ct.real.elems.size(); ++i) it->second.add(ct.real.elems[i], value.real.elems[i]);
+      if (v <= primal_args) continue;
+      // The vjp's copy of the instruction reads the vjp's own numbering.
+      const core::Instr& copy = fn.body.at(static_cast<size_t>(v - primal_args - 1));
+      if (!exact::ExactInterpreter::adds_terms(copy.op)) continue;
+      const exact::ExactValue absolute = interp.absolute_terms(fn, copy, env);
+      if (absolute.real.elems.size() != ct.real.elems.size())
+        throw std::logic_error(fmt::format("internal: Σ|terms| of {} has {} elements, its cotangent {}",
+                                           core::site_name(primal, v), absolute.real.elems.size(),
+                                           ct.real.elems.size()));
+      for (size_t i = 0; i < ct.real.elems.size(); ++i)
+        it->second.accumulated = exact::add(it->second.accumulated,
+                                            exact::mul(exact::abs(ct.real.elems[i]), absolute.real.elems[i]));
     }
   });
   std::vector<interp::Value> vjp_args = args;
@@ -113,7 +152,8 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
 
   for (const auto& [key, total] : totals) {
     const core::Function& fn = frozen.functions.at(static_cast<size_t>(key.first));
-    out.sites.push_back({core::site_name(fn, key.second), fn.name, total.l1.to_double(), total.weighted_doubles()});
+    out.sites.push_back({core::site_name(fn, key.second), fn.name, total.l1.to_double(), total.weighted_doubles(),
+                         total.accumulated.to_double()});
   }
   // (L, ∂θ, …): θ's cotangent tree, leaf by leaf in declaration order.
   const core::Function& f = frozen.functions.at(static_cast<size_t>(entry));
@@ -173,6 +213,7 @@ Sensitivities largest_of(const std::vector<Sensitivities>& samples) {
         out.sites.push_back(site);
       else {
         raise(out.sites[it->second].l1, site.l1);
+        raise(out.sites[it->second].accumulated, site.accumulated);
         raise_weighted(out.sites[it->second].weighted, site.weighted);
       }
     }
@@ -228,6 +269,7 @@ nlohmann::ordered_json sensitivities_json(const Sensitivities& s) {
     o["function"] = site.function;
     o["l1"] = json_number(site.l1);
     o["weighted"] = weighted_json(site.weighted);
+    if (site.accumulated != 0) o["accumulated"] = json_number(site.accumulated);
     sites.push_back(std::move(o));
   }
   j["sites"] = std::move(sites);

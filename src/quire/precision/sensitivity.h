@@ -12,13 +12,25 @@
 // one unit in every element of v moves L, to first order.
 //
 // The same sweep gives each site's per-element estimate of storing it in a
-// type T: Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| over its elements and evaluations, with
-// fl_T(vᵢ) the exact value rounded to T (envelope.h's rounding_error). It
-// pairs each element's cotangent with that element's own rounding, where
-// ‖∂L/∂v‖₁ times the largest rounding pairs the largest cotangent with the
-// largest value's rounding: for −log p over a softmax the two are 1/p at the
-// smallest p and the rounding of the largest p, and their product is no
-// error any element makes.
+// type T. With aᵢ = ∂L/∂vᵢ·(fl_T(vᵢ) − vᵢ) over its elements and
+// evaluations (fl_T(vᵢ) the exact value rounded to T, envelope.h), it is
+//
+//   min(Σ|aᵢ|, max(|Σaᵢ|, 3·√Σaᵢ²))
+//
+// |Σaᵢ| is the first-order effect of those roundings on L for this input,
+// signs included; 3·√Σaᵢ² is three standard deviations of the same roundings
+// taken as independent and of either sign, which another input's may be;
+// Σ|aᵢ| (every rounding with the sign that hurts) bounds both. Each element's
+// cotangent meets that element's own rounding, where ‖∂L/∂v‖₁ times the
+// largest rounding pairs the largest cotangent with the largest value's
+// rounding: for −log p over a softmax the two are 1/p at the smallest p and
+// the rounding of the largest p, and their product is no error any element
+// makes.
+//
+// A sum or contraction (ExactInterpreter::adds_terms) also gets the weight
+// of its accumulation, Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ| over its result elements i and
+// their terms tᵢⱼ (ExactInterpreter::absolute_terms): the solver turns it
+// into an estimate of the accumulator's rounding (solver.h).
 //
 // Sites are the real tensors (arguments and instructions) of every function
 // whose vjp the sweep evaluates; a site no cotangent reaches has 0. Tuples and
@@ -40,9 +52,9 @@
 
 namespace quire::precision {
 
-/// Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| by type, for f64 and each of envelope.h's
-/// kCandidateTypes: the first-order change of L were v stored in T. +inf where
-/// an element with a nonzero cotangent overflows T.
+/// The estimate above by type, for f64 and each of envelope.h's
+/// kCandidateTypes: the first-order change of L were v stored in T. +inf
+/// where an element with a nonzero cotangent overflows T.
 using WeightedRounding = std::map<runtime::FloatType, double>;
 
 /// The types WeightedRounding holds: f64, then envelope.h's kCandidateTypes.
@@ -55,6 +67,9 @@ struct SiteSensitivity {
   std::string function;  ///< "RMSNorm.apply"
   double l1 = 0;
   WeightedRounding weighted;  ///< summed over its evaluations, as l1
+  /// A sum or contraction: Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ|, summed over its evaluations;
+  /// 0 for any other site.
+  double accumulated = 0;
 };
 
 /// One parameter leaf's ‖∂L/∂θ.path‖₁: its gradient's 1-norm (a stacked
@@ -85,7 +100,7 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
                             const std::vector<interp::Value>& args, int bits);
 
 /// Site by site and path by path, the largest of several samples'
-/// sensitivities (l1 and each type's weighted rounding on its own) (all of one entry, listing the same sites). std::invalid_argument if empty.
+/// sensitivities (l1, accumulated and each type's weighted rounding on its own) (all of one entry, listing the same sites). std::invalid_argument if empty.
 Sensitivities largest_of(const std::vector<Sensitivities>& samples);
 
 /// Two tables: the functions by Σ of their sites' sensitivities, descending;
@@ -93,7 +108,7 @@ Sensitivities largest_of(const std::vector<Sensitivities>& samples);
 std::string print_sensitivities(const Sensitivities& s, int top = 30);
 
 /// {"format": "quire-sensitivities", "version": 2, entry, bits, sites: [{site, function, l1,
-/// weighted: {f64, f32, bf16, f16}}], params: [{path, l1, weighted}]};
+/// weighted: {f64, f32, bf16, f16}, accumulated (sums and contractions)}], params: [{path, l1, weighted}]};
 /// a non-finite number is the string "inf" or "nan".
 nlohmann::ordered_json sensitivities_json(const Sensitivities& s);
 

@@ -193,6 +193,14 @@ TEST(SensitivityWeighted, EachElementsCotangentMeetsItsOwnRounding) {
     const double r = std::fabs(runtime::round_to(t, 0.001) - 0.001);  // exact: r is a multiple of 0.001's last bit
     EXPECT_EQ(w->weighted.at(t), (1 + eps) * r) << runtime::float_type_name(t);
   }
+  // The sum's accumulation weight: its cotangent 1 times Σ|x_i·w_i|; no other
+  // site adds terms.
+  for (const SiteSensitivity& site : s.sites) {
+    if (site.site == fmt::format("f/%{}", only(prog, "f", core::Op::Sum)))
+      EXPECT_DOUBLE_EQ(site.accumulated, 3000 + 0.001 * (1 + eps));
+    else
+      EXPECT_EQ(site.accumulated, 0) << site.site;
+  }
 }
 
 // The largest of several samples keeps each type's weighted rounding on its own.

@@ -265,6 +265,19 @@ double share_of(double term, double estimate) { return estimate > 0 ? 100.0 * te
 
 }  // namespace
 
+double Choice::term_in(FloatType t) const {
+  auto it = weighted.find(t);
+  const double stored = it != weighted.end() ? it->second : sensitivity * rounding.at(t);
+  return stored + accumulation_in(t);
+}
+
+double Choice::accumulation_in(FloatType t) const {
+  if (accumulated == 0) return 0;
+  // A narrowed reduction accumulates in f32 (realization.h's RealizeOptions).
+  const FloatType accumulator = t == FloatType::F64 ? FloatType::F64 : FloatType::F32;
+  return std::sqrt(static_cast<double>(terms)) * runtime::float_type_info(accumulator).unit_roundoff * accumulated;
+}
+
 double Solution::worst_measured() const {
   Gaps g;
   g.per_sample = measured;
@@ -381,7 +394,10 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
       c.terms = env->terms.value_or(1);
       c.magnitude = env->max_abs;
       c.sensitivity = sens ? sens->l1 : 0;
-      if (sens) c.weighted = sens->weighted;
+      if (sens) {
+        c.weighted = sens->weighted;
+        c.accumulated = sens->accumulated;
+      }
       std::string excluded;
       c.allowed = menu_for(fr.at_least_f32, env->max_abs, excluded);
       for (FloatType t : c.allowed) c.rounding[t] = rounding_of(env->max_abs, env->rounding, t);
@@ -621,8 +637,8 @@ std::string print_solution(const Solution& s, int sites) {
   out += fmt::format("  cost        {} against {} all-f64 ({:.2f}x), in {}\n", cost_text(s.cost, seconds),
                      cost_text(s.cost_all_f64, seconds), s.cost > 0 ? s.cost_all_f64 / s.cost : 1.0, s.cost_unit);
   out += fmt::format("  proposal    {} before measurement widened anything\n", cost_text(s.proposal_cost, seconds));
-  out += fmt::format("  estimate    {} (Σ |∂L/∂v|·|fl(v) − v| over the choices' elements, first order: it ranks, it does "
-                     "not guarantee)\n",
+  out += fmt::format("  estimate    {} (the choices' roundings weighted by ∂L/∂v element by element, and their "
+                     "accumulations; first order: it ranks, it does not guarantee)\n",
                      sci(s.estimate));
   const double worst = s.worst_measured();
   out += fmt::format("  measured    {} against the exact reference at {} bits, the worst of {} {}, after {} widening "
@@ -648,7 +664,7 @@ std::string print_solution(const Solution& s, int sites) {
   for (const Choice& c : s.choices)
     if (c.rule == Unoffered::None) rows.push_back(&c);
   std::stable_sort(rows.begin(), rows.end(), [](const Choice* a, const Choice* b) { return a->term() > b->term(); });
-  out += fmt::format("\nThe decisions, each with its term Σ|∂L/∂v|·|fl(v) − v| in its type{}:\n",
+  out += fmt::format("\nThe decisions, each with its term of the estimate in its type{}:\n",
                      limit(rows.size()) < rows.size() ? fmt::format(" (the {} largest)", limit(rows.size())) : "");
   out += fmt::format("  {:<26} {:<30} {:<5} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "site", "operation", "type", "elements",
                      "|v|", "s", "term", "share");

@@ -13,9 +13,14 @@
 //    `precision(…)` region is not a choice; a `numerics(high)` island (or a
 //    `numerics high` parameter's reader) never goes below f32.
 // 2. The estimate. Σ over the choices of each one's term in its type T:
-//    Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| over its elements and evaluations, from the
-//    exact reverse sweep (sensitivity.h), the largest over the samples. At
+//    with aᵢ = ∂L/∂vᵢ·(fl_T(vᵢ) − vᵢ) over its elements and evaluations,
+//    min(Σ|aᵢ|, max(|Σaᵢ|, 3·√Σaᵢ²)) from the exact reverse sweep
+//    (sensitivity.h), the largest over the samples. At
 //    f64 a site's term is its values' own rounding to f64, a parameter's 0.
+//    A sum's or contraction's term adds its accumulation's:
+//    √n·u_A·Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ|, n its terms per element, A its accumulator
+//    (f64 at f64, f32 once narrowed): n roundings of partial sums that grow
+//    to Σ|t|, each of either sign, in the sequential order of the kernels.
 //    First order: it ranks, it does not guarantee.
 // 3. Narrowing. Every move (a choice one type narrower: f64 → f32 → the
 //    better of bf16 and f16) is ranked by the cost it saves per unit of
@@ -90,7 +95,8 @@ struct Choice {
   double magnitude = 0;   ///< the envelope's max |x|
   double sensitivity = 0;
   std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu: the largest rounding, for the printout and the half's choice
-  WeightedRounding weighted;             ///< Σᵢ |∂L/∂vᵢ|·|fl_T(vᵢ) − vᵢ| by type (sensitivity.h)
+  WeightedRounding weighted;             ///< its stored value's rounding by type, weighted element by element (sensitivity.h)
+  double accumulated = 0;                ///< a sum or contraction: Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ| (sensitivity.h); else 0
   std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
   Unoffered rule = Unoffered::None;      ///< the rule that leaves it unoffered
   std::string unoffered;                 ///< that rule's sentence for it ("" if it is offered)
@@ -98,12 +104,12 @@ struct Choice {
   FloatType type = FloatType::F64;
   std::vector<Move> moves;
 
-  /// Its term of the estimate in `t`: the weighted rounding, or s·r(t)
-  /// where the sweep gave none for t.
-  double term_in(FloatType t) const {
-    auto it = weighted.find(t);
-    return it != weighted.end() ? it->second : sensitivity * rounding.at(t);
-  }
+  /// Its term of the estimate in `t`: the weighted rounding (or s·r(t)
+  /// where the sweep gave none for t), plus its accumulation's in the
+  /// accumulator `t` implies.
+  double term_in(FloatType t) const;
+  /// The accumulation's part of term_in(t): √terms·u_A·accumulated.
+  double accumulation_in(FloatType t) const;
   double term() const { return term_in(type); }
 };
 

@@ -1,5 +1,5 @@
 // quire calibrate [--precision] FILE --entry NAME [--dim B=4] [--bits N] [--samples K] [--seed N]
-//   [--params F.safetensors] [--inputs F.npz] [--out envelope.json] [--top N]
+//   [--params F.safetensors] [--inputs F.npz | --samples-from S.npz] [--out envelope.json] [--top N]
 //
 // The envelope (docs/precision.md): the entry runs in the exact reference at
 // N bits on K samples, and every site's largest |x|, condition number (sums
@@ -9,7 +9,10 @@
 //
 // The parameters are read from --params or drawn once from --seed; sample k's
 // other arguments are drawn from seed + k (as `quire run --seed seed+k` would
-// draw them), or read from --inputs, which is one sample.
+// draw them), read from --inputs, which is one sample, or taken from
+// --samples-from, a file of samples (interp::SampleFile): sample k is the
+// k-th slice of each of its arrays, and the slices after the K calibrated are
+// what `solve` and `check --measure` hold out.
 
 #include <fmt/format.h>
 
@@ -27,7 +30,7 @@ namespace quire::cli {
 
 Handler setup_calibrate(CLI::App& sub) {
   struct Options {
-    std::string file, entry, params, inputs, out;
+    std::string file, entry, params, inputs, samples_from, out;
     std::vector<std::string> dims;
     int64_t seed = 0;
     int bits = 128;
@@ -49,6 +52,9 @@ Handler setup_calibrate(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--params", o->params, "read the parameters from a safetensors file");
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (one sample)");
+  sub.add_option("--samples-from", o->samples_from,
+                 "take the samples from an .npz holding each argument's samples along a first axis: sample k is "
+                 "slice k, and the slices after the --samples calibrated are held out by solve and check");
   add_output_option(sub, "--out", o->out, "write the envelope as JSON (atomically); without it nothing is written");
   sub.add_option("--top", o->top, "rows per printed table (default 10)")->check(CLI::NonNegativeNumber);
   return [o]() {
@@ -60,8 +66,14 @@ Handler setup_calibrate(CLI::App& sub) {
       throw UsageError(fmt::format("--samples {}: at most {} samples", o->samples, precision::kMaxSamples));
     if (!o->inputs.empty() && o->samples != 1)
       throw UsageError(fmt::format("--inputs {} is one sample; --samples {} asks for more", o->inputs, o->samples));
-    if (!o->inputs.empty() && (o->inputs.size() < 4 || o->inputs.compare(o->inputs.size() - 4, 4, ".npz") != 0))
+    auto npz = [](const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0; };
+    if (!o->inputs.empty() && !npz(o->inputs))
       throw UsageError(fmt::format("--inputs {}: inputs are read from an .npz", o->inputs));
+    if (!o->samples_from.empty() && !npz(o->samples_from))
+      throw UsageError(fmt::format("--samples-from {}: samples are read from an .npz", o->samples_from));
+    if (!o->samples_from.empty() && !o->inputs.empty())
+      throw UsageError(fmt::format("--inputs {} and --samples-from {}: the samples come from one or the other",
+                                   o->inputs, o->samples_from));
     auto prog = load_program(o->file);
     if (!prog) return 1;
     auto dims = parse_dims(o->dims, *prog);
@@ -75,13 +87,24 @@ Handler setup_calibrate(CLI::App& sub) {
     std::optional<std::string> inputs;
     if (!o->inputs.empty()) inputs = o->inputs;
     std::vector<std::vector<interp::Value>> samples;
-    for (int k = 0; k < o->samples; ++k)
-      samples.push_back(interp::entry_arguments(*prog, entry, params_ptr, dims,
-                                                static_cast<uint64_t>(o->seed) + static_cast<uint64_t>(k), inputs));
+    if (!o->samples_from.empty()) {
+      const interp::SampleFile file = interp::SampleFile::read(o->samples_from);
+      if (file.count < o->samples)
+        throw UsageError(fmt::format("--samples {}: {} holds {} samples (the shortest first axis of its arrays)",
+                                     o->samples, o->samples_from, file.count));
+      for (int k = 0; k < o->samples; ++k)
+        samples.push_back(
+            interp::sample_arguments(*prog, entry, params_ptr, dims, static_cast<uint64_t>(o->seed), file, k));
+    } else {
+      for (int k = 0; k < o->samples; ++k)
+        samples.push_back(interp::entry_arguments(*prog, entry, params_ptr, dims,
+                                                  static_cast<uint64_t>(o->seed) + static_cast<uint64_t>(k), inputs));
+    }
     precision::Envelope envelope = precision::calibrate(*prog, entry, dims, samples, o->bits);
     envelope.seed = static_cast<uint64_t>(o->seed);
     envelope.params_file = o->params;
     envelope.inputs_file = o->inputs;
+    envelope.samples_file = o->samples_from;
     std::cout << precision::print_envelope(envelope, o->top);
     if (!o->out.empty()) {
       io::write_file_atomically(o->out, precision::envelope_json(envelope).dump(2) + "\n");

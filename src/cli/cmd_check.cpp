@@ -109,18 +109,19 @@ int check_precision(elab::Program& prog, const std::string& file, const Precisio
   if (o.measure) {
     const std::vector<exact::ExactValue> reference = precision::exact_outputs(prog, entry, dims, samples, bits);
     const precision::Gaps gaps = precision::measure_gaps(prog, entry, dims, realization, samples, reference);
-    report.measured = precision::MeasuredGap{gaps.worst(), static_cast<int>(samples.size()), envelope.seed, bits};
-    const int held_out = o.held_out < 0 ? 4 : o.held_out;
-    if (held_out == 0) {
-      report.held_out_absent = "--held-out 0";
-    } else if (!envelope.inputs_file.empty()) {
-      report.held_out_absent = fmt::format("the envelope's one sample is the file {}", envelope.inputs_file);
+    report.measured = precision::MeasuredGap{gaps.worst(), static_cast<int>(samples.size()),
+                                             envelope.samples_file.empty() ? envelope.seed : 0, bits,
+                                             envelope.samples_file};
+    const precision::HeldOutSource source = precision::held_out_source(envelope, o.held_out < 0 ? 4 : o.held_out);
+    if (source.count == 0) {
+      report.held_out_absent = source.none;
     } else {
-      const auto fresh = precision::envelope_samples(prog, entry, envelope, envelope.samples, held_out);
+      const auto fresh = precision::envelope_samples(prog, entry, envelope, envelope.samples, source.count);
       const precision::Gaps more = precision::measure_gaps(prog, entry, dims, realization, fresh,
                                                            precision::exact_outputs(prog, entry, dims, fresh, bits));
-      report.held_out =
-          precision::MeasuredGap{more.worst(), held_out, envelope.seed + static_cast<uint64_t>(envelope.samples), bits};
+      const uint64_t first = envelope.samples_file.empty() ? envelope.seed + static_cast<uint64_t>(envelope.samples)
+                                                           : static_cast<uint64_t>(envelope.samples);
+      report.held_out = precision::MeasuredGap{more.worst(), source.count, first, bits, envelope.samples_file};
     }
   }
   std::cout << precision::print_bounds(report, o.sites);

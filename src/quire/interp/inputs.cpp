@@ -105,15 +105,13 @@ Value make_input(const elab::Program& prog, const elab::Type& type, const std::s
 
 }  // namespace
 
-std::vector<Value> entry_arguments(const elab::Program& prog, int function, const ParamMap* params,
-                                   const std::map<std::string, int64_t>& dims, uint64_t seed,
-                                   const std::optional<std::string>& inputs_path) {
+namespace {
+
+/// The arguments of `function` from `src` (its arrays, or draws from its
+/// key); every array of a file must be used.
+std::vector<Value> arguments_from(const elab::Program& prog, int function, const ParamMap* params,
+                                  const std::map<std::string, int64_t>& dims, InputSource& src) {
   const core::Function& fn = prog.functions.at(function);
-  InputSource src;
-  src.path = inputs_path;
-  src.root = runtime::key_from_seed(seed);
-  if (inputs_path)
-    for (auto& [name, t] : io::read_npz(*inputs_path)) src.entries.emplace(name, std::move(t));
   std::vector<Value> args;
   for (size_t i = 0; i < fn.args.size(); ++i) {
     const core::FnArg& a = fn.args[i];
@@ -126,8 +124,65 @@ std::vector<Value> entry_arguments(const elab::Program& prog, int function, cons
   }
   for (const auto& [name, t] : src.entries)
     if (!src.used.count(name))
-      throw io::IoError(*inputs_path, fmt::format("array `{}` matches no argument of `{}`", name, fn.name));
+      throw io::IoError(*src.path, fmt::format("array `{}` matches no argument of `{}`", name, fn.name));
   return args;
+}
+
+/// Slice k of `t` along its first axis, sharing a real tensor's elements.
+runtime::Tensor leading_slice(const runtime::Tensor& t, int64_t k) {
+  runtime::Tensor out;
+  out.kind = t.kind;
+  out.shape.assign(t.shape.begin() + 1, t.shape.end());
+  const int64_t n = runtime::element_count(out.shape);
+  const size_t from = static_cast<size_t>(k * n);
+  if (t.is_real())
+    out.reals = runtime::RealStorage::window(t.reals, from, static_cast<size_t>(n));
+  else
+    out.ints.assign(t.ints.begin() + static_cast<std::ptrdiff_t>(from),
+                    t.ints.begin() + static_cast<std::ptrdiff_t>(from + static_cast<size_t>(n)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<Value> entry_arguments(const elab::Program& prog, int function, const ParamMap* params,
+                                   const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                   const std::optional<std::string>& inputs_path) {
+  InputSource src;
+  src.path = inputs_path;
+  src.root = runtime::key_from_seed(seed);
+  if (inputs_path)
+    for (auto& [name, t] : io::read_npz(*inputs_path)) src.entries.emplace(name, std::move(t));
+  return arguments_from(prog, function, params, dims, src);
+}
+
+SampleFile SampleFile::read(const std::string& path) {
+  SampleFile file;
+  file.path = path;
+  for (auto& [name, t] : io::read_npz(path)) {
+    if (t.shape.empty())
+      throw io::IoError(path, fmt::format("array `{}` has no axes: a file of samples holds each argument's samples "
+                                          "along a first axis",
+                                          name));
+    file.count = file.arrays.empty() ? t.shape[0] : std::min(file.count, t.shape[0]);
+    file.arrays.emplace(name, std::move(t));
+  }
+  if (file.arrays.empty()) throw io::IoError(path, "it holds no array");
+  return file;
+}
+
+std::vector<Value> sample_arguments(const elab::Program& prog, int function, const ParamMap* params,
+                                    const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                    const SampleFile& file, int64_t k) {
+  if (k < 0 || k >= file.count)
+    throw io::IoError(file.path, fmt::format("sample {} asked, but it holds {} (the shortest first axis of its "
+                                             "arrays)",
+                                             k, file.count));
+  InputSource src;
+  src.path = file.path;
+  src.root = runtime::key_from_seed(seed + static_cast<uint64_t>(k));
+  for (const auto& [name, t] : file.arrays) src.entries.emplace(name, leading_slice(t, k));
+  return arguments_from(prog, function, params, dims, src);
 }
 
 void flatten_value(const Value& v, const std::string& path, std::vector<std::pair<std::string, runtime::Tensor>>& out) {

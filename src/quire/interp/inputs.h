@@ -22,6 +22,28 @@ std::vector<Value> entry_arguments(const elab::Program& prog, int function, cons
                                    const std::map<std::string, int64_t>& dims, uint64_t seed,
                                    const std::optional<std::string>& inputs_path);
 
+/// A file of samples (`calibrate --samples-from F.npz`): each array holds one
+/// argument leaf (under its path, as --inputs names it) for every sample,
+/// along its first axis; sample k is the k-th slice of each array. A host
+/// scalar's array is 1-D.
+struct SampleFile {
+  std::string path;
+  std::map<std::string, runtime::Tensor> arrays;
+  int64_t count = 0;  ///< the samples it holds: the shortest first axis
+
+  /// Reads and checks the file: io::IoError naming it for a file that is not
+  /// an .npz, holds no array, or an array of no axes.
+  static SampleFile read(const std::string& path);
+};
+
+/// The entry's arguments for sample k of `file`, as entry_arguments reads
+/// them from an .npz of one sample (the same checks of each array's shape
+/// and kind, naming the file); keys are drawn from `seed` + k. io::IoError
+/// for k outside the file's samples.
+std::vector<Value> sample_arguments(const elab::Program& prog, int function, const ParamMap* params,
+                                    const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                    const SampleFile& file, int64_t k);
+
 /// The leaves of a value under their paths (`batch.0`): tuples flatten, tensors stay.
 void flatten_value(const Value& v, const std::string& path, std::vector<std::pair<std::string, runtime::Tensor>>& out);
 

@@ -262,6 +262,42 @@ TEST(Inputs, NpzMistakesNameTheArray) {
             std::string::npos);
 }
 
+// A file of samples: every array has a first axis of samples, and sample k is
+// slice k of each (the host scalar's array is 1-D); keys come from seed + k.
+TEST(Inputs, SampleKOfAFileOfSamples) {
+  TempDir dir;
+  Program p(kEntry, {{"B", 2}});
+  std::string file = dir.file("samples.npz");
+  std::vector<double> xs(3 * 2 * 4);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>(i);
+  io::write_npz(file, {{"x", reals({3, 2, 4}, xs)},
+                       {"pair.0", ints(ElemKind::I64, {3, 2}, {1, 2, 3, 4, 5, 6})},
+                       {"pair.1", reals({3}, {0.5, 1.5, 2.5})},
+                       {"s", reals({4}, {7, 8, 9, 10})}});
+  const SampleFile samples = SampleFile::read(file);
+  EXPECT_EQ(samples.count, 3) << "the shortest first axis";
+  std::vector<Value> args = sample_arguments(p.prog(), p.index("f"), nullptr, {{"B", 2}}, 5, samples, 2);
+  ASSERT_EQ(args.size(), 4u);
+  expect_reals(args[0].tensor, {2, 4}, std::vector<double>(xs.begin() + 16, xs.end()));
+  testing::expect_ints(args[1].elements[0].tensor, ElemKind::I32, {2}, {5, 6});
+  expect_reals(args[1].elements[1].tensor, {}, {2.5});
+  EXPECT_EQ(args[2].key, runtime::derive_key(runtime::key_from_seed(7), "input:k"));
+  EXPECT_EQ(args[3].host, 9);
+  EXPECT_EQ(error_of<io::IoError>([&] { sample_arguments(p.prog(), p.index("f"), nullptr, {{"B", 2}}, 5, samples, 3); }),
+            file + ": sample 3 asked, but it holds 3 (the shortest first axis of its arrays)");
+  std::string flat = dir.file("flat.npz");
+  io::write_npz(flat, {{"s", reals({}, {1})}});
+  EXPECT_EQ(error_of<io::IoError>([&] { SampleFile::read(flat); }),
+            flat + ": array `s` has no axes: a file of samples holds each argument's samples along a first axis");
+  std::string wrong = dir.file("wrong.npz");
+  io::write_npz(wrong, {{"x", Tensor::real({3, 2, 3})}, {"pair.0", Tensor::integer(ElemKind::I32, {3, 2})},
+                        {"pair.1", Tensor::real({3})}, {"s", Tensor::real({3})}});
+  EXPECT_EQ(error_of<io::IoError>([&] {
+              sample_arguments(p.prog(), p.index("f"), nullptr, {{"B", 2}}, 0, SampleFile::read(wrong), 0);
+            }),
+            wrong + ": array `x` has shape [2, 3], the argument is ℝ[batch: B, model: 4] = shape [2, 4]");
+}
+
 TEST(Inputs, DrawnFromTheSeedWithoutAFile) {
   Program p(kEntry, {{"B", 3}});
   std::vector<Value> a = entry_arguments(p.prog(), p.index("drawn"), nullptr, {{"B", 3}}, 9, std::nullopt);

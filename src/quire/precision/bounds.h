@@ -83,8 +83,9 @@ struct SiteBound {
 struct MeasuredGap {
   double gap = 0;
   int samples = 0;
-  uint64_t first_seed = 0;  ///< the seed of the first sample's draw
+  uint64_t first_seed = 0;  ///< the seed of the first sample's draw, or its index in `file`
   int bits = 128;           ///< of the exact reference
+  std::string file;         ///< the file of samples they were taken from ("": drawn)
 };
 
 struct BoundsReport {

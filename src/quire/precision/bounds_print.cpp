@@ -35,9 +35,12 @@ std::string relative(double v, double magnitude) {
   return fmt::format("  ({} relative)", short_sci(v / magnitude));
 }
 
-std::string seeds(uint64_t first, int count) {
+std::string seeds(uint64_t first, int count, const std::string& file) {
+  const uint64_t last = first + static_cast<uint64_t>(count) - 1;
+  if (!file.empty())
+    return count == 1 ? fmt::format("sample {} of {}", first, file) : fmt::format("samples {}–{} of {}", first, last, file);
   if (count == 1) return fmt::format("seed {}", first);
-  return fmt::format("seeds {}–{}", first, first + static_cast<uint64_t>(count) - 1);
+  return fmt::format("seeds {}–{}", first, last);
 }
 
 /// Descending, NaN and +inf first.
@@ -79,7 +82,7 @@ std::string print_bounds(const BoundsReport& b, int sites) {
     out += fmt::format("  held-out                {}{}  worst of {} ({})\n", sci(b.held_out->gap),
                        relative(b.held_out->gap, b.magnitude),
                        plural(b.held_out->samples, "fresh sample", "fresh samples"),
-                       seeds(b.held_out->first_seed, b.held_out->samples));
+                       seeds(b.held_out->first_seed, b.held_out->samples, b.held_out->file));
   else if (b.measured && !b.held_out_absent.empty())
     out += fmt::format("  held-out                none: {}\n", b.held_out_absent);
   const std::string params = !b.params_file.empty() ? fmt::format("parameters from {}", b.params_file)
@@ -164,8 +167,10 @@ nlohmann::ordered_json bounds_json(const BoundsReport& b) {
     j["rss_absent"] = b.rss_absent;
   }
   auto gap = [](const MeasuredGap& g) {
-    return nlohmann::ordered_json{
+    nlohmann::ordered_json o{
         {"gap", json_number(g.gap)}, {"samples", g.samples}, {"first_seed", g.first_seed}, {"bits", g.bits}};
+    if (!g.file.empty()) o["file"] = g.file;
+    return o;
   };
   if (b.measured) j["measured"] = gap(*b.measured);
   if (b.held_out) j["held_out"] = gap(*b.held_out);

@@ -280,8 +280,8 @@ TEST(BoundsReportText, ThePrintoutAndTheJson) {
   const Realization r = realize(prog, entry, RealizeOptions{Policy::F32, false, nullptr, false}, {});
   BoundsReport b = bound_errors(prog, entry, {}, r, c.envelope, c.samples, &sens);
   b.envelope_path = "env.json";
-  b.measured = MeasuredGap{1e-8, 1, 0, 128};
-  b.held_out = MeasuredGap{2e-8, 4, 1, 128};
+  b.measured = MeasuredGap{1e-8, 1, 0, 128, ""};
+  b.held_out = MeasuredGap{2e-8, 4, 1, 128, ""};
   const std::string text = print_bounds(b, 10);
   for (const char* line :
        {"check --precision: `f` under f32\n", "  bound    componentwise  ", "  bound    normwise       ",

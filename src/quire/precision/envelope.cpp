@@ -311,7 +311,7 @@ const ParamEnvelope* Envelope::param(const std::string& path) const {
 nlohmann::ordered_json envelope_json(const Envelope& e) {
   nlohmann::ordered_json j;
   j["format"] = "quire-envelope";
-  j["version"] = 2;
+  j["version"] = 3;
   j["entry"] = e.entry;
   j["result"] = e.result;
   j["result_max_abs"] = json_number(e.result_max_abs);
@@ -320,6 +320,7 @@ nlohmann::ordered_json envelope_json(const Envelope& e) {
   j["seed"] = e.seed;
   j["params_file"] = e.params_file;
   j["inputs_file"] = e.inputs_file;
+  j["samples_file"] = e.samples_file;
   j["dims"] = nlohmann::ordered_json::object();
   for (const auto& [name, size] : e.dims) j["dims"][name] = size;
   j["unit_roundoff"] = nlohmann::ordered_json::object();
@@ -360,7 +361,7 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
   if (r.text(r.at(j, "format", "format"), "format") != "quire-envelope")
     r.fail("format", "not \"quire-envelope\": this is not an envelope from `quire calibrate`");
   const int64_t version = r.integer(r.at(j, "version", "version"), "version");
-  if (version != 1 && version != 2) r.fail("version", "only versions 1 and 2 are read");
+  if (version < 1 || version > 3) r.fail("version", "only versions 1 to 3 are read");
   Envelope e;
   e.entry = r.text(r.at(j, "entry", "entry"), "entry");
   if (version >= 2) {
@@ -369,6 +370,9 @@ Envelope envelope_from_json(const nlohmann::json& j, const std::string& path) {
     e.params_file = r.text(r.at(j, "params_file", "params_file"), "params_file");
     e.inputs_file = r.text(r.at(j, "inputs_file", "inputs_file"), "inputs_file");
   }
+  if (version >= 3) e.samples_file = r.text(r.at(j, "samples_file", "samples_file"), "samples_file");
+  if (!e.inputs_file.empty() && !e.samples_file.empty())
+    r.fail("samples_file", "an envelope's samples come from inputs_file or from samples_file, not both");
   e.bits = static_cast<int>(r.integer(r.at(j, "bits", "bits"), "bits"));
   if (e.bits < exact::kMinBits || e.bits > exact::kMaxBits)
     r.fail("bits", fmt::format("{} is outside [{}, {}]", e.bits, exact::kMinBits, exact::kMaxBits));

@@ -84,6 +84,9 @@ struct Envelope {
   uint64_t seed = 0;  ///< the seed of the samples' draws (recorded, not used by calibrate)
   std::string params_file;  ///< where the parameters came from: a file, or "" for the draw from `seed`
   std::string inputs_file;  ///< the sample's arguments, when read from an .npz (one sample)
+  /// The samples' arguments, when read from a file of samples (interp::SampleFile):
+  /// sample k is its k-th slice, and held-out samples are the slices after them.
+  std::string samples_file;
   std::map<std::string, int64_t> dims;
   /// By function in program order (Program::functions), then by value number.
   std::vector<SiteEnvelope> sites;
@@ -109,11 +112,12 @@ exact::Big rounding_error(const exact::Big& x, runtime::FloatType t);
 /// sign of x), NaN for a NaN x, 0 for ±inf.
 exact::Big signed_rounding_error(const exact::Big& x, runtime::FloatType t);
 
-/// The artifact: {"format": "quire-envelope", "version": 2, entry, result,
-/// result_max_abs, bits, samples, seed, params_file, inputs_file, dims,
+/// The artifact: {"format": "quire-envelope", "version": 3, entry, result,
+/// result_max_abs, bits, samples, seed, params_file, inputs_file, samples_file, dims,
 /// unit_roundoff, sites: [...], params: [...]}; non-finite numbers are the
 /// strings "inf", "-inf", "nan". Version 1 files (without min_abs,
-/// evaluations, params and the result) are read with those empty.
+/// evaluations, params and the result) are read with those empty, and
+/// version 2 files (without samples_file) with no file of samples.
 nlohmann::ordered_json envelope_json(const Envelope& e);
 
 /// Reads envelope_json's format back. io::IoError(`path`, "key `sites[3].max_abs`: …")

@@ -323,6 +323,25 @@ TEST(EnvelopeJson, NonFiniteValuesAndMalformedFiles) {
   j = nlohmann::json::parse(envelope_json(e).dump());
   j["format"] = "something";
   EXPECT_THROW(envelope_from_json(j), io::IoError);
+  // A file of samples is read back; with an inputs file too it is refused.
+  Envelope sampled = e;
+  sampled.samples_file = "samples.npz";
+  j = nlohmann::json::parse(envelope_json(sampled).dump());
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(envelope_from_json(j).samples_file, "samples.npz");
+  j["inputs_file"] = "in.npz";
+  try {
+    envelope_from_json(j, "env.json");
+    FAIL() << "no error";
+  } catch (const io::IoError& err) {
+    EXPECT_EQ(std::string(err.what()),
+              "env.json: key `samples_file`: an envelope's samples come from inputs_file or from samples_file, not both");
+  }
+  // A version 2 file has no samples_file.
+  j = nlohmann::json::parse(envelope_json(e).dump());
+  j["version"] = 2;
+  j.erase("samples_file");
+  EXPECT_EQ(envelope_from_json(j).samples_file, "");
 }
 
 TEST(EnvelopeJson, ValuesOutsideTheirRangeAreRefusedByKey) {

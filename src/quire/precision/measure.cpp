@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -73,6 +74,7 @@ std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& pr
   const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
   if (fn.name != e.entry)
     throw std::invalid_argument(fmt::format("the envelope is of `{}`, not of `{}`", e.entry, fn.name));
+  if (count <= 0) return {};
   std::optional<std::string> inputs;
   if (!e.inputs_file.empty()) {
     if (first != 0 || count > 1)
@@ -87,10 +89,45 @@ std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& pr
                                    : interp::load_params(e.params_file, prog, model, e.dims);
   }
   std::vector<std::vector<interp::Value>> out;
+  if (!e.samples_file.empty()) {
+    const interp::SampleFile file = interp::SampleFile::read(e.samples_file);
+    for (int k = first; k < first + count; ++k)
+      out.push_back(interp::sample_arguments(prog, entry, params ? &*params : nullptr, e.dims, e.seed, file, k));
+    return out;
+  }
   for (int k = first; k < first + count; ++k)
     out.push_back(interp::entry_arguments(prog, entry, params ? &*params : nullptr, e.dims,
                                           e.seed + static_cast<uint64_t>(k), inputs));
   return out;
+}
+
+HeldOutSource held_out_source(const Envelope& e, int wanted) {
+  HeldOutSource h;
+  if (wanted <= 0) {
+    h.none = fmt::format("--held-out {}", wanted);
+    return h;
+  }
+  if (!e.inputs_file.empty()) {
+    h.none = fmt::format("the envelope's one sample is the file {}", e.inputs_file);
+    return h;
+  }
+  const int64_t first = e.samples;
+  if (!e.samples_file.empty()) {
+    const int64_t held = interp::SampleFile::read(e.samples_file).count;
+    const int64_t left = std::max<int64_t>(held - first, 0);
+    h.count = static_cast<int>(std::min<int64_t>(left, wanted));
+    if (h.count < wanted)
+      h.short_of = fmt::format("{} holds {} samples, {} calibrated", e.samples_file, held, first);
+    if (h.count == 0)
+      h.none = fmt::format("{}: every one of its {} samples was calibrated", e.samples_file, held);
+    else
+      h.from = fmt::format("samples {}…{} of {}", first, first + h.count - 1, e.samples_file);
+    return h;
+  }
+  h.count = wanted;
+  h.from = fmt::format("seeds {}…{}", e.seed + static_cast<uint64_t>(first),
+                       e.seed + static_cast<uint64_t>(first) + static_cast<uint64_t>(wanted) - 1);
+  return h;
 }
 
 std::vector<exact::ExactValue> exact_outputs(const elab::Program& prog, int entry,

@@ -29,10 +29,24 @@
 namespace quire::precision {
 
 /// The argument lists of samples [first, first + count) of the envelope's
-/// draw (θ first for a module's function). An .npz envelope has one sample:
-/// asking for any other is std::invalid_argument.
+/// draw (θ first for a module's function), or of its file of samples (the
+/// slices first … first + count − 1; io::IoError past its end). An --inputs
+/// envelope has one sample: asking for any other is std::invalid_argument.
 std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& prog, int entry, const Envelope& e,
                                                          int first, int count);
+
+/// Where held-out samples come from and how many there are.
+struct HeldOutSource {
+  int count = 0;     ///< at most the number asked for
+  std::string from;  ///< "seeds 4…35", "samples 4…35 of F.npz"
+  std::string none;  ///< when count is 0: why ("the envelope's one sample is the file F.npz")
+  std::string short_of;  ///< when a file holds fewer than asked: "F.npz holds 10 samples, 4 calibrated"
+};
+
+/// Up to `wanted` samples after the envelope's own: fresh draws (the seeds
+/// after its samples'), or a file of samples' next slices, as many as it
+/// holds. An --inputs envelope has none.
+HeldOutSource held_out_source(const Envelope& e, int wanted);
 
 /// The exact outputs of the entry on `samples`, at `bits`: computed once,
 /// compared against many candidates.

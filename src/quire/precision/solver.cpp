@@ -504,12 +504,14 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
   const std::vector<std::vector<interp::Value>> samples = envelope_samples(prog, entry, envelope, 0, envelope.samples);
   const std::vector<exact::ExactValue> reference = exact_outputs(prog, entry, dims, samples, envelope.bits);
   std::vector<std::vector<interp::Value>> fresh;
-  if (options.held_out > 0 && !envelope.inputs_file.empty()) {
-    s.held_out_note = fmt::format("none: the envelope's one sample is the file {}", envelope.inputs_file);
-  } else if (options.held_out > 0) {
-    fresh = envelope_samples(prog, entry, envelope, envelope.samples, options.held_out);
-    for (int j = 0; j < options.held_out; ++j)
-      s.held_out_seeds.push_back(envelope.seed + static_cast<uint64_t>(envelope.samples + j));
+  if (options.held_out > 0) {
+    const HeldOutSource source = held_out_source(envelope, options.held_out);
+    s.held_out_note = source.count == 0 ? "none: " + source.none : source.short_of;
+    fresh = envelope_samples(prog, entry, envelope, envelope.samples, source.count);
+    s.held_out_file = envelope.samples_file;
+    const uint64_t first = envelope.samples_file.empty() ? envelope.seed + static_cast<uint64_t>(envelope.samples)
+                                                         : static_cast<uint64_t>(envelope.samples);
+    for (int j = 0; j < source.count; ++j) s.held_out_seeds.push_back(first + static_cast<uint64_t>(j));
   }
   const std::vector<exact::ExactValue> fresh_reference = exact_outputs(prog, entry, dims, fresh, envelope.bits);
   Gaps held_out;
@@ -651,9 +653,14 @@ std::string print_solution(const Solution& s, int sites) {
     g.per_sample = s.held_out;
     const int inside = g.inside(s.budget_absolute);
     const size_t n = s.held_out.size();
-    out += fmt::format("  held-out    {} the worst of {} fresh samples (seeds {}…{}); {} of {} inside the budget{}\n",
-                       sci(g.worst()), n, s.held_out_seeds.front(), s.held_out_seeds.back(), inside, n,
-                       static_cast<size_t>(inside) == n ? ": " + held_out_confidence(n) : "");
+    const std::string from = s.held_out_file.empty()
+                                 ? fmt::format("fresh samples (seeds {}…{})", s.held_out_seeds.front(),
+                                               s.held_out_seeds.back())
+                                 : fmt::format("samples held out ({}…{} of {})", s.held_out_seeds.front(),
+                                               s.held_out_seeds.back(), s.held_out_file);
+    out += fmt::format("  held-out    {} the worst of {} {}; {} of {} inside the budget{}{}\n", sci(g.worst()), n, from,
+                       inside, n, static_cast<size_t>(inside) == n ? ": " + held_out_confidence(n) : "",
+                       s.held_out_note.empty() ? "" : " (" + s.held_out_note + ")");
   } else if (!s.held_out_note.empty()) {
     out += fmt::format("  held-out    {}\n", s.held_out_note);
   }
@@ -748,7 +755,9 @@ nlohmann::ordered_json solution_report(const Solution& s) {
   j["widening_rounds"] = s.rounds.size();
   j["held_out"] = nlohmann::ordered_json::array();
   for (size_t k = 0; k < s.held_out.size(); ++k)
-    j["held_out"].push_back({{"seed", s.held_out_seeds[k]}, {"gap", json_number(s.held_out[k])}});
+    j["held_out"].push_back(
+        {{s.held_out_file.empty() ? "seed" : "sample", s.held_out_seeds[k]}, {"gap", json_number(s.held_out[k])}});
+  if (!s.held_out_file.empty()) j["held_out_file"] = s.held_out_file;
   j["choices"] = nlohmann::ordered_json::array();
   for (const Choice& c : s.choices) {
     nlohmann::ordered_json o;

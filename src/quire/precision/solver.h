@@ -148,8 +148,10 @@ struct Solution {
   std::vector<WideningRound> rounds;
   bool accepted = false;
   std::vector<double> held_out;  ///< per held-out sample
+  /// Each held-out sample's seed (fresh draws), or its index in held_out_file.
   std::vector<uint64_t> held_out_seeds;
-  std::string held_out_note;     ///< why there are none, when there are none
+  std::string held_out_file;     ///< the file of samples they come from ("": drawn)
+  std::string held_out_note;     ///< why there are none, or fewer than asked
   int bits = 128;
   int samples = 0;
   Assignment assignment;

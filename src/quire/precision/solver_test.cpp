@@ -19,7 +19,9 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
+#include "quire/interp/interp_testing.h"
 #include "quire/io/io_error.h"
+#include "quire/io/npy.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/precision_testing.h"
 #include "quire/realize/realization_file.h"
@@ -32,7 +34,8 @@ using quire::testing::read_text;
 using quire::testing::ScratchDir;
 
 /// A program with its entry, calibrated on `samples` samples from seed 0 as
-/// `quire calibrate` draws them, and its sensitivities.
+/// `quire calibrate` draws them (or the first of a file of samples), and its
+/// sensitivities.
 struct Analyzed {
   std::unique_ptr<elab::testing::Elaborated> e;
   int entry = -1;
@@ -40,15 +43,17 @@ struct Analyzed {
   Sensitivities sensitivities;
 
   Analyzed(std::unique_ptr<elab::testing::Elaborated> elaborated, const std::string& entry_name,
-           std::map<std::string, int64_t> dims, int samples = 1)
+           std::map<std::string, int64_t> dims, int samples = 1, const std::string& samples_file = "")
       : e(std::move(elaborated)) {
     EXPECT_TRUE(e->ok()) << e->rendered();
     entry = e->prog->find_function(entry_name);
     Envelope draw;
     draw.entry = entry_name;
     draw.dims = dims;
+    draw.samples_file = samples_file;
     const auto args = envelope_samples(*e->prog, entry, draw, 0, samples);
     envelope = calibrate(*e->prog, entry, dims, args, 128);
+    envelope.samples_file = samples_file;
     std::vector<Sensitivities> each;
     for (const auto& a : args) each.push_back(precision::sensitivities(*e->prog, entry, dims, a, 128));
     sensitivities = largest_of(each);
@@ -223,6 +228,40 @@ TEST(SolverEstimate, AnAccumulationCountsInTheEstimate) {
   double accumulations = 0;
   for (const Choice& c : s.choices) accumulations += c.accumulation_in(c.type);
   EXPECT_GT(accumulations, s.estimate / 2) << "the accumulations are most of the estimate";
+}
+
+// Calibrated on the first 4 samples of a file of 12, the solver holds out the
+// other 8 (not 32 fresh draws: a file's samples are the distribution), says
+// that the file had fewer than asked, and measures each of them.
+TEST(SolverHeldOut, AFileOfSamplesHoldsOutTheSlicesAfterTheCalibratedOnes) {
+  ScratchDir dir("solver_samples");
+  const std::string file = (dir.path / "samples.npz").string();
+  std::vector<double> xs(12 * 16);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 1 + 0.001 * static_cast<double>(i % 97);
+  io::write_npz(file, {{"x", interp::testing::reals({12, 16}, xs)}});
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[n: 16]) -> ℝ[] = sum(axis n, x * x)\n"), "f", {}, 4, file);
+  const Solution s = a.solve(1e-3);
+  ASSERT_TRUE(s.accepted);
+  EXPECT_EQ(s.held_out.size(), 8u);
+  EXPECT_EQ(s.held_out_file, file);
+  EXPECT_EQ(s.held_out_seeds, (std::vector<uint64_t>{4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(s.held_out_note, file + " holds 12 samples, 4 calibrated");
+  const std::string text = print_solution(s);
+  EXPECT_NE(text.find("the worst of 8 samples held out (4…11 of " + file + ")"), std::string::npos) << text;
+  // The held-out gaps are those of slices 4…11, measured again here.
+  RealizeOptions ro;
+  ro.assignment = &s.assignment;
+  const Realization r = realize(*a.e->prog, a.entry, ro, a.envelope.dims);
+  const auto held = envelope_samples(*a.e->prog, a.entry, a.envelope, 4, 8);
+  EXPECT_EQ(measure_gaps(*a.e->prog, a.entry, a.envelope.dims, r, held,
+                         exact_outputs(*a.e->prog, a.entry, a.envelope.dims, held, 128))
+                .per_sample,
+            s.held_out);
+  // Every sample calibrated: none left to hold out, and it says why.
+  Analyzed all(elab::testing::elaborate_text("fn f(x : ℝ[n: 16]) -> ℝ[] = sum(axis n, x * x)\n"), "f", {}, 12, file);
+  const Solution none = all.solve(1e-3);
+  EXPECT_TRUE(none.held_out.empty());
+  EXPECT_EQ(none.held_out_note, "none: " + file + ": every one of its 12 samples was calibrated");
 }
 
 TEST(SolverTutorial, TheTermsAreTheWeightedRoundingsAtMostSensitivityTimesRounding) {

@@ -6,7 +6,7 @@
 // The bounds (docs/precision.md, "Bounds and the measurement"): the error of
 // the envelope's entry under a realization (the solver's decisions with
 // --realize, else the policy, f64 by default), bounded by three rules
-// conditional on the envelope, beside the estimate rss. The entry and its
+// conditional on the envelope, beside the first-order estimate. The entry and its
 // dimensions are the envelope's. With --measure the realization also runs
 // against the exact reference on the envelope's samples and on K fresh ones
 // (default 4), and each bound is printed beside the measured gap. With --out
@@ -104,7 +104,7 @@ int check_precision(elab::Program& prog, const std::string& file, const Precisio
   }
   if (!label.empty()) report.label = label;
   report.envelope_path = o.envelope;
-  if (!sens && !sens_failed.empty()) report.rss_absent = "the sensitivities could not be computed: " + sens_failed;
+  if (!sens && !sens_failed.empty()) report.estimate_absent = "the sensitivities could not be computed: " + sens_failed;
 
   if (o.measure) {
     const std::vector<exact::ExactValue> reference = precision::exact_outputs(prog, entry, dims, samples, bits);

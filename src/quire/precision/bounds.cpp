@@ -199,7 +199,7 @@ struct Bounded {
   std::vector<Bounded> elements;
   std::shared_ptr<const std::map<std::string, Bounded>> params;  ///< relative path → leaf
   std::string path;                                              ///< a parameter leaf: its path in the entry's tree
-  double input_rounding = -1;  ///< an entry argument's rounding, not yet charged to a site (rss)
+  double input_rounding = -1;  ///< an entry argument's rounding, not yet charged to a site (the estimate)
 
   int64_t size() const { return runtime::element_count(shape); }
   bool real() const { return kind == Kind::Tensor && elem == ElemKind::Real; }
@@ -253,7 +253,10 @@ Shape broadcast(const std::vector<std::pair<const Shape*, runtime::AxisMap>>& op
 struct SiteRecord {
   SiteBound bound;
   std::set<std::string> types;
-  double rss_rounding = 0;  ///< the largest rounding of v in its type where it is rounded
+  double largest_rounding = 0;  ///< the largest rounding of v in its type where it is rounded
+  /// The (storage, accumulator) types of its evaluations that round it: the
+  /// estimate takes the largest of their terms.
+  std::set<std::pair<FloatType, FloatType>> rounded_as;
 };
 
 class BoundWalk {
@@ -286,6 +289,7 @@ class BoundWalk {
   std::vector<SiteRecord> records;
   std::map<std::string, std::set<std::string>> param_readers;  ///< path → the Field sites that read it
   std::map<std::string, double> input_roundings;               ///< entry argument site → its rounding
+  std::map<std::string, FloatType> input_types;                ///< entry argument site → the type it is rounded to
   std::set<std::string> min_abs_sites;                         ///< sites whose bound needs the envelope's min |x|
   std::set<std::string> condition_sites;                       ///< sums whose cond S came from their condition
   double worst_condition_used = 0;
@@ -442,6 +446,7 @@ class BoundWalk {
     for (size_t i = 0; i < args.size(); ++i) {
       if (depth == 0 && args[i].real() && args[i].input_rounding >= 0) {
         input_roundings[core::site_name(fn, fn.args[i].id)] = args[i].input_rounding;
+        input_types[core::site_name(fn, fn.args[i].id)] = args[i].type;
         args[i].input_rounding = -1;
       }
       env[i + 1] = std::move(args[i]);
@@ -541,10 +546,11 @@ class BoundWalk {
       if (std::isnan(b.bound[r]) || !(v.error[r] <= b.bound[r])) b.bound[r] = v.error[r];
     if (!std::isfinite(v.error[kComp]) && !b.infinite && v.cause[kComp] >= 0)
       b.infinite = causes.at(static_cast<size_t>(v.cause[kComp]));
-    // rss: the rounding of v in its realized type, where v is rounded at all.
+    // The estimate: the rounding of v in its realized type, where v is rounded at all.
     const bool carried = st && st->reason == Reason::Carried;
     double r = 0;
     if (rounded && !carried) {
+      rec.rounded_as.insert({v.type, st ? st->accumulator : v.type});
       const SiteEnvelope* e = sites_by_name_.count(site) ? sites_by_name_.at(site) : nullptr;
       const double m = e ? e->max_abs : v.max_abs;
       r = unit(v.type) * m;
@@ -552,8 +558,11 @@ class BoundWalk {
         if (auto found = e->rounding.find(runtime::float_type_name(v.type)); found != e->rounding.end())
           r = found->second;
     }
-    if (in.op == Op::TupleGet && v.input_rounding >= 0) r = std::max(r, v.input_rounding);
-    rec.rss_rounding = std::max(rec.rss_rounding, r);
+    if (in.op == Op::TupleGet && v.input_rounding >= 0) {
+      r = std::max(r, v.input_rounding);
+      rec.rounded_as.insert({v.type, v.type});
+    }
+    rec.largest_rounding = std::max(rec.largest_rounding, r);
   }
 
   Bounded step(const core::Function& fn, const core::Instr& in, const std::string& site,
@@ -699,7 +708,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       // The f64 literal against its decimal; `inf` and `nan` are exactly what they say.
       const double literal = in.attr<core::attr::Literal>().value;
       for (int r = 0; r < kBoundRules; ++r) out.error[r] = std::isfinite(literal) ? kU64 * std::fabs(literal) : 0;
-      computed = true;                               // a rounding of its decimal, for rss
+      computed = true;                               // a rounding of its decimal, for the estimate
       return out;
     }
     case Op::HostConst:
@@ -1579,34 +1588,58 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
     b.sites.push_back(rec.bound);
   }
 
-  // rss = √Σ(s·r)²: sites where they are rounded, the entry's arguments, the parameters by path.
+  // The first-order estimate, the solver's (solver.h): each value rounded,
+  // an entry argument or a parameter read in a narrower type, by its
+  // element-weighted rounding in its type, and each sum's accumulation.
   const bool scalar = fn.result.kind == elab::TypeKind::Tensor && fn.result.tensor.elem == elab::Elem::Real &&
                       fn.result.tensor.axes.empty() && !fn.result.tensor.rest;
   if (!scalar) {
-    b.rss_absent = fmt::format("`{}` does not return ℝ[], so it has no sensitivities", fn.name);
+    b.estimate_absent = fmt::format("`{}` does not return ℝ[], so it has no sensitivities", fn.name);
   } else if (!sens) {
-    b.rss_absent = "no sensitivities were given";
+    b.estimate_absent = "no sensitivities were given";
   } else {
-    std::map<std::string, double> s;
-    for (const SiteSensitivity& site : sens->sites) s[site.site] = site.l1;
-    auto sensitivity = [&](const std::string& site) { return s.count(site) ? s.at(site) : 0.0; };
-    double squares = 0;
-    auto add = [&](double term) { squares += term * term; };
-    for (const SiteRecord& rec : walk.records) add(times(sensitivity(rec.bound.site), rec.rss_rounding));
-    for (const auto& [site, rounding] : walk.input_roundings) add(times(sensitivity(site), rounding));
+    std::map<std::string, const SiteSensitivity*> by_site;
+    for (const SiteSensitivity& site : sens->sites) by_site[site.site] = &site;
+    // A value's weighted rounding in t, or s·r where the sweep gave none.
+    auto stored_term = [](const WeightedRounding& w, FloatType t, double l1, double rounding) {
+      auto it = w.find(t);
+      return it != w.end() ? it->second : times(l1, rounding);
+    };
+    double estimate = 0;
+    for (const SiteRecord& rec : walk.records) {
+      auto it = by_site.find(rec.bound.site);
+      if (it == by_site.end()) continue;  // no cotangent reaches it
+      const SiteSensitivity& s = *it->second;
+      const SiteEnvelope* env = e.site(rec.bound.site);
+      const double terms = static_cast<double>(env && env->terms ? *env->terms : 1);
+      double worst = 0;
+      for (const auto& [stored, accumulator] : rec.rounded_as) {
+        double term = stored_term(s.weighted, stored, s.l1, rec.largest_rounding);
+        if (s.accumulated != 0) term += std::sqrt(terms) * unit(accumulator) * s.accumulated;
+        worst = std::max(worst, term);
+      }
+      estimate += worst;
+    }
+    for (const auto& [site, rounding] : walk.input_roundings) {
+      auto it = by_site.find(site);
+      if (it == by_site.end()) continue;
+      estimate += stored_term(it->second->weighted, walk.input_types.at(site), it->second->l1, rounding);
+    }
     for (const auto& [path, readers] : walk.param_readers) {
       const ParamStorage* stored = r.param(path);
-      const ParamEnvelope* p = e.param(path);
       if (!stored || stored->stored == FloatType::F64) continue;  // f64 parameters enter exactly
+      const ParamEnvelope* p = e.param(path);
       double rounding = p ? p->max_abs * unit(stored->stored) : kInf;
       if (p)
         if (auto it = p->rounding.find(runtime::float_type_name(stored->stored)); it != p->rounding.end())
           rounding = it->second;
       double l1 = 0;
-      for (const std::string& site : readers) l1 += sensitivity(site);
-      add(times(l1, rounding));
+      for (const std::string& site : readers)
+        if (auto it = by_site.find(site); it != by_site.end()) l1 += it->second->l1;
+      const ParamSensitivity* ps = sens->param(path);
+      estimate += ps ? stored_term(ps->weighted, stored->stored, l1, rounding) : times(l1, rounding);
     }
-    b.rss = std::sqrt(squares);
+    b.estimate = estimate;
   }
   return b;
 }

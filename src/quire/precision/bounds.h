@@ -20,9 +20,9 @@
 //     Σ|terms| ≤ cond·|Σ terms| (never above the componentwise S), so it holds
 //     for inputs no worse conditioned than the samples.
 //
-// Beside them the estimate rss = √Σ(s_v·r_v)², s the sensitivity ‖∂L/∂v‖₁
-// and r the envelope's rounding error of v in its realized type: first order,
-// it ranks, it does not bound.
+// Beside them the first-order estimate of `quire solve` (solver.h): each
+// value rounded in its realized type, weighted element by element by ∂L/∂v,
+// and each sum's accumulation in its accumulator. It ranks, it does not bound.
 //
 // Requires: an elaborated program without errors; an envelope of `entry`
 // calibrated on `samples` at `dims`; a realization of `entry`. Keeps: the
@@ -100,8 +100,8 @@ struct BoundsReport {
   std::string params_file, inputs_file;      ///< the envelope's
   std::string envelope_path;                 ///< as the user named it (the printout's "envelope" line)
   std::array<RuleBound, kBoundRules> rules;  ///< by BoundRule
-  std::optional<double> rss;
-  std::string rss_absent;  ///< why rss is absent
+  std::optional<double> estimate;  ///< the first-order estimate
+  std::string estimate_absent;    ///< why there is none
   /// Every real instruction site the walk evaluated, in the order first evaluated.
   std::vector<SiteBound> sites;
   std::optional<MeasuredGap> measured;  ///< on the envelope's samples (filled by the caller)
@@ -122,7 +122,7 @@ Sensitivities envelope_sensitivities(elab::Program& prog, int entry, const std::
 std::vector<std::string> envelope_mismatches(const elab::Program& prog, int entry, const Envelope& e);
 
 /// The bounds of `entry` under `r`, conditional on `e`, whose samples are
-/// `samples` (envelope_samples). `sens` (nullable) gives rss; `dims` are the
+/// `samples` (envelope_samples). `sens` (nullable) gives the estimate; `dims` are the
 /// envelope's. std::invalid_argument when the walk meets a site the envelope
 /// does not describe at these dimensions.
 BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,

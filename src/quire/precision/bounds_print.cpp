@@ -68,11 +68,11 @@ std::string print_bounds(const BoundsReport& b, int sites) {
     if (rule.infinite) out += fmt::format("  from {}: {}", rule.infinite->site, rule.infinite->why);
     out += "\n";
   }
-  if (b.rss)
-    out += fmt::format("  estimate {:<14} {}{}{}\n", "rss", sci(*b.rss), relative(*b.rss, b.magnitude),
-                       against(*b.rss, b.measured));
+  if (b.estimate)
+    out += fmt::format("  estimate {:<14} {}{}{}\n", "first-order", sci(*b.estimate), relative(*b.estimate, b.magnitude),
+                       against(*b.estimate, b.measured));
   else
-    out += fmt::format("  estimate {:<14} absent: {}\n", "rss", b.rss_absent);
+    out += fmt::format("  estimate {:<14} absent: {}\n", "first-order", b.estimate_absent);
   if (b.measured)
     out += fmt::format(
         "  measured                {}{}  worst of {}, the typed interpreter against the exact reference at {} bits\n",
@@ -137,15 +137,15 @@ std::string print_bounds(const BoundsReport& b, int sites) {
       "recorded condition number where that is smaller.\n",
       k_samples);
   out +=
-      "rss: an estimate, not a bound: √Σ(s·r)², each site's sensitivity ‖∂L/∂v‖₁ times its rounding in its "
-      "realized type, to first order.\n";
+      "first-order: an estimate, not a bound, as `quire solve` makes it: each value's rounding in its realized "
+      "type weighted element by element by ∂L/∂v, and each sum's accumulation.\n";
   return out;
 }
 
 nlohmann::ordered_json bounds_json(const BoundsReport& b) {
   nlohmann::ordered_json j;
   j["format"] = "quire-bounds";
-  j["version"] = 1;
+  j["version"] = 2;
   j["entry"] = b.entry;
   j["result"] = b.result;
   j["realization"] = b.label;
@@ -160,11 +160,11 @@ nlohmann::ordered_json bounds_json(const BoundsReport& b) {
     if (rule.infinite) r["infinite"] = {{"site", rule.infinite->site}, {"why", rule.infinite->why}};
     j["rules"][bound_rule_name(static_cast<BoundRule>(k))] = std::move(r);
   }
-  if (b.rss)
-    j["rss"] = json_number(*b.rss);
+  if (b.estimate)
+    j["estimate"] = json_number(*b.estimate);
   else {
-    j["rss"] = nullptr;
-    j["rss_absent"] = b.rss_absent;
+    j["estimate"] = nullptr;
+    j["estimate_absent"] = b.estimate_absent;
   }
   auto gap = [](const MeasuredGap& g) {
     nlohmann::ordered_json o{

@@ -15,8 +15,9 @@ namespace quire::precision {
 /// sentence per rule on what it covers.
 std::string print_bounds(const BoundsReport& b, int sites = 10);
 
-/// {"format": "quire-bounds", "version": 1, entry, result, realization,
-/// magnitude, rules: {componentwise: {bound, covers, infinite?}, …}, rss,
+/// {"format": "quire-bounds", "version": 2, entry, result, realization,
+/// magnitude, rules: {componentwise: {bound, covers, infinite?}, …}, estimate
+/// (or null and estimate_absent),
 /// measured?, held_out?, sites: [...]}; non-finite numbers as "inf", "nan".
 nlohmann::ordered_json bounds_json(const BoundsReport& b);
 

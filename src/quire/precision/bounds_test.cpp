@@ -87,7 +87,7 @@ BoundsReport expect_sound(const elab::Program& prog, int entry, const std::map<s
         << what << ": " << bound_rule_name(static_cast<BoundRule>(k)) << "\n"
         << print_bounds(b, 40);
   if (sens) {
-    EXPECT_TRUE(b.rss.has_value() && std::isfinite(*b.rss)) << what << ": " << b.rss_absent;
+    EXPECT_TRUE(b.estimate.has_value() && std::isfinite(*b.estimate)) << what << ": " << b.estimate_absent;
   }
   // cond never exceeds componentwise: its S is the smaller of the two, and every rule is monotone.
   for (const SiteBound& s : b.sites) {
@@ -285,24 +285,26 @@ TEST(BoundsReportText, ThePrintoutAndTheJson) {
   const std::string text = print_bounds(b, 10);
   for (const char* line :
        {"check --precision: `f` under f32\n", "  bound    componentwise  ", "  bound    normwise       ",
-        "  bound    cond           ", "  estimate rss            ", "× the measured gap",
+        "  bound    cond           ", "  estimate first-order    ", "× the measured gap",
         "  measured                1.0000e-8", "worst of 1 sample, the typed interpreter",
         "  held-out                2.0000e-8", "worst of 4 fresh samples (seeds 1–4)",
         "  envelope    env.json: 1 sample, 2 sites, parameters drawn from seed 0", "(every site, 2 in all)",
-        "\nrss: an estimate, not a bound"})
+        "\nfirst-order: an estimate, not a bound"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   const nlohmann::ordered_json j = bounds_json(b);
   EXPECT_EQ(j["format"], "quire-bounds");
   EXPECT_EQ(j["sites"].size(), 2u);
   EXPECT_TRUE(j["rules"].contains("cond"));
   EXPECT_EQ(j["held_out"]["samples"], 4);
-  // Not a scalar: rss is absent, and says why.
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_TRUE(j.contains("estimate"));
+  // Not a scalar: the estimate is absent, and says why.
   Program q("fn g(x : ℝ[3]) -> ℝ[3] = x * 2.0\n");
   const Calibrated cq = calibrate_drawn(*q.e->prog, q.index("g"), {}, 1);
   const BoundsReport bq = bound_errors(*q.e->prog, q.index("g"), {}, realize(*q.e->prog, q.index("g"), {}, {}),
                                        cq.envelope, cq.samples, nullptr);
-  EXPECT_FALSE(bq.rss.has_value());
-  EXPECT_NE(print_bounds(bq).find("estimate rss            absent: `g` does not return ℝ[]"), std::string::npos)
+  EXPECT_FALSE(bq.estimate.has_value());
+  EXPECT_NE(print_bounds(bq).find("estimate first-order    absent: `g` does not return ℝ[]"), std::string::npos)
       << print_bounds(bq);
 }
 

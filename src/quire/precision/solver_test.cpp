@@ -22,6 +22,7 @@
 #include "quire/interp/interp_testing.h"
 #include "quire/io/io_error.h"
 #include "quire/io/npy.h"
+#include "quire/precision/bounds.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/precision_testing.h"
 #include "quire/realize/realization_file.h"
@@ -296,6 +297,23 @@ TEST(SolverTutorial, TheTermsAreTheWeightedRoundingsAtMostSensitivityTimesRoundi
   }
   EXPECT_TRUE(carried);
   EXPECT_TRUE(follows);
+}
+
+// `check --precision` estimates a realization as the solver does: on the
+// solver's own decisions the two agree to within the values the solver does
+// not decide (carried call results), here under 1 %.
+TEST(SolverTutorial, CheckEstimatesTheSolvedRealizationAsTheSolverDid) {
+  Analyzed a(tutorial(), "loss", {{"B", 4}});
+  const Solution s = a.solve(1e-3);
+  ASSERT_TRUE(s.accepted);
+  RealizeOptions ro;
+  ro.assignment = &s.assignment;
+  const Realization r = realize(*a.e->prog, a.entry, ro, a.envelope.dims);
+  const auto samples = envelope_samples(*a.e->prog, a.entry, a.envelope, 0, a.envelope.samples);
+  const BoundsReport b = bound_errors(*a.e->prog, a.entry, a.envelope.dims, r, a.envelope, samples, &a.sensitivities);
+  ASSERT_TRUE(b.estimate.has_value()) << b.estimate_absent;
+  EXPECT_NEAR(*b.estimate, s.estimate, 0.01 * s.estimate);
+  EXPECT_GE(*b.estimate, s.estimate * (1 - 1e-12)) << "check counts every rounded value, the solver its choices";
 }
 
 TEST(SolverTutorial, ABudgetBelowWhatF64AchievesIsRefused) {

@@ -152,8 +152,8 @@ TEST(PreludeNewtonSchulz, IsTheBf16IterationItsLinesStateOnEveryShape) {
                         Case{"tall_5x3", 5, 3, true}}) {
     SCOPED_TRACE(k.fn);
     const Tensor g = gaussian({k.R, k.C}, 7);
-    const std::vector<double> want =
-        k.tall ? newton_schulz_tall_loops(g.reals.to_vector(), k.R, k.C) : newton_schulz_loops(g.reals.to_vector(), k.R, k.C);
+    const std::vector<double> want = k.tall ? newton_schulz_tall_loops(g.reals.to_vector(), k.R, k.C)
+                                            : newton_schulz_loops(g.reals.to_vector(), k.R, k.C);
     expect_reals(call_under(p, k.fn, g, precision::Policy::F32), {k.R, k.C}, want);
   }
   // Leading axes are separate matrices.
@@ -245,9 +245,10 @@ TEST(PreludeNewtonSchulz, LeavesTheSingularValuesInTheQuinticsBand) {
     int R, C;
   };
   for (precision::Policy policy : {precision::Policy::F64, precision::Policy::F32}) {
-    for (const Case& k : {Case{"wide_8x32", gaussian({8, 32}, 1), 8, 32}, Case{"tall_32x8", gaussian({32, 8}, 2), 32, 8},
-                          Case{"square_16x16", square, 16, 16}, Case{"wide_1x6", gaussian({1, 6}, 5), 1, 6},
-                          Case{"stacked_3x8x12", gaussian({3, 8, 12}, 6), 8, 12}}) {
+    for (const Case& k :
+         {Case{"wide_8x32", gaussian({8, 32}, 1), 8, 32}, Case{"tall_32x8", gaussian({32, 8}, 2), 32, 8},
+          Case{"square_16x16", square, 16, 16}, Case{"wide_1x6", gaussian({1, 6}, 5), 1, 6},
+          Case{"stacked_3x8x12", gaussian({3, 8, 12}, 6), 8, 12}}) {
       SCOPED_TRACE(std::string(k.fn) + " under " + precision::policy_name(policy));
       const Tensor o = call_under(p, k.fn, k.g, policy);
       const int64_t copies = o.size() / (k.R * k.C);

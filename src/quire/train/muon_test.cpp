@@ -180,25 +180,25 @@ TEST(OptimizerMuonConfigTest, ErrorsNameTheField) {
 
 TEST(OptimizerMuonTest, MuonTakesTheMatricesAndEachStacksCopiesAdamWTheRest) {
   ParamMap params;
-  params["blocks.b"] = Tensor::real({2, 4});       // a stack of vectors
-  params["blocks.w"] = Tensor::real({2, 4, 4});    // a stack of matrices
-  params["embed.table"] = Tensor::real({10, 4});   // listed (by its module)
-  params["frozen.w"] = Tensor::real({3, 3});       // frozen: neither
-  params["head.w"] = Tensor::real({4, 2});         // listed (by its path)
-  params["kernel"] = Tensor::real({2, 3, 4});      // three axes of its own
-  params["scale"] = Tensor::real({});              // a scalar
-  params["w"] = Tensor::real({3, 5});              // a matrix
+  params["blocks.b"] = Tensor::real({2, 4});      // a stack of vectors
+  params["blocks.w"] = Tensor::real({2, 4, 4});   // a stack of matrices
+  params["embed.table"] = Tensor::real({10, 4});  // listed (by its module)
+  params["frozen.w"] = Tensor::real({3, 3});      // frozen: neither
+  params["head.w"] = Tensor::real({4, 2});        // listed (by its path)
+  params["kernel"] = Tensor::real({2, 3, 4});     // three axes of its own
+  params["scale"] = Tensor::real({});             // a scalar
+  params["w"] = Tensor::real({3, 5});             // a matrix
   OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Muon, "muon");
   c.adamw_params = {"embed", "head.w"};
   Optimizer opt(c, params, {"frozen.w"}, {{"blocks.b", 1}, {"blocks.w", 1}});
   EXPECT_EQ(opt.muon_params(), (std::vector<std::string>{"blocks.w", "w"}));
   std::vector<std::string> names;
   for (const auto& [name, t] : opt.state_tensors()) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "muon.momentum_buffer.blocks.w", "muon.momentum_buffer.w", "muon.exp_avg.blocks.b",
-                       "muon.exp_avg.embed.table", "muon.exp_avg.head.w", "muon.exp_avg.kernel", "muon.exp_avg.scale",
-                       "muon.exp_avg_sq.blocks.b", "muon.exp_avg_sq.embed.table", "muon.exp_avg_sq.head.w",
-                       "muon.exp_avg_sq.kernel", "muon.exp_avg_sq.scale"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"muon.momentum_buffer.blocks.w", "muon.momentum_buffer.w",
+                                             "muon.exp_avg.blocks.b", "muon.exp_avg.embed.table", "muon.exp_avg.head.w",
+                                             "muon.exp_avg.kernel", "muon.exp_avg.scale", "muon.exp_avg_sq.blocks.b",
+                                             "muon.exp_avg_sq.embed.table", "muon.exp_avg_sq.head.w",
+                                             "muon.exp_avg_sq.kernel", "muon.exp_avg_sq.scale"}));
   EXPECT_EQ(opt.state_json(), nlohmann::json::parse(R"({"kind": "muon", "step": 0})"));
   // `embe` is not a module path of embed.table; a frozen parameter is not trainable.
   for (const char* entry : {"embe", "frozen.w"}) {
@@ -226,7 +226,9 @@ std::vector<double> prelude_call(const std::string& fn, const std::vector<double
 }
 
 /// torch.lerp.
-double lerp(double self, double end, double w) { return w < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w); }
+double lerp(double self, double end, double w) {
+  return w < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w);
+}
 
 /// torch.optim.Muon's step on one matrix (its momentum buffer `buf`), as
 /// _single_tensor_muon writes it, with quire's rounding of the state, the
@@ -254,7 +256,8 @@ TEST(OptimizerMuonTest, UpdatesByHandEveryShapeAndAdjustment) {
   for (FloatType master : {FloatType::F64, FloatType::F32})
     for (AdjustLr adjust : {AdjustLr::Original, AdjustLr::MatchRmsAdamW, AdjustLr::SpectralUnclamped})
       for (bool nesterov : {true, false}) {
-        SCOPED_TRACE(fmt::format("{} {} nesterov {}", runtime::float_type_name(master), adjust_lr_name(adjust), nesterov));
+        SCOPED_TRACE(
+            fmt::format("{} {} nesterov {}", runtime::float_type_name(master), adjust_lr_name(adjust), nesterov));
         OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::Muon, "muon");
         c.lr = 0.02;
         c.weight_decay = 0.05;
@@ -263,7 +266,7 @@ TEST(OptimizerMuonTest, UpdatesByHandEveryShapeAndAdjustment) {
         c.schedule.kind = Schedule::Kind::Linear;
         std::mt19937_64 rng(11);
         ParamMap params;
-        params["tall"] = random_tensor({3, 2}, rng, master);   // newton_schulz_tall
+        params["tall"] = random_tensor({3, 2}, rng, master);    // newton_schulz_tall
         params["square"] = random_tensor({2, 2}, rng, master);  // newton_schulz_tall (R ≥ C)
         params["wide"] = random_tensor({2, 3}, rng, master);    // newton_schulz
         params["row"] = random_tensor({1, 4}, rng, master);     // newton_schulz
@@ -281,8 +284,8 @@ TEST(OptimizerMuonTest, UpdatesByHandEveryShapeAndAdjustment) {
           for (const auto& [path, t] : params) {
             muon_by_hand(p[path], buf[path], grads.at(path).reals.to_vector(), t.shape[0], t.shape[1], c, lr, master);
             for (size_t i = 0; i < p[path].size(); ++i)
-              ASSERT_TRUE(same_bits(t.reals[i], p[path][i])) << "update " << k << " " << path << "[" << i << "] "
-                                                             << t.reals[i] << " vs " << p[path][i];
+              ASSERT_TRUE(same_bits(t.reals[i], p[path][i]))
+                  << "update " << k << " " << path << "[" << i << "] " << t.reals[i] << " vs " << p[path][i];
           }
           for (const auto& [name, t] : opt.state_tensors())
             for (size_t i = 0; i < t.reals.size(); ++i)
@@ -329,7 +332,8 @@ TEST(OptimizerMuonTest, ItsAdamWPartIsAdamWWithTheAdamWFields) {
       adamw.step(alone, grads, master, 6);
       for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(same_bits(params["b"].reals[i], alone["b"].reals[i]));
       for (const auto& [path, t] : alone)
-        for (size_t i = 0; i < t.reals.size(); ++i) EXPECT_TRUE(same_bits(listed_params[path].reals[i], t.reals[i])) << path;
+        for (size_t i = 0; i < t.reals.size(); ++i)
+          EXPECT_TRUE(same_bits(listed_params[path].reals[i], t.reals[i])) << path;
     }
   }
 }
@@ -365,8 +369,9 @@ TEST(OptimizerMuonTest, SaveAndRestoreContinueBitForBit) {
     missing.erase(missing.begin());
     EXPECT_EQ(error_of<OptimizerError>([&] { target.restore(missing, a.state_json()); }),
               "optimizer `muon`: cannot restore its state: tensor `muon.momentum_buffer.blocks.w` is missing");
-    EXPECT_EQ(error_of<OptimizerError>(
-                  [&] { target.restore(a.state_tensors(), nlohmann::json{{"kind", "adamw"}, {"step", 3}}); }),
+    EXPECT_EQ(error_of<OptimizerError>([&] {
+                target.restore(a.state_tensors(), nlohmann::json{{"kind", "adamw"}, {"step", 3}});
+              }),
               "optimizer `muon`: cannot restore its state: the state is adamw's, not muon's");
     EXPECT_EQ(target.steps_taken(), 0);
   }
@@ -379,9 +384,9 @@ TEST(NewtonSchulzTest, EveryBackendGivesThePreludeFunctionsInterpretedBits) {
     runtime::Shape shape;  // [L, R, C]
     NewtonSchulzForm form;
   };
-  const Case cases[] = {{{1, 3, 5}, NewtonSchulzForm::Wide},  {{1, 5, 3}, NewtonSchulzForm::Tall},
-                        {{1, 4, 4}, NewtonSchulzForm::Tall},  {{1, 4, 4}, NewtonSchulzForm::Wide},
-                        {{1, 1, 6}, NewtonSchulzForm::Wide},  {{2, 3, 5}, NewtonSchulzForm::Wide},
+  const Case cases[] = {{{1, 3, 5}, NewtonSchulzForm::Wide}, {{1, 5, 3}, NewtonSchulzForm::Tall},
+                        {{1, 4, 4}, NewtonSchulzForm::Tall}, {{1, 4, 4}, NewtonSchulzForm::Wide},
+                        {{1, 1, 6}, NewtonSchulzForm::Wide}, {{2, 3, 5}, NewtonSchulzForm::Wide},
                         {{3, 6, 2}, NewtonSchulzForm::Tall}};
   NewtonSchulz interpreted({}, kernel::Backend::Interp);
   NewtonSchulz kernels({}, kernel::Backend::Kernels);

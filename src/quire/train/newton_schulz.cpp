@@ -50,8 +50,8 @@ struct NewtonSchulz::Compiled {
 
 NewtonSchulz::NewtonSchulz(NewtonSchulzSettings settings, kernel::Backend backend, int threads)
     : backend_(backend), threads_(threads < 1 ? 1 : threads) {
-  const std::string args =
-      fmt::format("{}, {}, {}, {}", literal(settings.a), literal(settings.b), literal(settings.c), literal(settings.eps));
+  const std::string args = fmt::format("{}, {}, {}, {}", literal(settings.a), literal(settings.b), literal(settings.c),
+                                       literal(settings.eps));
   source_ = fmt::format(
       "-- Muon's calls of the prelude's Newton–Schulz iteration: L matrices of R rows and C columns.\n"
       "dim L R C\n"
@@ -75,8 +75,8 @@ NewtonSchulz::~NewtonSchulz() = default;
 
 runtime::Tensor NewtonSchulz::operator()(NewtonSchulzForm form, const runtime::Tensor& g, runtime::FloatType master) {
   if (!g.is_real() || g.shape.size() != 3)
-    throw std::logic_error(fmt::format("internal: Newton–Schulz of a {} tensor, not [L, R, C]",
-                                       runtime::shape_string(g.shape)));
+    throw std::logic_error(
+        fmt::format("internal: Newton–Schulz of a {} tensor, not [L, R, C]", runtime::shape_string(g.shape)));
   const Key key{form, g.shape[0], g.shape[1], g.shape[2], master};
   std::unique_ptr<Compiled>& slot = compiled_[key];
   if (!slot) {
@@ -95,8 +95,8 @@ runtime::Tensor NewtonSchulz::operator()(NewtonSchulzForm form, const runtime::T
       request.profile = &c->profile;
       request.threads = threads_;
       c->program = std::make_unique<compile::CompiledProgram>(compile::compile(*prog_, request));
-      c->engine = std::make_unique<kernel::KernelEngine>(c->program->catalog, *c->runner,
-                                                         native::warn_native_unavailable);
+      c->engine =
+          std::make_unique<kernel::KernelEngine>(c->program->catalog, *c->runner, native::warn_native_unavailable);
       c->executor = std::make_unique<compile::Executor>(*prog_, *c->program, *c->engine);
     } else {
       c->realization = std::make_unique<precision::Realization>(precision::realize(*prog_, c->entry, realize, c->dims));

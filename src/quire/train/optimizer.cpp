@@ -531,8 +531,8 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
       case ValueRule::AdjustLrText: {
         std::optional<AdjustLr> a = parse_adjust_lr(unquote(f.value));
         if (!a)
-          throw field_error(f, fmt::format("unknown adjustment `{}` (original, match_rms_adamw, spectral_unclamped)",
-                                           f.value));
+          throw field_error(
+              f, fmt::format("unknown adjustment `{}` (original, match_rms_adamw, spectral_unclamped)", f.value));
         c.adjust_lr = *a;
         break;
       }
@@ -577,8 +577,7 @@ Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std
     const size_t n = static_cast<size_t>(tensor.size());
     // The axes of one copy: a matrix has two.
     auto copies = stacked.find(path);
-    const int64_t own_axes =
-        static_cast<int64_t>(tensor.shape.size()) - (copies == stacked.end() ? 0 : copies->second);
+    const int64_t own_axes = static_cast<int64_t>(tensor.shape.size()) - (copies == stacked.end() ? 0 : copies->second);
     ParamState s{path, tensor.shape, muon && own_axes == 2 && !listed(path), {}, {}};
     const bool adam = config_.kind == OptimizerKind::AdamW || (muon && !s.muon);
     s.first = runtime::RealStorage(adam || s.muon || config_.momentum != 0 ? n : 0);
@@ -587,9 +586,9 @@ Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std
   }
   for (const std::string& entry : config_.adamw_params)
     if (!std::ranges::any_of(states_, [&](const ParamState& s) { return names(entry, s.path); }))
-      throw OptimizerError(fmt::format("optimizer `{}`: field `adamw_params`: `{}` names no trainable parameter",
-                                       config_.name, entry),
-                           config_.adamw_params_loc);
+      throw OptimizerError(
+          fmt::format("optimizer `{}`: field `adamw_params`: `{}` names no trainable parameter", config_.name, entry),
+          config_.adamw_params_loc);
 }
 
 Optimizer::~Optimizer() = default;

@@ -117,10 +117,10 @@ struct OptimizerConfig {
   double beta2 = 0.999;  ///< AdamW
   double eps = 1e-8;     ///< AdamW's ε; Muon's Newton–Schulz eps
   double weight_decay = 1e-2;
-  double momentum = 0;    ///< SGD, Muon
-  double dampening = 0;   ///< SGD
-  bool nesterov = false;  ///< SGD (needs momentum > 0 and dampening 0), Muon
-  Schedule schedule;      ///< Muon: scales adamw_lr too
+  double momentum = 0;         ///< SGD, Muon
+  double dampening = 0;        ///< SGD
+  bool nesterov = false;       ///< SGD (needs momentum > 0 and dampening 0), Muon
+  Schedule schedule;           ///< Muon: scales adamw_lr too
   std::optional<double> clip;  ///< joint gradient-norm bound; nullopt: none
 
   // Muon: its Newton–Schulz coefficients (PyTorch's ns_coefficients = (a, b, c)).

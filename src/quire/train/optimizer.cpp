@@ -1,6 +1,9 @@
-// AdamW and SGD (optimizer.h): the optimizer block's reading, one update as a
-// single pass over (parameter, gradient, state) triples, and the state's
-// save and restore.
+// AdamW, SGD and Muon (optimizer.h): the optimizer block's reading, one
+// update as a single pass over (parameter, gradient, state) triples, and the
+// state's save and restore. Muon's orthogonalization is not here: it is the
+// prelude's newton_schulz, evaluated by quire (newton_schulz.h), so that the
+// iteration is written once, in quire, and the optimizer's bits are those of
+// `quire run` on it.
 // Requires: parameters and gradients of the shapes the optimizer was made
 // for (checked before anything changes, OptimizerError).
 // Keeps: every update's arithmetic in f64, in PyTorch's order of operations;
@@ -36,8 +39,12 @@ namespace {
 
 // ---------------------------------------------------------------- the optimizer block
 
-/// Which algorithms a field belongs to.
-enum class Applies { Both, AdamW, Sgd };
+/// Which algorithms a field belongs to: a set of bits, one per OptimizerKind.
+using Applies = unsigned;
+constexpr Applies kAdamW = 1u << static_cast<unsigned>(OptimizerKind::AdamW);
+constexpr Applies kSgd = 1u << static_cast<unsigned>(OptimizerKind::Sgd);
+constexpr Applies kMuon = 1u << static_cast<unsigned>(OptimizerKind::Muon);
+constexpr Applies kAll = kAdamW | kSgd | kMuon;
 
 /// What a field's value must be.
 enum class ValueRule {
@@ -45,8 +52,12 @@ enum class ValueRule {
   Positive,      ///< a number > 0
   UnitOpen,      ///< a number in [0, 1)
   UnitClosed,    ///< a number in [0, 1]
+  Finite,        ///< any finite number
   Boolean,       ///< true or false
   ScheduleText,  ///< constant, linear(warmup = W), cosine(warmup = W)
+  NsSteps,       ///< 5, the steps the prelude's newton_schulz writes out
+  AdjustLrText,  ///< original, match_rms_adamw, spectral_unclamped
+  ParamList,     ///< parameter or module paths, in a string, separated by spaces or commas
 };
 
 /// One settable field of an optimizer block. `number` is the config member a
@@ -62,22 +73,47 @@ struct FieldRule {
 // The ranges are PyTorch's argument checks ("Invalid beta parameter at index
 // 0", ...), plus clip > 0 (a bound of 0 would zero every gradient) and
 // dampening ≤ 1 (a larger one reverses the gradient's sign in the buffer).
+// Muon's fields are torch.optim.Muon's arguments, with its tuple
+// ns_coefficients written as ns_a, ns_b, ns_c, and its AdamW's
+// torch.optim.AdamW's, prefixed `adamw_`.
 constexpr FieldRule kFieldRules[] = {
-    {"lr", nullptr, Applies::Both, ValueRule::NonNegative, &OptimizerConfig::lr},
-    {"weight_decay", nullptr, Applies::Both, ValueRule::NonNegative, &OptimizerConfig::weight_decay},
-    {"schedule", nullptr, Applies::Both, ValueRule::ScheduleText, nullptr},
-    {"clip", nullptr, Applies::Both, ValueRule::Positive, nullptr},
-    {"beta1", "β1", Applies::AdamW, ValueRule::UnitOpen, &OptimizerConfig::beta1},
-    {"beta2", "β2", Applies::AdamW, ValueRule::UnitOpen, &OptimizerConfig::beta2},
-    {"eps", "ε", Applies::AdamW, ValueRule::NonNegative, &OptimizerConfig::eps},
-    {"momentum", nullptr, Applies::Sgd, ValueRule::NonNegative, &OptimizerConfig::momentum},
-    {"dampening", nullptr, Applies::Sgd, ValueRule::UnitClosed, &OptimizerConfig::dampening},
-    {"nesterov", nullptr, Applies::Sgd, ValueRule::Boolean, nullptr},
+    {"lr", nullptr, kAll, ValueRule::NonNegative, &OptimizerConfig::lr},
+    {"weight_decay", nullptr, kAll, ValueRule::NonNegative, &OptimizerConfig::weight_decay},
+    {"schedule", nullptr, kAll, ValueRule::ScheduleText, nullptr},
+    {"clip", nullptr, kAll, ValueRule::Positive, nullptr},
+    {"beta1", "β1", kAdamW, ValueRule::UnitOpen, &OptimizerConfig::beta1},
+    {"beta2", "β2", kAdamW, ValueRule::UnitOpen, &OptimizerConfig::beta2},
+    {"eps", "ε", kAdamW | kMuon, ValueRule::NonNegative, &OptimizerConfig::eps},
+    {"momentum", nullptr, kSgd | kMuon, ValueRule::NonNegative, &OptimizerConfig::momentum},
+    {"dampening", nullptr, kSgd, ValueRule::UnitClosed, &OptimizerConfig::dampening},
+    {"nesterov", nullptr, kSgd | kMuon, ValueRule::Boolean, nullptr},
+    {"ns_a", nullptr, kMuon, ValueRule::Finite, &OptimizerConfig::ns_a},
+    {"ns_b", nullptr, kMuon, ValueRule::Finite, &OptimizerConfig::ns_b},
+    {"ns_c", nullptr, kMuon, ValueRule::Finite, &OptimizerConfig::ns_c},
+    {"ns_steps", nullptr, kMuon, ValueRule::NsSteps, nullptr},
+    {"adjust_lr_fn", nullptr, kMuon, ValueRule::AdjustLrText, nullptr},
+    {"adamw_lr", nullptr, kMuon, ValueRule::NonNegative, &OptimizerConfig::adamw_lr},
+    {"adamw_beta1", "adamw_β1", kMuon, ValueRule::UnitOpen, &OptimizerConfig::adamw_beta1},
+    {"adamw_beta2", "adamw_β2", kMuon, ValueRule::UnitOpen, &OptimizerConfig::adamw_beta2},
+    {"adamw_eps", "adamw_ε", kMuon, ValueRule::NonNegative, &OptimizerConfig::adamw_eps},
+    {"adamw_weight_decay", nullptr, kMuon, ValueRule::NonNegative, &OptimizerConfig::adamw_weight_decay},
+    {"adamw_params", nullptr, kMuon, ValueRule::ParamList, nullptr},
 };
 
-bool applies_to(Applies a, OptimizerKind kind) {
-  return a == Applies::Both || (a == Applies::AdamW) == (kind == OptimizerKind::AdamW);
-}
+/// An argument PyTorch takes as a tuple, which elaboration does not keep,
+/// and the fields to write instead.
+struct TupleField {
+  const char* key;
+  Applies applies;
+  const char* instead;
+};
+constexpr TupleField kTupleFields[] = {
+    {"betas", kAdamW, "write `beta1 = …` and `beta2 = …`"},
+    {"ns_coefficients", kMuon, "write `ns_a = …`, `ns_b = …` and `ns_c = …`"},
+    {"adamw_betas", kMuon, "write `adamw_beta1 = …` and `adamw_beta2 = …`"},
+};
+
+bool applies_to(Applies a, OptimizerKind kind) { return (a & (1u << static_cast<unsigned>(kind))) != 0; }
 
 /// "kind, lr, weight_decay, …": the fields `kind` takes.
 std::string field_list(OptimizerKind kind) {
@@ -95,7 +131,30 @@ std::string unquote(const std::string& s) {
 std::optional<OptimizerKind> parse_kind(const std::string& name) {
   if (name == "adamw") return OptimizerKind::AdamW;
   if (name == "sgd") return OptimizerKind::Sgd;
+  if (name == "muon") return OptimizerKind::Muon;
   return std::nullopt;
+}
+
+std::optional<AdjustLr> parse_adjust_lr(const std::string& name) {
+  for (AdjustLr a : {AdjustLr::Original, AdjustLr::MatchRmsAdamW, AdjustLr::SpectralUnclamped})
+    if (name == adjust_lr_name(a)) return a;
+  return std::nullopt;
+}
+
+/// The paths of an adamw_params value: `"embed.table, head.w"` (one string
+/// literal, paths separated by commas or spaces) or a single bare path.
+std::vector<std::string> param_list(const std::string& value) {
+  std::vector<std::string> paths;
+  std::string path;
+  for (char ch : unquote(value) + " ") {
+    if (ch == ' ' || ch == ',' || ch == '\t') {
+      if (!path.empty()) paths.push_back(path);
+      path.clear();
+    } else {
+      path += ch;
+    }
+  }
+  return paths;
 }
 
 /// The number a numeric field holds, checked against its rule.
@@ -114,6 +173,9 @@ double number_of(const elab::FieldInfo& f, ValueRule rule, const auto& field_err
       break;
     case ValueRule::UnitClosed:
       if (!(x >= 0 && x <= 1)) throw field_error(f, fmt::format("must be in [0, 1], got {}", f.value));
+      break;
+    case ValueRule::Finite:
+      if (!std::isfinite(x)) throw field_error(f, fmt::format("must be a finite number, got {}", f.value));
       break;
     default:
       break;
@@ -296,15 +358,123 @@ void sgd_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double l
   }
 }
 
+/// PyTorch's _adjust_lr: the learning rate of a matrix of fan-out A and
+/// fan-in B (quire's [in, out] matrix is [B, A]).
+double adjusted_lr(double lr, AdjustLr adjust, int64_t fan_out, int64_t fan_in) {
+  const double a = static_cast<double>(fan_out);
+  const double b = static_cast<double>(fan_in);
+  double ratio = 1.0;
+  switch (adjust) {
+    case AdjustLr::Original:
+      ratio = std::sqrt(std::max(1.0, a / b));
+      break;
+    case AdjustLr::MatchRmsAdamW:
+      ratio = 0.2 * std::sqrt(std::max(a, b));
+      break;
+    case AdjustLr::SpectralUnclamped:
+      ratio = std::sqrt(a / b);
+      break;
+  }
+  return lr * ratio;
+}
+
+/// One of Muon's parameters as its update sees it: its elements (a Slot) and
+/// its copies' matrices, [L, R, C] (L = 1 for one matrix).
+struct MuonSlot {
+  Slot slot;
+  runtime::Shape matrices;
+};
+
+/// torch.optim.Muon's _single_tensor_muon on each of Muon's parameters: the
+/// momentum buffer and the update element by element, the update's
+/// orthogonalization by the prelude's functions (`ns`), then the parameter.
+void muon_pass(const std::vector<MuonSlot>& slots, const OptimizerConfig& c, double lr, double coef, bool clipped,
+               runtime::FloatType master, int threads, NewtonSchulz& ns) {
+  const double buffer_weight = 1.0 - c.momentum;  // buf.lerp_(grad, 1 - momentum)
+  const double decay = 1.0 - lr * c.weight_decay;
+  for (const MuonSlot& m : slots) {
+    const Slot& s = m.slot;
+    const size_t n = s.param->size();
+    // u, in the master's values (PyTorch's `update` is a tensor of the parameter's dtype).
+    runtime::Tensor u = runtime::Tensor::real(m.matrices);
+    double* update = u.reals.data();
+    with_state_views(
+        master,
+        [&](auto* buffer) {
+          using Buffered = std::remove_pointer_t<decltype(buffer)>;
+          with_views(s, master, [&](auto*, const auto* grad) {
+            for_parts(n, threads, [&](size_t lo, size_t hi) {
+              for (size_t i = lo; i < hi; ++i) {
+                const double g = clipped ? grad[i] * coef : grad[i];
+                const double b = runtime::round_to(master, adamw_lerp(buffer[i], g, buffer_weight));
+                buffer[i] = static_cast<Buffered>(b);
+                update[i] = runtime::round_to(master, c.nesterov ? adamw_lerp(g, b, c.momentum) : b);
+              }
+            });
+          });
+        },
+        s.first);
+    // PyTorch transposes its [C, R] matrix when C > R: quire's newton_schulz
+    // is its form for R < C, newton_schulz_tall (on the transposes) for R ≥ C.
+    const int64_t rows = m.matrices[1];
+    const int64_t cols = m.matrices[2];
+    const runtime::Tensor o = ns(rows < cols ? NewtonSchulzForm::Wide : NewtonSchulzForm::Tall, u, master);
+    const double* orthogonal = o.reals.data();
+    const double neg_lr = -adjusted_lr(lr, c.adjust_lr, cols, rows);
+    with_views(s, master, [&](auto* p, const auto*) {
+      using Held = std::remove_pointer_t<decltype(p)>;
+      for_parts(n, threads, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i)
+          p[i] = static_cast<Held>(runtime::round_to(master, p[i] * decay + neg_lr * orthogonal[i]));
+      });
+    });
+  }
+}
+
 }  // namespace
 
-const char* optimizer_kind_name(OptimizerKind kind) { return kind == OptimizerKind::AdamW ? "adamw" : "sgd"; }
+const char* optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::AdamW:
+      return "adamw";
+    case OptimizerKind::Sgd:
+      return "sgd";
+    case OptimizerKind::Muon:
+      return "muon";
+  }
+  return "?";
+}
+
+const char* adjust_lr_name(AdjustLr a) {
+  switch (a) {
+    case AdjustLr::Original:
+      return "original";
+    case AdjustLr::MatchRmsAdamW:
+      return "match_rms_adamw";
+    case AdjustLr::SpectralUnclamped:
+      return "spectral_unclamped";
+  }
+  return "?";
+}
 
 OptimizerConfig OptimizerConfig::defaults(OptimizerKind kind, std::string name) {
   OptimizerConfig c;
   c.name = std::move(name);
   c.kind = kind;
-  c.weight_decay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
+  switch (kind) {
+    case OptimizerKind::AdamW:
+      c.weight_decay = 1e-2;
+      break;
+    case OptimizerKind::Sgd:
+      c.weight_decay = 0.0;
+      break;
+    case OptimizerKind::Muon:
+      c.weight_decay = 0.1;
+      c.momentum = 0.95;
+      c.nesterov = true;
+      c.eps = 1e-7;
+      break;
+  }
   return c;
 }
 
@@ -318,10 +488,10 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
     if (f.key == "kind") kind_field = &f;
   std::optional<OptimizerKind> kind = parse_kind(kind_field ? unquote(kind_field->value) : info.name);
   if (!kind && kind_field)
-    throw field_error(*kind_field, fmt::format("unknown algorithm `{}` (adamw, sgd)", kind_field->value));
+    throw field_error(*kind_field, fmt::format("unknown algorithm `{}` (adamw, sgd, muon)", kind_field->value));
   if (!kind)
-    throw OptimizerError(fmt::format("optimizer `{}`: unknown algorithm; name the block `adamw` or `sgd`, or set "
-                                     "`kind = adamw` or `kind = sgd`",
+    throw OptimizerError(fmt::format("optimizer `{}`: unknown algorithm; name the block `adamw`, `sgd` or `muon`, or "
+                                     "set `kind = adamw`, `kind = sgd` or `kind = muon`",
                                      info.name),
                          info.loc);
 
@@ -332,8 +502,9 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
     const FieldRule* rule = nullptr;
     for (const FieldRule& r : kFieldRules)
       if (f.key == r.key || (r.greek && f.key == r.greek)) rule = &r;
-    if (f.key == "betas" && c.kind == OptimizerKind::AdamW)
-      throw field_error(f, "write `beta1 = …` and `beta2 = …` (a tuple's elements are not kept by elaboration)");
+    for (const TupleField& t : kTupleFields)
+      if (f.key == t.key && applies_to(t.applies, c.kind))
+        throw field_error(f, fmt::format("{} (a tuple's elements are not kept by elaboration)", t.instead));
     if (!rule || !applies_to(rule->applies, c.kind))
       throw field_error(
           f, fmt::format("{} has no such field (its fields: {})", optimizer_kind_name(c.kind), field_list(c.kind)));
@@ -351,6 +522,26 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
         c.schedule = *s;
         break;
       }
+      case ValueRule::NsSteps:
+        if (!f.is_number || f.number != 5)
+          throw field_error(f, fmt::format("must be 5, got `{}`: the prelude's newton_schulz writes out its five "
+                                           "steps (the language has no loops)",
+                                           f.value));
+        break;
+      case ValueRule::AdjustLrText: {
+        std::optional<AdjustLr> a = parse_adjust_lr(unquote(f.value));
+        if (!a)
+          throw field_error(
+              f, fmt::format("unknown adjustment `{}` (original, match_rms_adamw, spectral_unclamped)", f.value));
+        c.adjust_lr = *a;
+        break;
+      }
+      case ValueRule::ParamList:
+        c.adamw_params = param_list(f.value);
+        c.adamw_params_loc = f.loc;
+        if (c.adamw_params.empty())
+          throw field_error(f, "names no parameter (write `adamw_params = \"embed.table, head.w\"`)");
+        break;
       default: {
         const double x = number_of(f, rule->rule, field_error);
         if (rule->number)
@@ -360,7 +551,7 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
       }
     }
   }
-  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+  if (c.kind == OptimizerKind::Sgd && c.nesterov && (c.momentum <= 0 || c.dampening != 0))
     for (const elab::FieldInfo& f : info.fields)
       if (f.key == "nesterov") throw field_error(f, "needs momentum > 0 and dampening = 0 (as in PyTorch)");
   return c;
@@ -368,18 +559,55 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
 
 // ---------------------------------------------------------------- Optimizer
 
-Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std::set<std::string> frozen)
+Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std::set<std::string> frozen,
+                     const std::map<std::string, int>& stacked)
     : config_(std::move(config)), frozen_(std::move(frozen)) {
-  const bool has_first = config_.kind == OptimizerKind::AdamW || config_.momentum != 0;
-  const bool has_second = config_.kind == OptimizerKind::AdamW;
+  const bool muon = config_.kind == OptimizerKind::Muon;
+  // An adamw_params entry names a parameter's path or a sub-module's: `embed` names embed.table.
+  auto names = [](const std::string& entry, const std::string& path) {
+    return path == entry || path.rfind(entry + ".", 0) == 0;
+  };
+  auto listed = [&](const std::string& path) {
+    return std::ranges::any_of(config_.adamw_params, [&](const std::string& entry) { return names(entry, path); });
+  };
   for (const auto& [path, tensor] : params) {
     if (frozen_.count(path)) continue;
     if (!tensor.is_real())
       throw OptimizerError(fmt::format("optimizer `{}`: parameter `{}` is not real", config_.name, path));
     const size_t n = static_cast<size_t>(tensor.size());
-    states_.push_back(
-        {path, tensor.shape, runtime::RealStorage(has_first ? n : 0), runtime::RealStorage(has_second ? n : 0)});
+    // The axes of one copy: a matrix has two.
+    auto copies = stacked.find(path);
+    const int64_t own_axes = static_cast<int64_t>(tensor.shape.size()) - (copies == stacked.end() ? 0 : copies->second);
+    ParamState s{path, tensor.shape, muon && own_axes == 2 && !listed(path), {}, {}};
+    const bool adam = config_.kind == OptimizerKind::AdamW || (muon && !s.muon);
+    s.first = runtime::RealStorage(adam || s.muon || config_.momentum != 0 ? n : 0);
+    s.second = runtime::RealStorage(adam ? n : 0);
+    states_.push_back(std::move(s));
   }
+  for (const std::string& entry : config_.adamw_params)
+    if (!std::ranges::any_of(states_, [&](const ParamState& s) { return names(entry, s.path); }))
+      throw OptimizerError(
+          fmt::format("optimizer `{}`: field `adamw_params`: `{}` names no trainable parameter", config_.name, entry),
+          config_.adamw_params_loc);
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::set_threads(int threads) {
+  threads_ = threads < 1 ? 1 : threads;
+  newton_schulz_.reset();
+}
+
+void Optimizer::set_backend(kernel::Backend backend) {
+  backend_ = backend;
+  newton_schulz_.reset();
+}
+
+std::vector<std::string> Optimizer::muon_params() const {
+  std::vector<std::string> out;
+  for (const ParamState& s : states_)
+    if (s.muon) out.push_back(s.path);
+  return out;
 }
 
 StepReport Optimizer::step(interp::ParamMap& params, const interp::ParamMap& grads, runtime::FloatType master,
@@ -431,28 +659,72 @@ StepReport Optimizer::step(interp::ParamMap& params, const interp::ParamMap& gra
     if (report.clipped) coef = c;
   }
   report.lr = config_.schedule.lr_at(steps_, config_.lr, total_steps);
+  const int64_t k = steps_;
   const int64_t t = ++steps_;
-  if (config_.kind == OptimizerKind::AdamW)
-    adamw_pass(slots, config_, report.lr, t, coef, report.clipped, master, threads_);
-  else
-    sgd_pass(slots, config_, report.lr, t == 1, coef, report.clipped, master, threads_);
+  switch (config_.kind) {
+    case OptimizerKind::AdamW:
+      adamw_pass(slots, config_, report.lr, t, coef, report.clipped, master, threads_);
+      break;
+    case OptimizerKind::Sgd:
+      sgd_pass(slots, config_, report.lr, t == 1, coef, report.clipped, master, threads_);
+      break;
+    case OptimizerKind::Muon: {
+      // Two PyTorch optimizers stepped together: torch.optim.Muon on the
+      // matrices, torch.optim.AdamW on the rest, each under the schedule.
+      std::vector<MuonSlot> matrices;
+      std::vector<Slot> others;
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (!states_[i].muon) {
+          others.push_back(slots[i]);
+          continue;
+        }
+        const runtime::Shape& shape = states_[i].shape;
+        const int64_t r = shape[shape.size() - 2];
+        const int64_t c = shape[shape.size() - 1];
+        matrices.push_back({slots[i], {runtime::element_count(shape) / (r * c), r, c}});
+      }
+      OptimizerConfig adamw = OptimizerConfig::defaults(OptimizerKind::AdamW, config_.name);
+      adamw.beta1 = config_.adamw_beta1;
+      adamw.beta2 = config_.adamw_beta2;
+      adamw.eps = config_.adamw_eps;
+      adamw.weight_decay = config_.adamw_weight_decay;
+      const double adamw_lr = config_.schedule.lr_at(k, config_.adamw_lr, total_steps);
+      adamw_pass(others, adamw, adamw_lr, t, coef, report.clipped, master, threads_);
+      if (!newton_schulz_)
+        newton_schulz_ = std::make_unique<NewtonSchulz>(
+            NewtonSchulzSettings{config_.ns_a, config_.ns_b, config_.ns_c, config_.eps}, backend_, threads_);
+      muon_pass(matrices, config_, report.lr, coef, report.clipped, master, threads_, *newton_schulz_);
+      break;
+    }
+  }
   return report;
 }
 
-std::vector<std::string> Optimizer::state_kinds() const {
-  if (config_.kind == OptimizerKind::AdamW) return {"exp_avg", "exp_avg_sq"};
-  if (config_.momentum != 0) return {"momentum_buffer"};
+std::vector<Optimizer::StateKind> Optimizer::state_kinds() const {
+  switch (config_.kind) {
+    case OptimizerKind::AdamW:
+      return {{"exp_avg", true, false}, {"exp_avg_sq", false, false}};
+    case OptimizerKind::Sgd:
+      if (config_.momentum != 0) return {{"momentum_buffer", true, false}};
+      return {};
+    case OptimizerKind::Muon:
+      return {{"momentum_buffer", true, true}, {"exp_avg", true, false}, {"exp_avg_sq", false, false}};
+  }
   return {};
+}
+
+bool Optimizer::holds(const StateKind& k, const ParamState& s) const {
+  return config_.kind != OptimizerKind::Muon || k.muon == s.muon;
 }
 
 io::NamedTensors Optimizer::state_tensors() const {
   io::NamedTensors out;
-  const std::vector<std::string> kinds = state_kinds();
-  for (size_t k = 0; k < kinds.size(); ++k)
+  for (const StateKind& k : state_kinds())
     for (const ParamState& s : states_) {
+      if (!holds(k, s)) continue;
       runtime::Tensor t = runtime::Tensor::real(s.shape);
-      t.reals = k == 0 ? s.first : s.second;
-      out.emplace_back(fmt::format("{}.{}.{}", optimizer_kind_name(config_.kind), kinds[k], s.path), std::move(t));
+      t.reals = k.in_first ? s.first : s.second;
+      out.emplace_back(fmt::format("{}.{}.{}", optimizer_kind_name(config_.kind), k.name, s.path), std::move(t));
     }
   return out;
 }
@@ -477,17 +749,17 @@ void Optimizer::restore(const io::NamedTensors& tensors, const nlohmann::json& s
     if (!by_name.emplace(name, &t).second) throw refuse(fmt::format("tensor `{}` is given twice", name));
   // Stage the new state so that a refusal changes nothing.
   std::vector<ParamState> restored = states_;
-  const std::vector<std::string> kinds = state_kinds();
-  for (size_t k = 0; k < kinds.size(); ++k)
+  for (const StateKind& k : state_kinds())
     for (ParamState& s : restored) {
-      const std::string name = fmt::format("{}.{}.{}", kind, kinds[k], s.path);
+      if (!holds(k, s)) continue;
+      const std::string name = fmt::format("{}.{}.{}", kind, k.name, s.path);
       auto it = by_name.find(name);
       if (it == by_name.end()) throw refuse(fmt::format("tensor `{}` is missing", name));
       const runtime::Tensor& t = *it->second;
       if (!t.is_real() || t.shape != s.shape)
         throw refuse(fmt::format("tensor `{}` is {} {}, not real {}", name, runtime::elem_kind_name(t.kind),
                                  runtime::shape_string(t.shape), runtime::shape_string(s.shape)));
-      (k == 0 ? s.first : s.second) = t.reals.to_vector();
+      (k.in_first ? s.first : s.second) = t.reals.to_vector();
       by_name.erase(it);
     }
   if (!by_name.empty())

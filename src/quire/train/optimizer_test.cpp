@@ -651,10 +651,10 @@ TEST(OptimizerConfigTest, ErrorsNameTheOptimizerAndTheField) {
             "optimizer `sgd`: field `lrr`: sgd has no such field (its fields: kind, lr, weight_decay, schedule, "
             "clip, momentum, dampening, nesterov)");
   EXPECT_EQ(config_error("optimizer adam {\n  lr = 0.1\n}\n"),
-            "optimizer `adam`: unknown algorithm; name the block `adamw` or `sgd`, or set `kind = adamw` or "
-            "`kind = sgd`");
+            "optimizer `adam`: unknown algorithm; name the block `adamw`, `sgd` or `muon`, or set `kind = adamw`, "
+            "`kind = sgd` or `kind = muon`");
   EXPECT_EQ(config_error("optimizer o {\n  kind = lamb\n}\n"),
-            "optimizer `o`: field `kind`: unknown algorithm `lamb` (adamw, sgd)");
+            "optimizer `o`: field `kind`: unknown algorithm `lamb` (adamw, sgd, muon)");
   EXPECT_EQ(config_error("optimizer adamw {\n  beta1 = 1.0\n}\n"),
             "optimizer `adamw`: field `beta1`: must be in [0, 1), got 1.0");
   EXPECT_EQ(config_error("optimizer adamw {\n  lr = -0.1\n}\n"),

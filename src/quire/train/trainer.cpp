@@ -185,15 +185,19 @@ void Trainer::set_up() {
                                  it->second, run_->batch_dim, run_->batch_dim, run_->batch_size));
   dims_[run_->batch_dim] = run_->batch_size;
 
-  OptimizerConfig config;
-  try {
-    config = OptimizerConfig::from(prog_.optimizers.at(run_->optimizer));
-  } catch (const OptimizerError& e) {
+  // A bad optimizer block is the user's error, at the field to blame.
+  auto optimizer_diagnostic = [&](const OptimizerError& e) {
     Diagnostic d;
     d.code = "E0602";
     d.range = e.loc;
     d.message = e.what();
-    throw TrainError(render_diagnostic(prog_.sources, d), /*diagnostic=*/true);
+    return TrainError(render_diagnostic(prog_.sources, d), /*diagnostic=*/true);
+  };
+  OptimizerConfig config;
+  try {
+    config = OptimizerConfig::from(prog_.optimizers.at(run_->optimizer));
+  } catch (const OptimizerError& e) {
+    throw optimizer_diagnostic(e);
   }
 
   // The data, relative to the program's file, checked before anything runs.
@@ -315,8 +319,20 @@ void Trainer::set_up() {
   for (auto& [path, t] : params_)
     if (const precision::ParamStorage* p = realization_->param(path); p && t.is_real())
       for (double& x : t.reals) x = runtime::round_to(p->stored, x);
-  optimizer_ = std::make_unique<Optimizer>(config, params_, frozen);
+  // A stacked parameter's leading axes are its copies (`stack{L}`): Muon
+  // takes each copy's matrix. The declaration has the copy's own axes.
+  std::map<std::string, int> stacked;
+  const auto flat = prog_.flatten(model);
+  const auto decls = prog_.flatten_decls(model);
+  for (size_t i = 0; i < flat.size() && i < decls.size(); ++i)
+    stacked[flat[i].first] = static_cast<int>(flat[i].second.axes.size() - decls[i]->type.axes.size());
+  try {
+    optimizer_ = std::make_unique<Optimizer>(config, params_, frozen, stacked);
+  } catch (const OptimizerError& e) {
+    throw optimizer_diagnostic(e);
+  }
   optimizer_->set_threads(options_.threads);
+  optimizer_->set_backend(options_.backend);
 
   progress_ = std::make_unique<Progress>(
       out_, tty_, options_.log_every > 0 ? options_.log_every : default_log_every(loader_->total_steps()));

@@ -7,7 +7,7 @@
 //             objective.vjp(θ, batch, k, s)  an objective that takes a key: k = step_key(seed, step)
 //   check   L and ∂θ finite (see NON-FINITE below)
 //   f16:    ∂θ ← ∂θ · f32(1/s); skip the update if any element is not finite
-//   θ, state ← the optimizer's update (optimizer.h: clip, AdamW/SGD, schedule)
+//   θ, state ← the optimizer's update (optimizer.h: clip, AdamW/SGD/Muon, schedule)
 //   log     a metrics line (metrics.h) and the progress line (progress.h)
 //   every N steps (or epochs): an atomic checkpoint (checkpoint.h)
 //

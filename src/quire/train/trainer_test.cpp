@@ -556,6 +556,46 @@ TEST(Trainer, ABadOptimizerFieldIsPlacedInTheSource) {
       << message;
 }
 
+TEST(Trainer, AMuonRunResumesWithTheBitsOfARunNeverStoppedOnEveryBackend) {
+  // Muon takes w [3, 1] (newton_schulz_tall), its AdamW takes b.
+  Regression reg("", "kind = muon\n  adamw_lr = 0.01");
+  for (kernel::Backend backend : {kernel::Backend::Interp, kernel::Backend::Kernels})
+    for (const char* precision : {"f64", "f32"}) {
+      const std::string name = fmt::format("{}-{}", kernel::backend_name(backend), precision);
+      TrainOptions whole = reg.options(name + "-whole", name + "-whole.safetensors");
+      whole.backend = backend;
+      whole.precision = precision;
+      const TrainedRun r = train_file(reg.program, whole);
+      EXPECT_NE(r.output.find(", muon lr 0.05 linear(warmup = 2),"), std::string::npos) << r.output;
+      TrainOptions part = reg.options(name + "-part", name + "-part.safetensors");
+      part.backend = backend;
+      part.precision = precision;
+      part.max_steps = 7;
+      train_file(reg.program, part);
+      part.max_steps.reset();
+      part.resume = true;
+      EXPECT_EQ(train_file(reg.program, part).outcome.start_step, 7);
+      EXPECT_EQ(bytes_of(reg.dir.file(name + "-whole.safetensors")), bytes_of(reg.dir.file(name + "-part.safetensors")))
+          << name;
+      EXPECT_EQ(bytes_of(reg.dir.file(name + "-whole/ckpt/step-00000018/optimizer.safetensors")),
+                bytes_of(reg.dir.file(name + "-part/ckpt/step-00000018/optimizer.safetensors")))
+          << name;
+    }
+  for (const char* precision : {"f64", "f32"})
+    EXPECT_EQ(bytes_of(reg.dir.file(fmt::format("interp-{}-whole.safetensors", precision))),
+              bytes_of(reg.dir.file(fmt::format("kernels-{}-whole.safetensors", precision))))
+        << precision;
+}
+
+TEST(Trainer, AMuonFieldNamingNoParameterIsPlacedInTheSource) {
+  Regression reg("", "kind = muon\n  adamw_params = \"head\"");
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, reg.options("run")); });
+  EXPECT_NE(message.find("reg.qr:15:3: error[E0602]: optimizer `adamw`: field `adamw_params`: `head` names no "
+                         "trainable parameter"),
+            std::string::npos)
+      << message;
+}
+
 TEST(Trainer, AProgramWithoutATrainingRunIsRefused) {
   ScratchDir dir("trainer");
   const std::string program = dir.file("plain.qr");

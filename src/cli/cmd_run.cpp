@@ -2,7 +2,13 @@
 //   [--backend native|kernels|interp] [--threads N] [--profile P.json] [--repeat N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
-//   [--realize @realization.json]
+//   [--realize @realization.json [--strict-envelope]]
+//
+// Under --realize with the solver's ranges (a version 2 realization), every
+// value stored at a narrowed site is checked against the range its type was
+// chosen for (interp/envelope_guard.h); the first that leaves it is named
+// with its source line in a warning, or, with --strict-envelope, an error
+// (status 1, nothing written).
 //
 // Every run evaluates under a realization (f64 unless --precision says
 // otherwise); results are printed with their realized type and written in it.
@@ -20,6 +26,7 @@
 #include "quire/compile/compile.h"
 #include "quire/compile/executor.h"
 #include "quire/exact/exact_interpreter.h"
+#include "quire/interp/envelope_guard.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -28,6 +35,7 @@
 #include "quire/kernel/engine.h"
 #include "quire/native/native_runner.h"
 #include "quire/realize/realization.h"
+#include "quire/support/diagnostics.h"
 
 namespace quire::cli {
 
@@ -145,6 +153,7 @@ Handler setup_run(CLI::App& sub) {
     std::string profile;
     int repeat = 0;
     std::string realize;
+    bool strict_envelope = false;
     int bits = 128;
   };
   auto o = std::make_shared<Options>();
@@ -162,6 +171,8 @@ Handler setup_run(CLI::App& sub) {
   CLI::Option* bits = sub.add_option("--bits", o->bits, "with --precision exact: the bits of every real (default 128)");
   sub.add_option("--realize", o->realize,
                  "run under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces --precision");
+  sub.add_flag("--strict-envelope", o->strict_envelope,
+               "with --realize: a value beyond the range its narrowed type was chosen for is an error, not a warning");
   sub.add_flag("--half-intermediates", o->half_intermediates,
                "round every intermediate step of a half value to the half (reductions accumulate in it)");
   CLI::Option* product_step = add_product_step_option(sub, o->fused_products);
@@ -271,8 +282,31 @@ Handler setup_run(CLI::App& sub) {
       reference.emplace(*prog, dims, &realization);
       reference->set_remat(*interp::parse_remat(o->remat));
     }
+    // The envelope guard: the solver's ranges, checked on every call.
+    std::optional<interp::EnvelopeGuard> guard;
+    if (solved && solved->ranges) {
+      guard.emplace(solved->ranges->limits());
+      if (executor) executor->set_guard(&*guard);
+      if (reference) reference->set_guard(&*guard);
+    } else if (o->strict_envelope) {
+      throw UsageError(o->realize.empty()
+                           ? std::string("--strict-envelope: it checks a run under --realize; there is none")
+                           : fmt::format("--strict-envelope: {} records no ranges (a version 1 realization): solve "
+                                         "again to guard a run",
+                                         o->realize));
+    }
     auto call = [&] { return executor ? executor->call(args) : reference->call(entry, args); };
     interp::Value result = call();
+    if (guard && guard->first()) {
+      Diagnostic d;
+      d.severity = o->strict_envelope ? Severity::Error : Severity::Warning;
+      d.code = o->strict_envelope ? "E0801" : "W0801";
+      d.range = guard->first()->loc;
+      d.message = interp::exceeded_message(*guard->first());
+      if (guard->count() > 1) d.message += fmt::format(" ({} values left their ranges in all)", guard->count());
+      std::cerr << render_diagnostic(prog->sources, d);
+      if (o->strict_envelope) return 1;
+    }
     // Timed after the first call, so that lowering and compiling are not in it.
     std::optional<double> median_ms;
     if (o->repeat > 0) {

@@ -118,8 +118,9 @@ Handler setup_solve(CLI::App& sub) {
         std::cout << fmt::format("solve: nothing written to {}: no realization is inside the budget\n", o->out);
         return 1;
       }
+      const precision::DecisionRanges ranges = precision::decision_ranges(solution);
       io::write_file_atomically(o->out, precision::realization_file_json(solution.entry, solution.assignment,
-                                                                         precision::solution_report(solution))
+                                                                         precision::solution_report(solution), &ranges)
                                                 .dump(2) +
                                             "\n");
       std::cout << fmt::format("solve: wrote {}\n", o->out);

@@ -144,6 +144,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
       if (const auto& site = h.table->values[static_cast<size_t>(in.id)])
         interp::store_at_site(fn, in, *site, half_intermediates_, v);
     interp::check_site_value(prog_, fn, in, v, h.dims);
+    if (guard_) guard_->observe(fn, in, v);
     ++stats_.evaluated;
   };
   std::vector<const runtime::Tensor*> inputs;
@@ -165,6 +166,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
                                                  core::site_name(fn, s.value), runtime::float_type_name(v.type),
                                                  runtime::float_type_name(site->storage)));
           interp::check_site_value(prog_, fn, *at, v, h.dims);
+          if (guard_) guard_->observe(fn, *at, v);
           env[static_cast<size_t>(s.value)] = std::move(v);
           // The kernel evaluated every step of its group: the count is the backend's work.
           stats_.evaluated += s.launch_steps;

@@ -31,6 +31,7 @@
 
 #include "quire/compile/compile.h"
 #include "quire/core/kept_forward.h"
+#include "quire/interp/envelope_guard.h"
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/engine.h"
 
@@ -45,6 +46,11 @@ class Executor {
   /// it was compiled for (interp::EvalError naming the argument otherwise),
   /// then cast as its realization says.
   interp::Value call(const std::vector<interp::Value>& args);
+
+  /// Checks every value stored at a guarded site against its range
+  /// (interp/envelope_guard.h): a kernel's root and every value the host
+  /// evaluates; kept by reference, nullptr: none.
+  void set_guard(interp::EnvelopeGuard* guard) { guard_ = guard; }
 
   const interp::EvalStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
@@ -83,6 +89,7 @@ class Executor {
   std::vector<std::vector<std::vector<int>>> released_after_;
   interp::EvalStats stats_;
   int64_t stored_bytes_ = 0;
+  interp::EnvelopeGuard* guard_ = nullptr;
 };
 
 }  // namespace quire::compile

@@ -134,6 +134,42 @@ TEST_F(Cli, RunReadsArgumentsFromAnNpz) {
                 ": array `batch.0` has shape [3, 4], the argument is ℝ[batch: B, model: 4] = shape [2, 4]\n");
 }
 
+// The envelope guard: the tutorial solved at 1e-3, then run on inputs 50
+// times the envelope's: a warning names the first value beyond its range and
+// its source line, and the result is printed; --strict-envelope makes it an
+// error (status 1), and asks for a realization.
+TEST_F(Cli, RunUnderARealizationWarnsOfAValueBeyondItsRange) {
+  const std::string program = tutorial("07_train.qr").string();
+  const std::string envelope = file("env.json"), realization = file("r.json"), inputs = file("big.npz");
+  ASSERT_EQ(quire("calibrate " + program + " --entry loss --dim B=4 --out " + envelope).status, 0);
+  Outcome solved = quire("solve " + program + " --precision " + envelope + " --budget 1e-3 --out " + realization);
+  ASSERT_EQ(solved.status, 0) << solved.output;
+  Outcome inside = quire("run " + program + " --entry loss --dim B=4 --realize @" + realization + " --strict-envelope");
+  EXPECT_EQ(inside.status, 0) << inside.output;
+  EXPECT_EQ(inside.output.find("W0801"), std::string::npos) << inside.output;
+  std::vector<double> big(16);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = 50.0 * (static_cast<double>(i % 5) - 2);
+  runtime::Tensor x = runtime::Tensor::real({4, 4});
+  std::copy(big.begin(), big.end(), x.reals.data());
+  io::write_npz(inputs, {{"batch.0", x}, {"batch.1", runtime::Tensor::real({4, 4}, 1.0)}});
+  const std::string run = "run " + program + " --entry loss --dim B=4 --realize @" + realization + " --inputs " + inputs;
+  for (const char* backend : {"interp", "native"}) {
+    SCOPED_TRACE(backend);
+    Outcome warned = quire(run + " --backend " + backend);
+    EXPECT_EQ(warned.status, 0) << warned.output;
+    EXPECT_NE(warned.output.find("warning[W0801]: `"), std::string::npos) << warned.output;
+    EXPECT_NE(warned.output.find("does not cover this input"), std::string::npos) << warned.output;
+    EXPECT_NE(warned.output.find("result = "), std::string::npos) << warned.output;
+    Outcome strict = quire(run + " --backend " + backend + " --strict-envelope");
+    EXPECT_EQ(strict.status, 1) << strict.output;
+    EXPECT_NE(strict.output.find("error[E0801]: `"), std::string::npos) << strict.output;
+    EXPECT_EQ(strict.output.find("result = "), std::string::npos) << strict.output;
+  }
+  Outcome alone = quire("run " + program + " --entry loss --dim B=4 --strict-envelope");
+  EXPECT_EQ(alone.status, 1);
+  EXPECT_EQ(alone.output, "quire: error: --strict-envelope: it checks a run under --realize; there is none\n");
+}
+
 TEST_F(Cli, RunRefusesBadInvocations) {
   std::string loss = tutorial("04_loss.qr").string();
   Outcome missing = quire("run " + file("nothere.qr") + " --entry f");

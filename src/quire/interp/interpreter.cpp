@@ -152,6 +152,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
     if (watch_nonfinite_ && !first_nonfinite_)
       if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
         first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};
+    if (guard_) guard_->observe(fn, in, env[in.id]);
   };
   for (size_t k = first; k < fn.body.size(); ++k) {
     const core::Instr& in = fn.body[k];

@@ -27,6 +27,7 @@
 
 #include "quire/core/kept_forward.h"
 #include "quire/core/program.h"
+#include "quire/interp/envelope_guard.h"
 #include "quire/interp/launcher.h"
 #include "quire/interp/value.h"
 #include "quire/realize/realization.h"
@@ -125,6 +126,10 @@ class Interpreter {
   }
   const std::optional<NonFiniteSite>& first_nonfinite() const { return first_nonfinite_; }
 
+  /// Checks every value stored at a guarded site against its range
+  /// (envelope_guard.h); kept by reference, nullptr: none.
+  void set_guard(EnvelopeGuard* guard) { guard_ = guard; }
+
   /// Computes launches through `launcher` (kept by reference; nullptr: one
   /// instruction at a time with the reference kernels). An evaluation whose
   /// values are kept for a reverse sweep (--remat store), or watched for
@@ -170,6 +175,7 @@ class Interpreter {
   const precision::Realization* realization_;
   bool watch_nonfinite_ = false;
   std::optional<NonFiniteSite> first_nonfinite_;
+  EnvelopeGuard* guard_ = nullptr;
   Remat remat_ = Remat::Recompute;
   EvalStats stats_;
   int64_t stored_bytes_ = 0;  ///< bytes of forward values kept now

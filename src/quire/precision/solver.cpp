@@ -300,6 +300,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
   s.entry = entry_fn.name;
   s.budget = options.budget;
   s.relative = options.relative;
+  s.headroom = options.headroom;
   s.magnitude = envelope.result_max_abs;
   s.budget_absolute = options.relative ? options.budget * envelope.result_max_abs : options.budget;
   s.bits = envelope.bits;
@@ -735,6 +736,14 @@ std::string print_solution(const Solution& s, int sites) {
     }
   }
   return out;
+}
+
+DecisionRanges decision_ranges(const Solution& s) {
+  DecisionRanges r;
+  r.headroom = s.headroom;
+  for (const Choice& c : s.choices)
+    if (!c.param && c.type != FloatType::F64) r.sites.emplace(c.name, c.magnitude);
+  return r;
 }
 
 nlohmann::ordered_json solution_report(const Solution& s) {

@@ -52,6 +52,7 @@
 #include "quire/machine/profile.h"
 #include "quire/precision/envelope.h"
 #include "quire/realize/realization.h"
+#include "quire/realize/realization_file.h"
 #include "quire/precision/sensitivity.h"
 
 namespace quire::precision {
@@ -154,6 +155,7 @@ struct Solution {
   std::string held_out_note;     ///< why there are none, or fewer than asked
   int bits = 128;
   int samples = 0;
+  double headroom = 4;  ///< the range rule's, as solved
   Assignment assignment;
 
   double worst_measured() const;
@@ -169,6 +171,11 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
 /// terms, the moves, the values not offered, the followers (`sites` rows of
 /// each table at most; negative: all).
 std::string print_solution(const Solution& s, int sites = -1);
+
+/// The ranges the narrowed sites' types were chosen for: each site decided
+/// away from f64 with the envelope's largest |v|, and the headroom (the
+/// realization file's `ranges`, which the envelope guard checks runs against).
+DecisionRanges decision_ranges(const Solution& s);
 
 /// The report the artifact carries beside its decisions.
 nlohmann::ordered_json solution_report(const Solution& s);

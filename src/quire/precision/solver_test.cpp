@@ -19,7 +19,9 @@
 #include "quire/core/printer.h"
 #include "quire/elab/elab_testing.h"
 #include "quire/grad/vjp.h"
+#include "quire/interp/envelope_guard.h"
 #include "quire/interp/interp_testing.h"
+#include "quire/interp/interpreter.h"
 #include "quire/io/io_error.h"
 #include "quire/io/npy.h"
 #include "quire/precision/bounds.h"
@@ -500,6 +502,82 @@ TEST(RealizationFile, RoundTripsAndRejectsWhatCannotApply) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The ranges a realization records: each narrowed site's envelope magnitude
+// and the headroom, read back as written; a range of an undecided site, a
+// negative magnitude or a headroom below 1 is refused by its key; version 1
+// files have none.
+TEST(RealizationFile, TheRangesOfTheNarrowedSitesRoundTrip) {
+  Analyzed a(tutorial(), "loss", {{"B", 4}});
+  const Solution s = a.solve(1e-3, {.headroom = 3});
+  const DecisionRanges ranges = decision_ranges(s);
+  EXPECT_EQ(ranges.headroom, 3);
+  size_t narrowed = 0;
+  for (const auto& [site, type] : s.assignment.sites) narrowed += type != FloatType::F64 ? 1 : 0;
+  EXPECT_EQ(ranges.sites.size(), narrowed);
+  EXPECT_EQ(ranges.sites.at("RMSNorm.apply/%4"), a.envelope.site("RMSNorm.apply/%4")->max_abs);
+  EXPECT_EQ(ranges.limits().at("RMSNorm.apply/%4"), 3 * a.envelope.site("RMSNorm.apply/%4")->max_abs);
+  const nlohmann::json j = nlohmann::json::parse(realization_file_json("loss", s.assignment, {}, &ranges).dump());
+  const RealizationFile back = realization_file_from_json(j, "r.json");
+  ASSERT_TRUE(back.ranges.has_value());
+  EXPECT_EQ(back.ranges->headroom, 3);
+  EXPECT_EQ(back.ranges->sites, ranges.sites);
+  auto refused = [&](auto damage) {
+    nlohmann::json bad = j;
+    damage(bad);
+    try {
+      realization_file_from_json(bad, "r.json");
+      return std::string("no error");
+    } catch (const io::IoError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refused([](nlohmann::json& b) { b["ranges"]["sites"]["loss/%1"] = 1.0; }),
+            "r.json: key `ranges.sites.loss/%1`: not a site the decisions name");
+  EXPECT_EQ(refused([](nlohmann::json& b) { b["ranges"]["sites"]["RMSNorm.apply/%4"] = -1.0; }),
+            "r.json: key `ranges.sites.RMSNorm.apply/%4`: expected a finite magnitude ≥ 0");
+  EXPECT_EQ(refused([](nlohmann::json& b) { b["ranges"]["headroom"] = 0.5; }),
+            "r.json: key `ranges.headroom`: must be a finite number ≥ 1");
+  nlohmann::json old = j;
+  old["version"] = 1;
+  old.erase("ranges");
+  EXPECT_FALSE(realization_file_from_json(old, "r.json").ranges.has_value());
+}
+
+// The guard under a realization: a value within the range passes; one beyond
+// it (or a NaN) is counted, and the first is named with its site and place.
+TEST(EnvelopeGuard, AValueBeyondItsRangeIsNamedAndCounted) {
+  Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[n: 8]) -> ℝ[] =\n  let y = x * 3.0\n  sum(axis n, y * y)\n"),
+             "f", {}, 1);
+  const Solution s = a.solve(1e-2);
+  ASSERT_TRUE(s.accepted);
+  const DecisionRanges ranges = decision_ranges(s);
+  ASSERT_FALSE(ranges.sites.empty()) << print_solution(s);
+  RealizeOptions ro;
+  ro.assignment = &s.assignment;
+  const Realization r = realize(*a.e->prog, a.entry, ro, {});
+  interp::EnvelopeGuard guard(ranges.limits());
+  interp::Interpreter interp(*a.e->prog, {}, &r);
+  interp.set_guard(&guard);
+  auto call = [&](double scale) {
+    guard.reset();
+    std::vector<double> x(8);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = scale * (static_cast<double>(i) - 3.5) / 4;
+    interp.call(a.entry, {interp::Value::of(interp::testing::reals({8}, x))});
+  };
+  call(1e-3);
+  EXPECT_FALSE(guard.first().has_value());
+  call(1e6);
+  ASSERT_TRUE(guard.first().has_value());
+  EXPECT_GE(guard.count(), 1);
+  EXPECT_GT(guard.first()->magnitude, guard.first()->limit);
+  EXPECT_TRUE(ranges.sites.count(guard.first()->site)) << guard.first()->site;
+  EXPECT_GT(guard.first()->loc.length, 0u) << "placed at its source";
+  EXPECT_NE(interp::exceeded_message(*guard.first()).find("does not cover this input"), std::string::npos);
+  call(std::nan(""));
+  ASSERT_TRUE(guard.first().has_value()) << "a NaN leaves every range";
+  EXPECT_TRUE(std::isnan(guard.first()->magnitude));
 }
 
 // Training reads the decisions in the vjp: its forward copies of a decided

@@ -2,17 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "quire/core/printer.h"
 #include "quire/io/io_error.h"
 #include "quire/io/json_file.h"
 
 namespace quire::precision {
 
+std::map<std::string, double> DecisionRanges::limits() const {
+  std::map<std::string, double> out;
+  for (const auto& [site, magnitude] : sites) out.emplace(site, magnitude * headroom);
+  return out;
+}
+
 nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
-                                             nlohmann::ordered_json report) {
+                                             nlohmann::ordered_json report, const DecisionRanges* ranges) {
   nlohmann::ordered_json j;
   j["format"] = "quire-realization";
-  j["version"] = 1;
+  j["version"] = 2;
   j["entry"] = entry;
   j["policy"] = policy_name(a.policy);
   // Plain objects: their keys come sorted from the maps either way, and an
@@ -22,6 +30,11 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [path, type] : a.params) params.emplace(path, runtime::float_type_name(type));
   j["decisions"] = {{"sites", std::move(sites)}, {"params", std::move(params)}};
+  if (ranges) {
+    nlohmann::json magnitudes = nlohmann::json::object();
+    for (const auto& [site, magnitude] : ranges->sites) magnitudes.emplace(site, magnitude);
+    j["ranges"] = {{"headroom", ranges->headroom}, {"sites", std::move(magnitudes)}};
+  }
   j["report"] = std::move(report);
   return j;
 }
@@ -42,8 +55,9 @@ RealizationFile realization_file_from_json(const nlohmann::json& j, const std::s
   if (!j.is_object()) throw io::IoError(path, "the realization is not a JSON object");
   if (text_at(j, "format", "format") != "quire-realization")
     fail("format", "not \"quire-realization\": this is not a realization from `quire solve`");
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
-    fail("version", "only version 1 is read");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() < 1 ||
+      j["version"].get<int64_t>() > 2)
+    fail("version", "only versions 1 and 2 are read");
   RealizationFile out;
   out.entry = text_at(j, "entry", "entry");
   const std::string policy = text_at(j, "policy", "policy");
@@ -62,6 +76,23 @@ RealizationFile realization_file_from_json(const nlohmann::json& j, const std::s
       if (!t) fail(key, fmt::format("`{}` is not a float type (f64, f32, bf16, f16)", type.get<std::string>()));
       into[name] = *t;
     }
+  }
+  if (j["version"].get<int64_t>() >= 2 && j.contains("ranges")) {
+    const nlohmann::json& r = j["ranges"];
+    if (!r.is_object()) fail("ranges", "not an object");
+    DecisionRanges ranges;
+    if (!r.contains("headroom") || !r["headroom"].is_number()) fail("ranges.headroom", "missing, or not a number");
+    ranges.headroom = r["headroom"].get<double>();
+    if (!(ranges.headroom >= 1) || !std::isfinite(ranges.headroom)) fail("ranges.headroom", "must be a finite number ≥ 1");
+    if (!r.contains("sites") || !r["sites"].is_object()) fail("ranges.sites", "missing, or not an object");
+    for (const auto& [site, magnitude] : r["sites"].items()) {
+      const std::string key = fmt::format("ranges.sites.{}", site);
+      if (!out.assignment.sites.count(site)) fail(key, "not a site the decisions name");
+      if (!magnitude.is_number() || !(magnitude.get<double>() >= 0) || !std::isfinite(magnitude.get<double>()))
+        fail(key, "expected a finite magnitude ≥ 0");
+      ranges.sites.emplace(site, magnitude.get<double>());
+    }
+    out.ranges = std::move(ranges);
   }
   return out;
 }

@@ -4,16 +4,24 @@
 // decisions, a storage type per site and per parameter path over a base
 // policy, beside the report that explains them (docs/precision.md).
 //
-//   {"format": "quire-realization", "version": 1, "entry": "loss",
+//   {"format": "quire-realization", "version": 2, "entry": "loss",
 //    "policy": "f64",
 //    "decisions": {"sites": {"RMSNorm.apply/%3": "f32", …},
 //                  "params": {"blocks.proj.w": "bf16", …}},
+//    "ranges": {"headroom": 4, "sites": {"RMSNorm.apply/%3": 7.4948, …}},
 //    "report": {…}}          ← the solver's, read by no one but people
+//
+// `ranges` gives each narrowed site the envelope's largest |v|, on which its
+// type was chosen with the headroom (solver.h's range rule): a run under the
+// realization checks its values against |v| × headroom (the envelope guard,
+// interp/envelope_guard.h). Version 1 files have none, and no guard.
 //
 // An assignment is checked against the program before it is used
 // (check_assignment): every site must be one the entry stores, every path a
 // parameter of its tree, and no decision may break a mark of the program.
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,15 +32,27 @@
 
 namespace quire::precision {
 
+/// The ranges the decisions rest on: each narrowed site's largest |v| on
+/// the envelope's samples, and the headroom its type was checked with.
+struct DecisionRanges {
+  double headroom = 1;
+  std::map<std::string, double> sites;  ///< site → the envelope's largest |v|
+
+  /// The largest |v| a run may store at each site and stay in the range
+  /// its type was chosen for: |v| × headroom.
+  std::map<std::string, double> limits() const;
+};
+
 /// The file's decisions and the entry they were solved for.
 struct RealizationFile {
   std::string entry;
   Assignment assignment;
+  std::optional<DecisionRanges> ranges;  ///< absent in version 1 files
 };
 
-/// The artifact with `report` as its report.
+/// The artifact with `report` as its report, and `ranges` when given.
 nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
-                                             nlohmann::ordered_json report);
+                                             nlohmann::ordered_json report, const DecisionRanges* ranges = nullptr);
 
 /// Reads a realization artifact. io::IoError(path, "key `decisions.sites.X`: …")
 /// for a file that is unreadable or malformed.

@@ -61,7 +61,41 @@ QUIRE_WIDEST_VECTORS bool adds_to_zero_unchanged(const double* v, size_t n) {
   return none_flagged<double, uint64_t, changed_by_adding_to_zero<uint64_t>>(v, n);
 }
 
+/// The largest magnitude's bits over v[0, n): a float's magnitude bits order
+/// as the magnitudes do, +inf's above every finite one and a NaN's above
+/// +inf's. 16 lanes, as none_flagged.
+template <typename Elem, typename Bits>
+inline Bits largest_magnitude_bits(const Elem* v, size_t n) {
+  Bits lanes[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; ++j) {
+      const Bits m = std::bit_cast<Bits>(v[i + j]) & ~kSignBit<Bits>;
+      lanes[j] = m > lanes[j] ? m : lanes[j];
+    }
+  Bits top = 0;
+  for (; i < n; ++i) {
+    const Bits m = std::bit_cast<Bits>(v[i]) & ~kSignBit<Bits>;
+    top = m > top ? m : top;
+  }
+  for (Bits lane : lanes) top = lane > top ? lane : top;
+  return top;
+}
+
 }  // namespace
+
+QUIRE_WIDEST_VECTORS double largest_magnitude(const float* v, size_t n) {
+  const uint32_t top = largest_magnitude_bits<float, uint32_t>(v, n);
+  return top > kInfBits<uint32_t> ? std::numeric_limits<double>::quiet_NaN() : std::bit_cast<float>(top);
+}
+QUIRE_WIDEST_VECTORS double largest_magnitude(const double* v, size_t n) {
+  const uint64_t top = largest_magnitude_bits<double, uint64_t>(v, n);
+  return top > kInfBits<uint64_t> ? std::numeric_limits<double>::quiet_NaN() : std::bit_cast<double>(top);
+}
+
+double largest_magnitude(const RealStorage& x) {
+  return x.holds_narrow() ? largest_magnitude(x.narrow(), x.size()) : largest_magnitude(x.data(), x.size());
+}
 
 QUIRE_WIDEST_VECTORS bool all_finite(const float* v, size_t n) {
   return none_flagged<float, uint32_t, not_finite<uint32_t>>(v, n);

@@ -15,6 +15,12 @@ bool all_finite(const RealStorage& x);
 bool all_finite(const float* v, size_t n);
 bool all_finite(const double* v, size_t n);
 
+/// The largest |x| of the elements: +inf where one is infinite, NaN where
+/// one is a NaN, 0 for no elements. Exact: read from the bits.
+double largest_magnitude(const RealStorage& x);
+double largest_magnitude(const float* v, size_t n);
+double largest_magnitude(const double* v, size_t n);
+
 /// Whether 0.0 + x is x, bit for bit, for every element: so unless an
 /// element is -0.0 (the sum is +0.0) or a NaN (the sum is its quiet form).
 bool adds_to_zero_unchanged(const RealStorage& x);

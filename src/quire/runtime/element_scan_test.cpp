@@ -1,11 +1,14 @@
 // The element scans: every flagged value is found wherever it stands (in a
 // whole block of 16, in the tail, first, last), in the f32 view and the f64
-// one, and the values that are not flagged pass.
+// one, and the values that are not flagged pass; the largest magnitude is
+// the largest |x| wherever it stands, +inf or NaN where one is.
 #include "quire/runtime/element_scan.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -80,6 +83,39 @@ void check_scans() {
 TEST(ElementScan, EveryFlaggedValueIsFoundWhereverItStandsInTheF32View) { check_scans<float>(); }
 
 TEST(ElementScan, EveryFlaggedValueIsFoundWhereverItStandsInTheF64View) { check_scans<double>(); }
+
+template <typename T>
+void check_largest() {
+  using L = std::numeric_limits<T>;
+  for (size_t n : {0u, 1u, 15u, 16u, 17u, 40u, 1000u}) {
+    SCOPED_TRACE(n);
+    std::vector<T> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = T(i % 7) * (i % 2 ? T(-0.25) : T(0.5));  // |x| ≤ 3
+    const double clean = largest_magnitude(storage(v));
+    double want = 0;
+    for (T x : v) want = std::max(want, std::fabs(double(x)));
+    EXPECT_EQ(clean, want);
+    for (size_t at : {size_t{0}, n / 2, n - 1}) {
+      if (at >= n) continue;
+      SCOPED_TRACE(at);
+      for (T big : {T(-1e30), T(1e30), T(4)}) {
+        std::vector<T> w = v;
+        w[at] = big;
+        EXPECT_EQ(largest_magnitude(storage(w)), std::max(want, std::fabs(double(big))));
+      }
+      std::vector<T> w = v;
+      w[at] = -L::infinity();
+      EXPECT_EQ(largest_magnitude(storage(w)), std::numeric_limits<double>::infinity());
+      w[at] = -L::quiet_NaN();
+      EXPECT_TRUE(std::isnan(largest_magnitude(storage(w))));
+    }
+  }
+}
+
+TEST(ElementScan, TheLargestMagnitudeIsFoundWhereverItStandsInEitherView) {
+  check_largest<float>();
+  check_largest<double>();
+}
 
 }  // namespace
 }  // namespace quire::runtime

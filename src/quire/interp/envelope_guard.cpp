@@ -10,7 +10,7 @@
 
 namespace quire::interp {
 
-EnvelopeGuard::EnvelopeGuard(const std::map<std::string, double>& limits) {
+EnvelopeGuard::EnvelopeGuard(const std::map<std::string, double>& limits, const elab::Program* prog) : prog_(prog) {
   for (const auto& [site, limit] : limits) {
     // core::site_name: "function/%id".
     const size_t at = site.rfind("/%");
@@ -24,15 +24,26 @@ EnvelopeGuard::EnvelopeGuard(const std::map<std::string, double>& limits) {
 }
 
 void EnvelopeGuard::observe(const core::Function& fn, const core::Instr& in, const Value& v) {
-  auto f = limits_.find(fn.name);
+  const core::Function* site_fn = &fn;
+  const core::Instr* site_in = &in;
+  if (prog_ && fn.primal >= 0) {
+    // A vjp's first instructions are its primal's, one for one.
+    const core::Function& primal = prog_->functions.at(static_cast<size_t>(fn.primal));
+    const size_t k = static_cast<size_t>(&in - fn.body.data());
+    if (k >= primal.body.size()) return;  // the reverse sweep: no decision reaches it
+    site_fn = &primal;
+    site_in = &primal.body[k];
+  }
+  auto f = limits_.find(site_fn->name);
   if (f == limits_.end()) return;
-  auto it = f->second.find(in.id);
+  auto it = f->second.find(site_in->id);
   if (it == f->second.end() || v.kind != Value::Kind::Tensor || !v.tensor.is_real()) return;
   const double magnitude = runtime::largest_magnitude(v.tensor.reals);
   if (magnitude <= it->second) return;  // a NaN compares false, and is counted
   ++count_;
   if (!first_)
-    first_ = Exceeded{core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, magnitude, it->second};
+    first_ = Exceeded{core::site_name(*site_fn, site_in->id), core::op_info(site_in->op).spelling, site_in->loc,
+                      magnitude, it->second};
 }
 
 std::string exceeded_message(const EnvelopeGuard::Exceeded& e) {

@@ -25,8 +25,11 @@ namespace quire::interp {
 
 class EnvelopeGuard {
  public:
-  /// `limits`: site (core::site_name) → the largest |v| it may store.
-  explicit EnvelopeGuard(const std::map<std::string, double>& limits);
+  /// `limits`: site (core::site_name) → the largest |v| it may store. With
+  /// `prog`, a vjp's forward instructions (its first ones, its primal's one
+  /// for one) are checked as the primal's sites: a training step's values
+  /// are those of the objective's vjp.
+  explicit EnvelopeGuard(const std::map<std::string, double>& limits, const elab::Program* prog = nullptr);
 
   /// The first value that left its range since the last reset.
   struct Exceeded {
@@ -55,6 +58,7 @@ class EnvelopeGuard {
   std::unordered_map<std::string, std::unordered_map<int, double>> limits_;
   std::optional<Exceeded> first_;
   int64_t count_ = 0;
+  const elab::Program* prog_ = nullptr;
 };
 
 /// "`RMSNorm.apply/%4` (pow) stored |v| = 3.1e5, beyond 3.0e1, the envelope's

@@ -115,6 +115,7 @@ ordered_json to_json(const StepRecord& r) {
   j["elapsed_s"] = real_json(r.elapsed_s);
   j["eta_s"] = real_json(r.eta_s);
   if (r.held_out_loss) j["held_out_loss"] = real_json(*r.held_out_loss);
+  if (r.envelope_exceeded) j["envelope_exceeded"] = *r.envelope_exceeded;
   return j;
 }
 
@@ -135,6 +136,7 @@ StepRecord step_record_from_json(const json& j) {
   r.elapsed_s = real_field(j, "elapsed_s");
   r.eta_s = real_field(j, "eta_s");
   if (auto it = j.find("held_out_loss"); it != j.end()) r.held_out_loss = real_value(*it, "held_out_loss");
+  if (j.contains("envelope_exceeded")) r.envelope_exceeded = integer_field(j, "envelope_exceeded");
   return r;
 }
 

@@ -41,11 +41,14 @@ struct StepRecord {
   /// The run's `evaluate` function's mean over the held-out batches after
   /// this step's update, on the steps it ran (every N and the last).
   std::optional<double> held_out_loss;
+  /// Under a realization with ranges: the values this step stored beyond the
+  /// range their narrowed type was chosen for (interp/envelope_guard.h).
+  std::optional<int64_t> envelope_exceeded;
 };
 
 /// The record as a JSON object, keys in the field order of StepRecord;
 /// non-finite doubles as "nan", "inf" or "-inf"; no "loss_scale" (or
-/// "held_out_loss") key when the record has none.
+/// "held_out_loss", "envelope_exceeded") key when the record has none.
 nlohmann::ordered_json to_json(const StepRecord& r);
 
 /// The inverse of to_json. Keys it does not know are ignored (a newer quire

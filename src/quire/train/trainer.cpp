@@ -15,6 +15,7 @@
 #include "quire/compile/compile.h"
 #include "quire/compile/executor.h"
 #include "quire/grad/vjp.h"
+#include "quire/interp/envelope_guard.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/native/native_runner.h"
@@ -132,6 +133,10 @@ class Trainer {
   std::unique_ptr<compile::CompiledProgram> compiled_;  ///< the step, compiled once (null under --backend interp)
   std::unique_ptr<kernel::KernelEngine> engine_;
   std::unique_ptr<compile::Executor> executor_;  ///< runs the compiled step at every step
+  /// Under a realization with ranges: each step's narrowed values checked
+  /// against them (interp/envelope_guard.h), counted in the metrics.
+  std::unique_ptr<interp::EnvelopeGuard> guard_;
+  bool guard_warned_ = false;  ///< the first step beyond a range is said once on stderr
   machine::Profile profile_;  ///< the layouts' plan reads it (kept for the engine's lifetime)
   FloatType master_ = FloatType::F64;
   io::StoreTypes param_types_;
@@ -300,6 +305,11 @@ void Trainer::set_up() {
   }
   interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_);
   interp_->set_remat(options_.remat);
+  if (options_.realization && options_.realization->ranges) {
+    guard_ = std::make_unique<interp::EnvelopeGuard>(options_.realization->ranges->limits(), &prog_);
+    if (executor_) executor_->set_guard(guard_.get());
+    interp_->set_guard(guard_.get());
+  }
   // A failed step is walked again by the reference interpreter on the
   // engine, each launch alone, so that every value exists to be checked.
   if (engine_) interp_->set_launcher(engine_.get());
@@ -476,6 +486,7 @@ void Trainer::step() {
   if (keyed_) args.push_back(Value::of_key(step_key(options_.seed, step_)));
   args.push_back(Value::of(runtime::Tensor::scalar(seed)));
   Value result;
+  if (guard_) guard_->reset();
   if (executor_) {
     executor_->reset_stats();
     result = executor_->call(args);
@@ -490,6 +501,20 @@ void Trainer::step() {
 
   StepRecord record;
   record.step = step_ + 1;
+  if (guard_) {
+    record.envelope_exceeded = guard_->count();
+    if (guard_->first() && !guard_warned_) {
+      guard_warned_ = true;
+      Diagnostic d;
+      d.severity = Severity::Warning;
+      d.code = "W0801";
+      d.range = guard_->first()->loc;
+      d.message = fmt::format("step {}: {} ({} values left their ranges in this step; each step's count is "
+                              "`envelope_exceeded` in the metrics)",
+                              record.step, interp::exceeded_message(*guard_->first()), guard_->count());
+      std::cerr << render_diagnostic(prog_.sources, d);
+    }
+  }
   record.total_steps = loader_->total_steps();
   record.epoch = at.epoch;
   record.epochs = loader_->options().epochs;

@@ -537,6 +537,44 @@ TEST(Trainer, ASolvedRealizationTrainsAndResumes) {
             "--realize r.json: 1 of its decisions cannot apply:\n  parameter `nope` is not in `loss`'s parameter tree");
 }
 
+// Under a realization with ranges, each step counts the values it stored
+// beyond them (`envelope_exceeded` in the metrics), and the first such step
+// is said once on stderr with its source line; without ranges there is no
+// count.
+TEST(Trainer, UnderRangesEachStepCountsTheValuesBeyondThem) {
+  Regression reg;
+  auto prog = load(reg.program);
+  const core::Function& fn = prog->functions.at(static_cast<size_t>(prog->find_function("loss")));
+  precision::RealizationFile solved;
+  solved.entry = "loss";
+  std::string sub;
+  for (const core::Instr& in : fn.body)
+    if (in.op == core::Op::Sub) sub = core::site_name(fn, in.id);
+  solved.assignment.sites[sub] = FloatType::BF16;
+  auto steps_under = [&](const char* run, std::optional<double> magnitude, std::string& err) {
+    TrainOptions o = reg.options(run);
+    o.realization = solved;
+    if (magnitude) o.realization->ranges = precision::DecisionRanges{1, {{sub, *magnitude}}};
+    ::testing::internal::CaptureStderr();
+    train_file(reg.program, o);
+    err = ::testing::internal::GetCapturedStderr();
+    return read_metrics(reg.dir.file(std::string(run) + "/metrics.jsonl"));
+  };
+  std::string err;
+  const std::vector<StepRecord> tight = steps_under("tight", 1e-12, err);
+  ASSERT_FALSE(tight.empty());
+  for (const StepRecord& r : tight) {
+    ASSERT_TRUE(r.envelope_exceeded.has_value()) << r.step;
+    EXPECT_GE(*r.envelope_exceeded, 1) << r.step;
+  }
+  EXPECT_NE(err.find("warning[W0801]: step 1: `" + sub + "` (sub) stored |v| = "), std::string::npos) << err;
+  EXPECT_EQ(err.find("W0801", err.find("W0801") + 1), std::string::npos) << "said once: " << err;
+  const std::vector<StepRecord> loose = steps_under("loose", 1e300, err);
+  for (const StepRecord& r : loose) EXPECT_EQ(r.envelope_exceeded, std::optional<int64_t>(0)) << r.step;
+  EXPECT_EQ(err.find("W0801"), std::string::npos) << err;
+  for (const StepRecord& r : steps_under("none", std::nullopt, err)) EXPECT_FALSE(r.envelope_exceeded.has_value());
+}
+
 TEST(Trainer, AFreshRunDoesNotMixWithAnEarlierRunsCheckpoints) {
   Regression reg;
   TrainOptions o = reg.options("run");

@@ -12,10 +12,14 @@
 // draw them), read from --inputs, which is one sample, or taken from
 // --samples-from, a file of samples (interp::SampleFile): sample k is the
 // k-th slice of each of its arrays, and the slices after the K calibrated are
-// what `solve` and `check --measure` hold out.
+// what `solve` and `check --measure` hold out. `--samples-from run` takes the
+// training run's own batches (its data stream, in its order): the first
+// K + 32 are written beside the envelope as such a file (ENVELOPE.samples.npz)
+// and used as one.
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -24,9 +28,48 @@
 #include "quire/interp/inputs.h"
 #include "quire/interp/params.h"
 #include "quire/io/atomic_file.h"
+#include "quire/io/npy.h"
 #include "quire/precision/envelope.h"
+#include "quire/train/data.h"
 
 namespace quire::cli {
+
+namespace {
+
+/// How many of the run's batches past the calibrated ones are written for
+/// `solve` and `check` to hold out (solve's default --held-out).
+constexpr int64_t kRunHeldOut = 32;
+
+/// `--samples-from run`: the first `samples` + kRunHeldOut batches of the
+/// training run of `prog` written as a file of samples beside `out`; its path.
+std::string write_run_batches(const elab::Program& prog, const std::string& file, int entry, const std::string& out,
+                              int samples, std::map<std::string, int64_t>& dims) {
+  const elab::TrainingInfo* run = prog.training();
+  if (!run) throw UsageError(fmt::format("--samples-from run: {} has no `training run` block", file));
+  if (run->objective != entry)
+    throw UsageError(fmt::format("--samples-from run: the run's batches are arguments of its objective `{}`, not of `{}`",
+                                 prog.functions[static_cast<size_t>(run->objective)].name,
+                                 prog.functions[static_cast<size_t>(entry)].name));
+  if (out.empty() || out == "-")
+    throw UsageError("--samples-from run: the batches are written beside the envelope: give --out FILE");
+  if (auto it = dims.find(run->batch_dim); it != dims.end() && it->second != run->batch_size)
+    throw UsageError(fmt::format("--dim {}={}: the training run binds {} with `batch({} = {})`", run->batch_dim,
+                                 it->second, run->batch_dim, run->batch_dim, run->batch_size));
+  dims[run->batch_dim] = run->batch_size;
+  const std::string data = (std::filesystem::path(prog.files[prog.main_file].path).parent_path() / run->data.front().path)
+                               .lexically_normal()
+                               .string();
+  const auto arrays = train::run_batches_as_samples(prog, data, dims, samples + kRunHeldOut);
+  const int64_t batches = arrays.empty() ? 0 : arrays.front().second.shape.front();
+  if (batches < samples)
+    throw UsageError(fmt::format("--samples {}: the run takes {} batches of {}", samples, batches, data));
+  const std::string path = std::filesystem::path(out).replace_extension(".samples.npz").string();
+  io::write_npz(path, arrays);
+  std::cout << fmt::format("calibrate: the run's first {} batches (of {}) written to {}\n", batches, data, path);
+  return path;
+}
+
+}  // namespace
 
 Handler setup_calibrate(CLI::App& sub) {
   struct Options {
@@ -54,7 +97,8 @@ Handler setup_calibrate(CLI::App& sub) {
   sub.add_option("--inputs", o->inputs, "read the arguments from an .npz, each under its path (one sample)");
   sub.add_option("--samples-from", o->samples_from,
                  "take the samples from an .npz holding each argument's samples along a first axis: sample k is "
-                 "slice k, and the slices after the --samples calibrated are held out by solve and check");
+                 "slice k, and the slices after the --samples calibrated are held out by solve and check; `run`: "
+                 "the training run's batches (the first K + 32, written beside --out)");
   add_output_option(sub, "--out", o->out, "write the envelope as JSON (atomically); without it nothing is written");
   sub.add_option("--top", o->top, "rows per printed table (default 10)")->check(CLI::NonNegativeNumber);
   return [o]() {
@@ -69,7 +113,8 @@ Handler setup_calibrate(CLI::App& sub) {
     auto npz = [](const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0; };
     if (!o->inputs.empty() && !npz(o->inputs))
       throw UsageError(fmt::format("--inputs {}: inputs are read from an .npz", o->inputs));
-    if (!o->samples_from.empty() && !npz(o->samples_from))
+    const bool from_run = o->samples_from == "run";
+    if (!o->samples_from.empty() && !from_run && !npz(o->samples_from))
       throw UsageError(fmt::format("--samples-from {}: samples are read from an .npz", o->samples_from));
     if (!o->samples_from.empty() && !o->inputs.empty())
       throw UsageError(fmt::format("--inputs {} and --samples-from {}: the samples come from one or the other",
@@ -78,6 +123,7 @@ Handler setup_calibrate(CLI::App& sub) {
     if (!prog) return 1;
     auto dims = parse_dims(o->dims, *prog);
     const int entry = find_entry(*prog, o->entry);
+    if (from_run) o->samples_from = write_run_batches(*prog, o->file, entry, o->out, o->samples, dims);
     const core::Function& fn = prog->functions[static_cast<size_t>(entry)];
     std::optional<interp::ParamMap> params = entry_params(*prog, fn, o->params, static_cast<uint64_t>(o->seed), dims);
     const interp::ParamMap* params_ptr = params ? &*params : nullptr;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include "quire/io/npy.h"
 #include "quire/support/cli_testing.h"
@@ -168,6 +170,47 @@ TEST_F(Cli, RunUnderARealizationWarnsOfAValueBeyondItsRange) {
   Outcome alone = quire("run " + program + " --entry loss --dim B=4 --strict-envelope");
   EXPECT_EQ(alone.status, 1);
   EXPECT_EQ(alone.output, "quire: error: --strict-envelope: it checks a run under --realize; there is none\n");
+}
+
+// calibrate --samples-from run: the training run's first K + 32 batches in
+// its order, written beside the envelope as a file of samples, the first K
+// calibrated and the rest held out by solve.
+TEST_F(Cli, CalibrateTakesTheTrainingRunsOwnBatches) {
+  const fs::path dir = fs::path(file("tutorial"));
+  fs::copy(fs::path(QUIRE_SOURCE_DIR) / "examples" / "tutorial", dir, fs::copy_options::recursive);
+  const std::string program = (dir / "07_train.qr").string(), envelope = (dir / "env.json").string();
+  Outcome o = quire("calibrate " + program + " --entry loss --samples-from run --samples 4 --out " + envelope);
+  ASSERT_EQ(o.status, 0) << o.output;
+  const std::string samples = (dir / "env.samples.npz").string();
+  EXPECT_NE(o.output.find("calibrate: the run's first 36 batches"), std::string::npos) << o.output;
+  const io::NamedTensors arrays = io::read_npz(samples);
+  ASSERT_EQ(arrays.size(), 2u);
+  EXPECT_EQ(arrays[0].first, "batch.0");
+  EXPECT_EQ(arrays[0].second.shape, (runtime::Shape{36, 8, 4}));
+  // Each batch holds 8 distinct samples of the data file (the run shuffles
+  // with seed 3: the loader's order, Loader* tests hold it).
+  const io::NamedTensors data = io::read_npz((dir / "data" / "pairs.npz").string());
+  ASSERT_EQ(data.at(0).second.shape, (runtime::Shape{1024, 4}));
+  auto row = [](const runtime::Tensor& t, int64_t r) {
+    return std::vector<double>(t.reals.begin() + r * 4, t.reals.begin() + r * 4 + 4);
+  };
+  std::set<std::vector<double>> file_rows, batch_rows;
+  for (int64_t r = 0; r < 1024; ++r) file_rows.insert(row(data.at(0).second, r));
+  for (int64_t r = 0; r < 8; ++r) batch_rows.insert(row(arrays[0].second, r));
+  EXPECT_EQ(batch_rows.size(), 8u);
+  for (const auto& r : batch_rows) EXPECT_TRUE(file_rows.count(r));
+  Outcome solved = quire("solve " + program + " --precision " + envelope + " --budget 1e-3");
+  EXPECT_EQ(solved.status, 0) << solved.output;
+  EXPECT_NE(solved.output.find("the worst of 32 samples held out (4…35 of " + samples + ")"), std::string::npos)
+      << solved.output;
+  Outcome no_out = quire("calibrate " + program + " --entry loss --samples-from run");
+  EXPECT_EQ(no_out.status, 1);
+  EXPECT_EQ(no_out.output,
+            "quire: error: --samples-from run: the batches are written beside the envelope: give --out FILE\n");
+  Outcome other = quire("calibrate " + program + " --entry Tower.apply --samples-from run --out " + envelope);
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.output.find("are arguments of its objective `loss`, not of `Tower.apply`"), std::string::npos)
+      << other.output;
 }
 
 TEST_F(Cli, RunRefusesBadInvocations) {

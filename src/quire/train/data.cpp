@@ -353,4 +353,44 @@ void Loader::seek(const DataPosition& position) {
   position_ = position;
 }
 
+std::vector<std::pair<std::string, runtime::Tensor>> run_batches_as_samples(const elab::Program& prog,
+                                                                            const std::string& data_path,
+                                                                            const std::map<std::string, int64_t>& dims,
+                                                                            int64_t count) {
+  const elab::TrainingInfo* run = prog.training();
+  if (!run) throw DataError("the program has no `training run` block whose data to take");
+  const core::Function& objective = prog.functions.at(static_cast<size_t>(run->objective));
+  const SampleSpec spec = sample_spec(prog, objective.args.at(1).type, run->batch_dim, dims);
+  const Dataset data = Dataset::open(data_path, spec);
+  Loader loader(data, loader_options(*run));
+  std::vector<std::vector<runtime::Tensor>> batches;
+  while (static_cast<int64_t>(batches.size()) < count)
+    if (auto batch = loader.next())
+      batches.push_back(std::move(*batch));
+    else
+      break;
+  std::vector<std::pair<std::string, runtime::Tensor>> out;
+  const std::string& name = objective.args.at(1).name;
+  for (size_t e = 0; e < spec.elements.size(); ++e) {
+    runtime::Shape shape{static_cast<int64_t>(batches.size())};
+    if (!batches.empty()) shape.insert(shape.end(), batches[0][e].shape.begin(), batches[0][e].shape.end());
+    runtime::Tensor t = spec.elements[e].kind == runtime::ElemKind::Real
+                            ? runtime::Tensor::real_for_overwrite(shape)
+                            : runtime::Tensor::integer(spec.elements[e].kind, shape);
+    size_t at = 0;
+    for (const auto& batch : batches) {
+      const runtime::Tensor& b = batch[e];
+      if (t.is_real()) {
+        std::copy(b.reals.begin(), b.reals.end(), t.reals.data() + at);
+        at += b.reals.size();
+      } else {
+        std::copy(b.ints.begin(), b.ints.end(), t.ints.begin() + static_cast<std::ptrdiff_t>(at));
+        at += b.ints.size();
+      }
+    }
+    out.emplace_back(spec.tuple ? fmt::format("{}.{}", name, e) : name, std::move(t));
+  }
+  return out;
+}
+
 }  // namespace quire::train

@@ -183,4 +183,17 @@ class Loader {
   std::vector<int64_t> order_;
 };
 
+/// The first `count` batches a run of `prog`'s training run takes (its data
+/// stream in its order, from the first epoch on, as many as the run has), as
+/// a file of samples (interp::SampleFile) of its objective: each leaf of the
+/// batch argument under its path (`batch`, or `batch.0`, `batch.1` for a
+/// tuple) with the batches along a new first axis, [K, B, …]. `data_path`
+/// is the stream's file, resolved by the caller; `dims` bind the batch dim
+/// as the run does. DataError for a program without a training run; the
+/// data's own errors as Dataset::open throws them.
+std::vector<std::pair<std::string, runtime::Tensor>> run_batches_as_samples(const elab::Program& prog,
+                                                                            const std::string& data_path,
+                                                                            const std::map<std::string, int64_t>& dims,
+                                                                            int64_t count);
+
 }  // namespace quire::train

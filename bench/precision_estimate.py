@@ -3,10 +3,12 @@
 
 Writes programs of the kinds that stress a precision analysis (a variance as
 mean(x²) − mean(x)² with a large mean, log-sum-exp without its max, a dot
-product of 10⁴ terms, (eˣ − 1)/x near 0, a layer norm of offset rows), and on
-each, at budgets 1e-2, 1e-3 and 1e-6, runs the chain of docs/precision.md
+product of 10⁴ terms, (eˣ − 1)/x near 0, a layer norm of offset rows, and
+cross-entropy over logits of magnitude 30, whose integer targets come from a
+file of samples written here), and on each, at budgets 1e-2, 1e-3 and 1e-6,
+runs the chain of docs/precision.md
 
-    quire calibrate FILE --entry E --samples 4 --out env.json
+    quire calibrate FILE --entry E --samples 4 [--samples-from S.npz] --out env.json
     quire solve FILE --precision env.json --budget B
 
 and reads the estimate, the worst measured gap of the calibration samples and
@@ -27,10 +29,13 @@ Standard library only; run from anywhere (about 2 s):
 import argparse
 import os
 import pathlib
+import random
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 PROGRAMS = """\
 fn variance(x : ℝ[n: 256]) -> ℝ[] =
@@ -49,9 +54,40 @@ fn expm1x(x : ℝ[n: 64]) -> ℝ[] =
 
 fn lnorm(x : ℝ[b: 8, d: 32], g : ℝ[d: 32], be : ℝ[d: 32]) -> ℝ[] =
   sum(layer_norm(x + 50.0, g, be) * layer_norm(x + 50.0, g, be))
+
+fn nll(x : ℝ[b: 8, n: 64], t : i32[b: 8]) -> ℝ[] =
+  cross_entropy(30.0 * x, t)
 """
 
-ENTRIES = ["variance", "lse_naive", "dotp", "expm1x", "lnorm"]
+ENTRIES = ["variance", "lse_naive", "dotp", "expm1x", "lnorm", "nll"]
+
+# The samples in the file of `nll` (integer targets cannot be drawn): 4
+# calibrated, 32 held out, 4 spare.
+SAMPLES = 40
+
+
+def npy_bytes(dtype, shape, values):
+    """One .npy file (format 1.0, little-endian, C order), as numpy.save writes it."""
+    shape_text = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (dtype, shape_text)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"  # the data starts at a multiple of 64
+    code = {"<f8": "d", "<i4": "i"}[dtype]
+    return (b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") +
+            struct.pack("<%d%s" % (len(values), code), *values))
+
+
+def write_npz(path, arrays):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, (dtype, shape, values) in arrays.items():
+            z.writestr(name + ".npy", npy_bytes(dtype, shape, values))
+
+
+def nll_samples(path):
+    """Logits N(0, 1) (scaled by 30 in the program) and uniform targets, seed 7."""
+    rng = random.Random(7)
+    x = [rng.gauss(0.0, 1.0) for _ in range(SAMPLES * 8 * 64)]
+    t = [rng.randrange(64) for _ in range(SAMPLES * 8)]
+    write_npz(path, {"x": ("<f8", (SAMPLES, 8, 64), x), "t": ("<i4", (SAMPLES, 8), t)})
 BUDGETS = ["1e-2", "1e-3", "1e-6"]
 
 
@@ -72,8 +108,12 @@ def main():
         src.write_text(PROGRAMS)
         for entry in ENTRIES:
             env = pathlib.Path(tmp) / f"{entry}.json"
-            subprocess.run([quire, "calibrate", str(src), "--entry", entry, "--samples", "4", "--out", str(env)],
-                           check=True, stdout=subprocess.DEVNULL)
+            calibrate = [quire, "calibrate", str(src), "--entry", entry, "--samples", "4", "--out", str(env)]
+            if entry == "nll":
+                samples = pathlib.Path(tmp) / "nll.npz"
+                nll_samples(samples)
+                calibrate += ["--samples-from", str(samples)]
+            subprocess.run(calibrate, check=True, stdout=subprocess.DEVNULL)
             for budget in BUDGETS:
                 run = subprocess.run([quire, "solve", str(src), "--precision", str(env), "--budget", budget],
                                      capture_output=True, text=True)

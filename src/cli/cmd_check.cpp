@@ -119,9 +119,7 @@ int check_precision(elab::Program& prog, const std::string& file, const Precisio
       const auto fresh = precision::envelope_samples(prog, entry, envelope, envelope.samples, source.count);
       const precision::Gaps more = precision::measure_gaps(prog, entry, dims, realization, fresh,
                                                            precision::exact_outputs(prog, entry, dims, fresh, bits));
-      const uint64_t first = envelope.samples_file.empty() ? envelope.seed + static_cast<uint64_t>(envelope.samples)
-                                                           : static_cast<uint64_t>(envelope.samples);
-      report.held_out = precision::MeasuredGap{more.worst(), source.count, first, bits, envelope.samples_file};
+      report.held_out = precision::MeasuredGap{more.worst(), source.count, source.first, bits, envelope.samples_file};
     }
   }
   std::cout << precision::print_bounds(report, o.sites);

@@ -1600,24 +1600,17 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
   } else {
     std::map<std::string, const SiteSensitivity*> by_site;
     for (const SiteSensitivity& site : sens->sites) by_site[site.site] = &site;
-    // A value's weighted rounding in t, or s·r where the sweep gave none.
-    auto stored_term = [](const WeightedRounding& w, FloatType t, double l1, double rounding) {
-      auto it = w.find(t);
-      return it != w.end() ? it->second : times(l1, rounding);
-    };
     double estimate = 0;
     for (const SiteRecord& rec : walk.records) {
       auto it = by_site.find(rec.bound.site);
       if (it == by_site.end()) continue;  // no cotangent reaches it
       const SiteSensitivity& s = *it->second;
       const SiteEnvelope* env = e.site(rec.bound.site);
-      const double terms = static_cast<double>(env && env->terms ? *env->terms : 1);
+      const int64_t terms = env && env->terms ? *env->terms : 1;
       double worst = 0;
-      for (const auto& [stored, accumulator] : rec.rounded_as) {
-        double term = stored_term(s.weighted, stored, s.l1, rec.largest_rounding);
-        if (s.accumulated != 0) term += std::sqrt(terms) * unit(accumulator) * s.accumulated;
-        worst = std::max(worst, term);
-      }
+      for (const auto& [stored, accumulator] : rec.rounded_as)
+        worst = std::max(worst, stored_term(s.weighted, stored, s.l1, rec.largest_rounding) +
+                                    accumulation_term(s.accumulated, terms, accumulator));
       estimate += worst;
     }
     for (const auto& [site, rounding] : walk.input_roundings) {
@@ -1637,7 +1630,7 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
       for (const std::string& site : readers)
         if (auto it = by_site.find(site); it != by_site.end()) l1 += it->second->l1;
       const ParamSensitivity* ps = sens->param(path);
-      estimate += ps ? stored_term(ps->weighted, stored->stored, l1, rounding) : times(l1, rounding);
+      estimate += stored_term(ps ? ps->weighted : WeightedRounding{}, stored->stored, l1, rounding);
     }
     b.estimate = estimate;
   }

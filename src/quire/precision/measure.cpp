@@ -116,17 +116,14 @@ HeldOutSource held_out_source(const Envelope& e, int wanted) {
     const int64_t held = interp::SampleFile::read(e.samples_file).count;
     const int64_t left = std::max<int64_t>(held - first, 0);
     h.count = static_cast<int>(std::min<int64_t>(left, wanted));
+    h.first = static_cast<uint64_t>(first);
     if (h.count < wanted)
       h.short_of = fmt::format("{} holds {} samples, {} calibrated", e.samples_file, held, first);
-    if (h.count == 0)
-      h.none = fmt::format("{}: every one of its {} samples was calibrated", e.samples_file, held);
-    else
-      h.from = fmt::format("samples {}…{} of {}", first, first + h.count - 1, e.samples_file);
+    if (h.count == 0) h.none = fmt::format("{}: every one of its {} samples was calibrated", e.samples_file, held);
     return h;
   }
   h.count = wanted;
-  h.from = fmt::format("seeds {}…{}", e.seed + static_cast<uint64_t>(first),
-                       e.seed + static_cast<uint64_t>(first) + static_cast<uint64_t>(wanted) - 1);
+  h.first = e.seed + static_cast<uint64_t>(first);
   return h;
 }
 

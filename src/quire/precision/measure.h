@@ -38,7 +38,7 @@ std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& pr
 /// Where held-out samples come from and how many there are.
 struct HeldOutSource {
   int count = 0;     ///< at most the number asked for
-  std::string from;  ///< "seeds 4…35", "samples 4…35 of F.npz"
+  uint64_t first = 0;  ///< the first one's seed (drawn), or its index in the envelope's samples_file
   std::string none;  ///< when count is 0: why ("the envelope's one sample is the file F.npz")
   std::string short_of;  ///< when a file holds fewer than asked: "F.npz holds 10 samples, 4 calibrated"
 };

@@ -89,6 +89,17 @@ nlohmann::ordered_json weighted_json(const WeightedRounding& w) {
 
 }  // namespace
 
+double stored_term(const WeightedRounding& weighted, runtime::FloatType t, double l1, double rounding) {
+  auto it = weighted.find(t);
+  if (it != weighted.end()) return it->second;
+  return l1 == 0 || rounding == 0 ? 0 : l1 * rounding;  // 0·inf is no error
+}
+
+double accumulation_term(double accumulated, int64_t terms, runtime::FloatType accumulator) {
+  if (accumulated == 0) return 0;
+  return std::sqrt(static_cast<double>(terms)) * runtime::float_type_info(accumulator).unit_roundoff * accumulated;
+}
+
 Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                             const std::vector<interp::Value>& args, int bits) {
   Sensitivities out;

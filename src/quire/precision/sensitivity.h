@@ -61,6 +61,15 @@ using WeightedRounding = std::map<runtime::FloatType, double>;
 inline constexpr runtime::FloatType kWeightedTypes[] = {runtime::FloatType::F64, runtime::FloatType::F32,
                                                         runtime::FloatType::BF16, runtime::FloatType::F16};
 
+/// A value's term of the first-order estimate stored in `t` (solver.h): its
+/// weighted rounding in t, or `l1` times `rounding` (s·r) where the sweep
+/// gave none for t.
+double stored_term(const WeightedRounding& weighted, runtime::FloatType t, double l1, double rounding);
+
+/// A sum's accumulation term: √terms·u_A·accumulated, its `terms` per result
+/// element rounding partial sums of either sign in `accumulator` A.
+double accumulation_term(double accumulated, int64_t terms, runtime::FloatType accumulator);
+
 /// One site's ‖∂L/∂v‖₁, summed over its evaluations.
 struct SiteSensitivity {
   std::string site;      ///< core::site_name: "RMSNorm.apply/%4"

@@ -266,16 +266,12 @@ double share_of(double term, double estimate) { return estimate > 0 ? 100.0 * te
 }  // namespace
 
 double Choice::term_in(FloatType t) const {
-  auto it = weighted.find(t);
-  const double stored = it != weighted.end() ? it->second : sensitivity * rounding.at(t);
-  return stored + accumulation_in(t);
+  return stored_term(weighted, t, sensitivity, rounding.at(t)) + accumulation_in(t);
 }
 
 double Choice::accumulation_in(FloatType t) const {
-  if (accumulated == 0) return 0;
   // A narrowed reduction accumulates in f32 (realization.h's RealizeOptions).
-  const FloatType accumulator = t == FloatType::F64 ? FloatType::F64 : FloatType::F32;
-  return std::sqrt(static_cast<double>(terms)) * runtime::float_type_info(accumulator).unit_roundoff * accumulated;
+  return accumulation_term(accumulated, terms, t == FloatType::F64 ? FloatType::F64 : FloatType::F32);
 }
 
 double Solution::worst_measured() const {
@@ -510,9 +506,7 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     s.held_out_note = source.count == 0 ? "none: " + source.none : source.short_of;
     fresh = envelope_samples(prog, entry, envelope, envelope.samples, source.count);
     s.held_out_file = envelope.samples_file;
-    const uint64_t first = envelope.samples_file.empty() ? envelope.seed + static_cast<uint64_t>(envelope.samples)
-                                                         : static_cast<uint64_t>(envelope.samples);
-    for (int j = 0; j < source.count; ++j) s.held_out_seeds.push_back(first + static_cast<uint64_t>(j));
+    for (int j = 0; j < source.count; ++j) s.held_out_seeds.push_back(source.first + static_cast<uint64_t>(j));
   }
   const std::vector<exact::ExactValue> fresh_reference = exact_outputs(prog, entry, dims, fresh, envelope.bits);
   Gaps held_out;

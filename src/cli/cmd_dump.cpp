@@ -112,7 +112,13 @@ void print_sensitivity(const DumpOptions& o, elab::Program& prog, int root) {
   if (!o.inputs.empty()) inputs = o.inputs;
   std::vector<interp::Value> args =
       interp::entry_arguments(prog, root, params ? &*params : nullptr, dims, static_cast<uint64_t>(o.seed), inputs);
-  const precision::Sensitivities s = precision::sensitivities(prog, root, dims, args, o.bits);
+  const precision::Sensitivities s = [&] {
+    try {
+      return precision::sensitivities(prog, root, dims, args, o.bits);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());  // an entry that takes a gradient itself
+    }
+  }();
   if (o.format == "json")
     std::cout << precision::sensitivities_json(s).dump(2) << "\n";
   else

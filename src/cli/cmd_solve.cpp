@@ -1,4 +1,4 @@
-// quire solve FILE --precision envelope.json --budget B [--relative|--absolute]
+// quire solve FILE --precision envelope.json --budget B [--of output|gradient] [--relative|--absolute]
 //   [--profile P.json] [--types f32,bf16,f16] [--discontinuous wide|measure]
 //   [--negligible θ] [--held-out K] [--headroom H] [--sites N] [--out realization.json]
 //
@@ -32,7 +32,7 @@ namespace quire::cli {
 
 Handler setup_solve(CLI::App& sub) {
   struct Options {
-    std::string file, envelope, profile, out, types = "f32,bf16,f16", discontinuous = "wide";
+    std::string file, envelope, profile, out, types = "f32,bf16,f16", discontinuous = "wide", of = "output";
     double budget = -1;
     bool relative = false, absolute = false;
     int held_out = 32;
@@ -45,6 +45,10 @@ Handler setup_solve(CLI::App& sub) {
   sub.add_option("--precision", o->envelope, "the envelope: `quire calibrate … --out envelope.json`")->required();
   sub.add_option("--budget", o->budget, "the error allowed at the output (relative to its magnitude unless --absolute)")
       ->required();
+  sub.add_option("--of", o->of,
+                 "what the budget bounds: output (the entry's result, default) or gradient (∂θ of the entry's vjp, "
+                 "which `quire train --realize` runs: the backward sweep's types are solved too)")
+      ->check(CLI::IsMember({"output", "gradient"}));
   sub.add_flag("--relative", o->relative, "the budget is a fraction of the output's largest |y| (the default)");
   sub.add_flag("--absolute", o->absolute, "the budget is an absolute error");
   sub.add_option("--profile", o->profile, "price values by this machine profile's roofline time (default: bytes)");
@@ -105,13 +109,25 @@ Handler setup_solve(CLI::App& sub) {
       if (std::find(prog->dims.begin(), prog->dims.end(), dim) == prog->dims.end())
         throw UsageError(fmt::format("--precision {}: the envelope binds {} = {}, which `{}` does not declare",
                                      o->envelope, dim, size, o->file));
-    // The sensitivities of every calibration sample, the largest kept.
-    const auto samples = precision::envelope_samples(*prog, entry, envelope, 0, envelope.samples);
-    std::vector<precision::Sensitivities> each;
-    for (const auto& args : samples)
-      each.push_back(precision::sensitivities(*prog, entry, envelope.dims, args, envelope.bits));
-    const precision::Solution solution =
-        precision::solve(*prog, entry, envelope, precision::largest_of(each), options);
+    const bool gradient = o->of == "gradient";
+    if (gradient && (prog->functions[static_cast<size_t>(entry)].args.empty() ||
+                     prog->functions[static_cast<size_t>(entry)].args[0].type.kind != elab::TypeKind::Params))
+      throw UsageError(fmt::format("--of gradient: `{}` takes no parameters first, so it has no ∂θ to budget",
+                                   envelope.entry));
+    auto solve = [&]() {
+      if (gradient) return precision::solve_gradient(*prog, entry, envelope, options);
+      // The sensitivities of every calibration sample, the largest kept.
+      const auto samples = precision::envelope_samples(*prog, entry, envelope, 0, envelope.samples);
+      std::vector<precision::Sensitivities> each;
+      try {
+        for (const auto& args : samples)
+          each.push_back(precision::sensitivities(*prog, entry, envelope.dims, args, envelope.bits));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());  // an entry that takes a gradient itself
+      }
+      return precision::solve(*prog, entry, envelope, precision::largest_of(each), options);
+    };
+    const precision::Solution solution = solve();
     std::cout << precision::print_solution(solution, o->sites);
     if (!o->out.empty()) {
       if (!solution.accepted) {
@@ -120,7 +136,8 @@ Handler setup_solve(CLI::App& sub) {
       }
       const precision::DecisionRanges ranges = precision::decision_ranges(solution);
       io::write_file_atomically(o->out, precision::realization_file_json(solution.entry, solution.assignment,
-                                                                         precision::solution_report(solution), &ranges)
+                                                                         precision::solution_report(solution), &ranges,
+                                                                         solution.of)
                                                 .dump(2) +
                                             "\n");
       std::cout << fmt::format("solve: wrote {}\n", o->out);

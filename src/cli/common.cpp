@@ -77,6 +77,10 @@ precision::RealizationFile load_realization(const std::string& flag, const elab:
   const std::string& name = prog.functions[static_cast<size_t>(entry)].name;
   if (file.entry != name)
     throw UsageError(fmt::format("--realize {}: the realization was solved for `{}`, not for `{}`", path, file.entry, name));
+  if (file.of == precision::BudgetOf::Gradient)
+    throw UsageError(fmt::format("--realize {}: the realization was solved for the gradient of `{}` (`solve --of "
+                                 "gradient`), which `quire train --realize` runs; solve `{}`'s output for this command",
+                                 path, file.entry, file.entry));
   std::vector<std::string> problems = precision::check_assignment(prog, entry, file.assignment, dims);
   if (!problems.empty())
     throw UsageError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", path, problems.size(),

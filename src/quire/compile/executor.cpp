@@ -141,8 +141,10 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
   auto finish = [&](const core::Instr& in) {
     Value& v = env[static_cast<size_t>(in.id)];
     if (h.table)
-      if (const auto& site = h.table->values[static_cast<size_t>(in.id)])
+      if (const auto& site = h.table->values[static_cast<size_t>(in.id)]) {
         interp::store_at_site(fn, in, *site, half_intermediates_, v);
+        stats_.written_bytes += interp::written_bytes(&*site, v);
+      }
     interp::check_site_value(prog_, fn, in, v, h.dims);
     if (guard_) guard_->observe(fn, in, v);
     ++stats_.evaluated;

@@ -9,6 +9,20 @@ namespace quire::core {
 
 std::string site_name(const Function& fn, int id) { return fmt::format("{}/%{}", fn.name, id); }
 
+std::pair<const Function*, const Instr*> decision_instr(const elab::Program& prog, const Function& fn, const Instr& in) {
+  if (fn.primal >= 0) {
+    const Function& primal = prog.functions.at(static_cast<size_t>(fn.primal));
+    const size_t k = static_cast<size_t>(&in - fn.body.data());
+    if (k < primal.body.size()) return {&primal, &primal.body[k]};
+  }
+  return {&fn, &in};
+}
+
+std::string decision_site(const elab::Program& prog, const Function& fn, const Instr& in) {
+  const auto [site_fn, site_in] = decision_instr(prog, fn, in);
+  return site_name(*site_fn, site_in->id);
+}
+
 std::vector<int> reachable_functions(const elab::Program& prog, int root) {
   std::vector<int> order;
   std::vector<bool> seen(prog.functions.size(), false);

@@ -4,6 +4,7 @@
 // every instruction carries its site name.
 
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -22,5 +23,14 @@ nlohmann::ordered_json core_json(const elab::Program& prog, int reachable_from =
 std::vector<int> reachable_functions(const elab::Program& prog, int root);
 /// "Linear.apply/%3"
 std::string site_name(const Function& fn, int id);
+/// The instruction a realization's decisions name for `in` of `fn`: itself,
+/// or, in a vjp's forward part (its first instructions, its primal's one for
+/// one: grad/vjp.h), the primal's instruction it copies. Its site is
+/// site_name(*first, second->id).
+std::pair<const Function*, const Instr*> decision_instr(const elab::Program& prog, const Function& fn, const Instr& in);
+/// site_name of decision_instr: `Tower.apply/%4` for the copy of that
+/// instruction in `Tower.apply.vjp`, `Tower.apply.vjp/%17` for one of its
+/// reverse sweep.
+std::string decision_site(const elab::Program& prog, const Function& fn, const Instr& in);
 
 }  // namespace quire::core

@@ -24,16 +24,10 @@ EnvelopeGuard::EnvelopeGuard(const std::map<std::string, double>& limits, const 
 }
 
 void EnvelopeGuard::observe(const core::Function& fn, const core::Instr& in, const Value& v) {
-  const core::Function* site_fn = &fn;
-  const core::Instr* site_in = &in;
-  if (prog_ && fn.primal >= 0) {
-    // A vjp's first instructions are its primal's, one for one.
-    const core::Function& primal = prog_->functions.at(static_cast<size_t>(fn.primal));
-    const size_t k = static_cast<size_t>(&in - fn.body.data());
-    if (k >= primal.body.size()) return;  // the reverse sweep: no decision reaches it
-    site_fn = &primal;
-    site_in = &primal.body[k];
-  }
+  // A vjp's copy of a forward value is checked as its primal's site; the
+  // reverse sweep's values as their own (a gradient budget decides them).
+  const auto [site_fn, site_in] =
+      prog_ ? core::decision_instr(*prog_, fn, in) : std::pair<const core::Function*, const core::Instr*>{&fn, &in};
   auto f = limits_.find(site_fn->name);
   if (f == limits_.end()) return;
   auto it = f->second.find(site_in->id);

@@ -27,8 +27,9 @@ class EnvelopeGuard {
  public:
   /// `limits`: site (core::site_name) → the largest |v| it may store. With
   /// `prog`, a vjp's forward instructions (its first ones, its primal's one
-  /// for one) are checked as the primal's sites: a training step's values
-  /// are those of the objective's vjp.
+  /// for one) are checked as the primal's sites (core::decision_site): a
+  /// training step's values are those of the objective's vjp, whose reverse
+  /// sweep has ranges of its own under a gradient budget.
   explicit EnvelopeGuard(const std::map<std::string, double>& limits, const elab::Program* prog = nullptr);
 
   /// The first value that left its range since the last reset.

@@ -149,6 +149,7 @@ Value Interpreter::eval(int function, const std::vector<Value>& args, const std:
     if (!rounded && table && table->values[in.id]) store_at_site(fn, in, *table->values[in.id], realization_->half_intermediates, env[in.id]);
     check_site_value(prog_, fn, in, env[in.id], dims);
     ++stats_.evaluated;
+    if (table && table->values[in.id]) stats_.written_bytes += written_bytes(&*table->values[in.id], env[in.id]);
     if (watch_nonfinite_ && !first_nonfinite_)
       if (std::optional<double> bad = first_nonfinite_element(env[in.id]))
         first_nonfinite_ = NonFiniteSite{fn.name, core::site_name(fn, in.id), core::op_info(in.op).spelling, in.loc, *bad};

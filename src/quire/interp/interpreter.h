@@ -97,6 +97,11 @@ struct EvalStats {
   /// forward again. 0 under `store` (every one was kept).
   int64_t forwards_repeated = 0;
   int64_t stored_bytes_peak = 0;  ///< the most bytes of forward values kept at once for a reverse sweep
+  /// Bytes of the values written at their sites, each at its storage type
+  /// (reference_step.h's written_bytes): what a realization narrows. The
+  /// executor writes a fused group's root only, so its count is the
+  /// compiled program's and the interpreter's is every instruction's.
+  int64_t written_bytes = 0;
 };
 
 class Interpreter {

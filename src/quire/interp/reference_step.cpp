@@ -71,6 +71,11 @@ int64_t value_bytes(const Value& v, int depth) {
   return v.tensor.size() * (v.tensor.is_real() ? runtime::float_type_info(v.type).storage_bits / 8 : 8);
 }
 
+int64_t written_bytes(const precision::SiteType* site, const Value& v) {
+  if (!site || site->reason == precision::Reason::Carried || site->reason == precision::Reason::Input) return 0;
+  return v.kind == Value::Kind::Tensor ? value_bytes(v) : 0;
+}
+
 Value ValueStructure::copy_of(const Value& stacked, int64_t i) {
   auto out = std::make_shared<ParamMap>();
   for (const auto& [path, t] : *stacked.params) {

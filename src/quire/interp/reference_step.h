@@ -61,5 +61,9 @@ struct ValueStructure {
 /// The bytes a value takes at its realized type (tensors and tuples of them;
 /// parameter trees and keys are shared with the caller, not copies).
 int64_t value_bytes(const Value& v, int depth = 0);
+/// The bytes a step writes for a value stored at `site`: a tensor its
+/// realization stores there, at its storage type; 0 for a value carried from
+/// another site (a call's result, a tuple's element), an input, or no site.
+int64_t written_bytes(const precision::SiteType* site, const Value& v);
 
 }  // namespace quire::interp

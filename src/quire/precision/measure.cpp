@@ -67,7 +67,82 @@ void magnitude_of(const exact::ExactValue& v, double& worst, int depth) {
   }
 }
 
+/// The parameter tree a vjp returns second.
+const interp::ParamMap& gradient_tree(const interp::Value& v) {
+  if (v.kind != interp::Value::Kind::Tuple || v.elements.size() < 2 ||
+      v.elements[1].kind != interp::Value::Kind::Params || !v.elements[1].params)
+    throw std::logic_error("internal: a vjp's result is not (L, ∂θ, …)");
+  return *v.elements[1].params;
+}
+
+const exact::BigParamMap& gradient_tree(const exact::ExactValue& v) {
+  if (v.kind != exact::ExactValue::Kind::Tuple || v.elements.size() < 2 ||
+      v.elements[1].kind != exact::ExactValue::Kind::Params || !v.elements[1].params)
+    throw std::logic_error("internal: a vjp's exact result is not (L, ∂θ, …)");
+  return *v.elements[1].params;
+}
+
+/// √Σ of squares accumulated in long double: a gradient of 10⁷ elements
+/// keeps its norm to a few ulps of a double; NaN and inf carry through.
+struct SquareSum {
+  long double sum = 0;
+  void add(double x) { sum += static_cast<long double>(x) * static_cast<long double>(x); }
+  double norm() const { return static_cast<double>(std::sqrt(sum)); }
+};
+
 }  // namespace
+
+double GradientGap::gap(bool relative) const {
+  if (!relative) return difference;
+  if (reference == 0 && difference == 0) return 0;
+  return difference / reference;
+}
+
+GradientGap gradient_gap(const interp::Value& realized, const exact::ExactValue& reference) {
+  const interp::ParamMap& got = gradient_tree(realized);
+  SquareSum difference, norm;
+  for (const auto& [path, want] : gradient_tree(reference)) {
+    auto it = got.find(path);
+    if (it == got.end() || !it->second.is_real() || static_cast<size_t>(it->second.size()) != want.elems.size())
+      throw std::logic_error(fmt::format("internal: the gradient's leaf `{}` differs from the reference's", path));
+    for (size_t i = 0; i < want.elems.size(); ++i) {
+      const exact::Big& y = want.elems[i];
+      difference.add(exact::sub(exact::Big(it->second.reals[i], y.bits()), y).to_double());
+      norm.add(y.to_double());
+    }
+  }
+  return {difference.norm(), norm.norm()};
+}
+
+double gradient_norm(const interp::Value& vjp_result) {
+  SquareSum norm;
+  for (const auto& [path, leaf] : gradient_tree(vjp_result))
+    if (leaf.is_real())
+      for (double x : leaf.reals) norm.add(x);
+  return norm.norm();
+}
+
+double gradient_norm(const exact::ExactValue& vjp_result) {
+  SquareSum norm;
+  for (const auto& [path, leaf] : gradient_tree(vjp_result))
+    for (const exact::Big& x : leaf.elems) norm.add(x.to_double());
+  return norm.norm();
+}
+
+double gradient_difference(const interp::Value& a, const interp::Value& b) {
+  const interp::ParamMap& other = gradient_tree(b);
+  SquareSum difference;
+  for (const auto& [path, leaf] : gradient_tree(a)) {
+    if (!leaf.is_real()) continue;
+    auto it = other.find(path);
+    if (it == other.end() || it->second.size() != leaf.size())
+      throw std::logic_error(fmt::format("internal: two gradients differ at the leaf `{}`", path));
+    // Two doubles' difference, rounded once: within an ulp of it, far below
+    // the narrowing it measures.
+    for (size_t i = 0; i < leaf.reals.size(); ++i) difference.add(leaf.reals[i] - it->second.reals[i]);
+  }
+  return difference.norm();
+}
 
 std::vector<std::vector<interp::Value>> envelope_samples(const elab::Program& prog, int entry, const Envelope& e,
                                                          int first, int count) {
@@ -167,6 +242,17 @@ Gaps measure_gaps(const elab::Program& prog, int entry, const std::map<std::stri
   interp::Interpreter interp(prog, dims, &r);
   Gaps g;
   for (size_t k = 0; k < samples.size(); ++k) g.per_sample.push_back(output_gap(interp.call(entry, samples[k]), reference[k]));
+  return g;
+}
+
+Gaps measure_gradient_gaps(const elab::Program& prog, int vjp, const std::map<std::string, int64_t>& dims,
+                           const Realization& r, const std::vector<std::vector<interp::Value>>& samples,
+                           const std::vector<exact::ExactValue>& reference, bool relative) {
+  if (samples.size() != reference.size()) throw std::logic_error("internal: samples and references differ in number");
+  interp::Interpreter interp(prog, dims, &r);
+  Gaps g;
+  for (size_t k = 0; k < samples.size(); ++k)
+    g.per_sample.push_back(gradient_gap(interp.call(vjp, samples[k]), reference[k]).gap(relative));
   return g;
 }
 

@@ -13,7 +13,8 @@
 //
 // The gap of one sample is max |y_i − y*_i| over the output's real elements,
 // y the realized run's value and y* the exact one, the difference taken at
-// the exact reference's precision and rounded to the nearest double.
+// the exact reference's precision and rounded to the nearest double. A
+// gradient's (`solve --of gradient`) is ‖∂θ − ∂θ*‖₂, or that over ‖∂θ*‖₂.
 
 #include <cstdint>
 #include <map>
@@ -61,6 +62,24 @@ double output_gap(const interp::Value& realized, const exact::ExactValue& refere
 /// max |y*_i| over the exact output's real elements.
 double output_magnitude(const exact::ExactValue& reference);
 
+/// A gradient against its exact counterpart: ‖∂θ − ∂θ*‖₂ and ‖∂θ*‖₂ over
+/// every real leaf of the parameter tree a vjp returns second ((L, ∂θ)), the
+/// differences taken at the reference's precision (NaN when either holds a
+/// NaN, +inf for an overflow).
+struct GradientGap {
+  double difference = 0;
+  double reference = 0;
+  /// difference / reference when `relative` (0/0 is 0: an exact zero
+  /// gradient computed exactly), else difference.
+  double gap(bool relative) const;
+};
+GradientGap gradient_gap(const interp::Value& realized, const exact::ExactValue& reference);
+/// ‖∂θ‖₂ of a gradient the typed interpreter computed, and of the difference
+/// of two such (both (L, ∂θ)): the norms the gradient solve's terms are in.
+double gradient_norm(const interp::Value& vjp_result);
+double gradient_norm(const exact::ExactValue& vjp_result);
+double gradient_difference(const interp::Value& a, const interp::Value& b);
+
 /// The gaps of one realization, one per sample.
 struct Gaps {
   std::vector<double> per_sample;
@@ -74,5 +93,10 @@ struct Gaps {
 Gaps measure_gaps(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                   const Realization& r, const std::vector<std::vector<interp::Value>>& samples,
                   const std::vector<exact::ExactValue>& reference);
+
+/// measure_gaps for a vjp `(L, ∂θ)`: each sample's GradientGap::gap(relative).
+Gaps measure_gradient_gaps(const elab::Program& prog, int vjp, const std::map<std::string, int64_t>& dims,
+                           const Realization& r, const std::vector<std::vector<interp::Value>>& samples,
+                           const std::vector<exact::ExactValue>& reference, bool relative);
 
 }  // namespace quire::precision

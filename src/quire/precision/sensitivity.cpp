@@ -110,6 +110,14 @@ Sensitivities sensitivities(elab::Program& prog, int entry, const std::map<std::
     if (!is_real_tensor(f.result) || !f.result.tensor.axes.empty() || f.result.tensor.rest)
       throw std::invalid_argument(fmt::format("`{}` does not return a scalar ℝ[]: it has no sensitivities", f.name));
   }
+  // A vjp among its callees would need the vjp of a vjp, which quire does not
+  // build (E0504): its reverse sweep would be left without cotangents.
+  for (int f : core::reachable_functions(prog, entry))
+    if (prog.functions[static_cast<size_t>(f)].primal >= 0)
+      throw std::invalid_argument(fmt::format(
+          "`{}` takes a gradient (through `{}`), and quire computes first derivatives only: its values have no "
+          "∂L/∂v (to budget a gradient, solve its objective with --of gradient)",
+          out.entry, prog.functions[static_cast<size_t>(f)].name));
   const int vjp = grad::vjp(prog, entry, grad::differentiable_args(prog.functions.at(static_cast<size_t>(entry))));
   const elab::Program& frozen = prog;  // no function is added while it runs
 

@@ -113,6 +113,21 @@ TEST(SensitivityClosedForm, NotAScalarIsRefused) {
   EXPECT_THROW(sensitivities(*p.e->prog, p.index("f"), {}, {v(reals({2}, {1, 2}))}, 128), std::invalid_argument);
 }
 
+// A function that takes a gradient would need second derivatives: its
+// reverse sweep's values would have no cotangents, so it is refused rather
+// than given sensitivities of 0.
+TEST(SensitivityClosedForm, AnEntryThatTakesAGradientIsRefused) {
+  Program p(
+      "fn f(x : ℝ[2]) -> ℝ[] = sum(x * x * x)\n"
+      "fn g(x : ℝ[2]) -> ℝ[] = sum(grad(f)(x))\n");
+  try {
+    sensitivities(*p.e->prog, p.index("g"), {}, {v(reals({2}, {1, 2}))}, 128);
+    FAIL() << "an entry that takes a gradient was given sensitivities";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("`g` takes a gradient (through `f."), std::string::npos) << e.what();
+  }
+}
+
 TEST(SensitivityTutorial, EverySiteAndTheInputAgainstF64) {
   auto e = elab::testing::elaborate_tutorial();
   ASSERT_TRUE(e->ok()) << e->rendered();

@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <stdexcept>
 
 #include "quire/core/printer.h"
+#include "quire/grad/vjp.h"
+#include "quire/interp/interpreter.h"
 #include "quire/precision/measure.h"
 #include "quire/precision/number_text.h"
 #include "quire/realize/realization_file.h"
@@ -266,6 +270,7 @@ double share_of(double term, double estimate) { return estimate > 0 ? 100.0 * te
 }  // namespace
 
 double Choice::term_in(FloatType t) const {
+  if (!alone.empty()) return alone.at(t);
   return stored_term(weighted, t, sensitivity, rounding.at(t)) + accumulation_in(t);
 }
 
@@ -280,37 +285,34 @@ double Solution::worst_measured() const {
   return g.worst();
 }
 
-Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, const Sensitivities& sensitivities,
-               const SolveOptions& options) {
-  const core::Function& entry_fn = prog.functions.at(static_cast<size_t>(entry));
-  if (envelope.entry != entry_fn.name)
-    throw std::invalid_argument(fmt::format("the envelope is of `{}`, not of `{}`", envelope.entry, entry_fn.name));
-  if (sensitivities.entry != entry_fn.name)
-    throw std::invalid_argument(
-        fmt::format("the sensitivities are of `{}`, not of `{}`", sensitivities.entry, entry_fn.name));
-  if (!(options.budget >= 0) || std::isinf(options.budget))
-    throw std::invalid_argument(fmt::format("the budget {} is not a finite number ≥ 0", options.budget));
-  const std::map<std::string, int64_t>& dims = envelope.dims;
+namespace {
 
-  Solution s;
-  s.entry = entry_fn.name;
-  s.budget = options.budget;
-  s.relative = options.relative;
-  s.headroom = options.headroom;
-  s.magnitude = envelope.result_max_abs;
-  s.budget_absolute = options.relative ? options.budget * envelope.result_max_abs : options.budget;
-  s.bits = envelope.bits;
-  s.samples = envelope.samples;
+/// What a solve of the output and one of the gradient differ in.
+struct Target {
+  int function = -1;  ///< whose stored values are the choices: the entry, or its vjp
+  std::vector<SiteEnvelope> sites;  ///< by decision site (core::decision_site)
+  const Sensitivities* sensitivities = nullptr;  ///< the output's ∂L/∂v (none for a gradient)
+  /// Fills each offered choice's `alone` (the gradient's terms), or empty.
+  std::function<void(std::vector<Choice>&)> measure_terms;
+  /// The gaps of an assignment on the calibration samples and on the held-out ones.
+  std::function<std::pair<Gaps, Gaps>(const Assignment&)> measure;
+};
+
+/// The solve itself (solver.h's steps 1–4) over `target`, into `s`, whose
+/// entry, budget and held-out fields the caller has set.
+void solve_for(const elab::Program& prog, const Envelope& envelope, const Target& target,
+               const SolveOptions& options, Solution& s) {
+  const std::map<std::string, int64_t>& dims = envelope.dims;
   s.cost_unit = options.profile ? fmt::format("s (the roofline of profile {})",
                                               options.profile->name.empty() ? "given" : options.profile->name)
                                 : "bytes";
   const Costs costs{options.profile};
 
-  // The base: the f64 policy, whose tables say which sites the entry stores
-  // and which marks bind them.
+  // The base: the f64 policy, whose tables say which sites the function
+  // stores and which marks bind them.
   RealizeOptions base_options;
   base_options.policy = Policy::F64;
-  const Realization base = realize(prog, entry, base_options, dims);
+  const Realization base = realize(prog, target.function, base_options, dims);
   const std::map<std::string, SiteFreedom> freedoms = site_freedoms(prog, base);
   std::set<int> reached;
   for (const FunctionRealization& fr : base.functions) reached.insert(fr.function);
@@ -351,21 +353,25 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
 
   // Lookups by name, built once: the analysis stays linear in the program's size.
   std::unordered_map<std::string, const SiteEnvelope*> envelope_of;
-  for (const SiteEnvelope& e : envelope.sites) envelope_of.emplace(e.site, &e);
+  for (const SiteEnvelope& e : target.sites) envelope_of.emplace(e.site, &e);
   std::unordered_map<std::string, const SiteSensitivity*> sensitivity_of;
-  for (const SiteSensitivity& e : sensitivities.sites) sensitivity_of.emplace(e.site, &e);
+  if (target.sensitivities)
+    for (const SiteSensitivity& e : target.sensitivities->sites) sensitivity_of.emplace(e.site, &e);
   auto find = [](const auto& map, const std::string& key) {
     auto it = map.find(key);
     return it == map.end() ? nullptr : it->second;
   };
 
-  // The sites, in program order.
+  // The sites, in program order, each once: a vjp's copy of a forward value
+  // is its primal's site (core::decision_site).
+  std::set<std::string> listed;
   for (int f : reached) {
     const core::Function& fn = prog.functions[static_cast<size_t>(f)];
     const std::vector<int64_t> reads = reader_counts(fn);
     for (const core::Instr& in : fn.body) {
       if (!is_real_tensor(in.type)) continue;
-      const std::string site = core::site_name(fn, in.id);
+      const std::string site = core::decision_site(prog, fn, in);
+      if (!listed.insert(site).second) continue;
       const SiteEnvelope* env = find(envelope_of, site);
       if (!env) continue;  // never evaluated on the samples: nothing to base a choice on
       const SiteSensitivity* sens = find(sensitivity_of, site);
@@ -417,7 +423,8 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
   std::unordered_map<std::string, const ParamEnvelope*> param_envelope_of;
   for (const ParamEnvelope& e : envelope.params) param_envelope_of.emplace(e.path, &e);
   std::unordered_map<std::string, const ParamSensitivity*> param_sensitivity_of;
-  for (const ParamSensitivity& e : sensitivities.params) param_sensitivity_of.emplace(e.path, &e);
+  if (target.sensitivities)
+    for (const ParamSensitivity& e : target.sensitivities->params) param_sensitivity_of.emplace(e.path, &e);
   for (const ParamStorage& p : base.params) {
     const ParamEnvelope* env = find(param_envelope_of, p.path);
     if (!env) continue;
@@ -466,6 +473,9 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     }
   }
 
+  // A gradient's terms: each offered choice's narrowing measured alone.
+  if (target.measure_terms) target.measure_terms(s.choices);
+
   // Narrowing, best saving per unit of estimate first.
   double estimate = 0;
   for (const Choice& c : s.choices) estimate += c.term();
@@ -495,35 +505,22 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
   for (const Choice& c : s.choices) s.proposal_cost += costs.of(c, c.type);
 
   // Measurement, widening the largest terms while a gap exceeds the budget:
-  // on the envelope's samples and on held-out ones, inputs the envelope
-  // never saw, drawn as its samples were (the seeds after them). Both must
-  // be inside for the realization to be accepted.
-  const std::vector<std::vector<interp::Value>> samples = envelope_samples(prog, entry, envelope, 0, envelope.samples);
-  const std::vector<exact::ExactValue> reference = exact_outputs(prog, entry, dims, samples, envelope.bits);
-  std::vector<std::vector<interp::Value>> fresh;
-  if (options.held_out > 0) {
-    const HeldOutSource source = held_out_source(envelope, options.held_out);
-    s.held_out_note = source.count == 0 ? "none: " + source.none : source.short_of;
-    fresh = envelope_samples(prog, entry, envelope, envelope.samples, source.count);
-    s.held_out_file = envelope.samples_file;
-    for (int j = 0; j < source.count; ++j) s.held_out_seeds.push_back(source.first + static_cast<uint64_t>(j));
-  }
-  const std::vector<exact::ExactValue> fresh_reference = exact_outputs(prog, entry, dims, fresh, envelope.bits);
+  // on the calibration samples and on held-out ones, inputs the envelope
+  // never saw (target.measure). Both must be inside for the realization to
+  // be accepted.
   Gaps held_out;
   auto measure = [&]() {
     s.assignment = assignment_of(s.choices);
-    RealizeOptions ro;
-    ro.policy = Policy::F64;
-    ro.assignment = &s.assignment;
-    const Realization r = realize(prog, entry, ro, dims);
-    held_out = measure_gaps(prog, entry, dims, r, fresh, fresh_reference);
-    return measure_gaps(prog, entry, dims, r, samples, reference);
+    Gaps calibration;
+    std::tie(calibration, held_out) = target.measure(s.assignment);
+    return calibration;
   };
   Gaps gaps = measure();
   for (int round = 1;; ++round) {
     // A NaN gap is never inside: max() would drop it, so it is asked apart.
     const double worst = std::isnan(held_out.worst()) ? held_out.worst() : std::max(gaps.worst(), held_out.worst());
-    if (gaps.worst() <= s.budget_absolute && held_out.inside(s.budget_absolute) == static_cast<int>(fresh.size())) {
+    if (gaps.worst() <= s.budget_absolute &&
+        held_out.inside(s.budget_absolute) == static_cast<int>(held_out.per_sample.size())) {
       s.accepted = true;
       break;
     }
@@ -556,7 +553,193 @@ Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, c
     s.estimate += c.term();
     s.cost += costs.of(c, c.type);
   }
+}
 
+/// The checks both solves make of their arguments.
+void check_solve_arguments(const core::Function& entry_fn, const Envelope& envelope, const SolveOptions& options) {
+  if (envelope.entry != entry_fn.name)
+    throw std::invalid_argument(fmt::format("the envelope is of `{}`, not of `{}`", envelope.entry, entry_fn.name));
+  if (!(options.budget >= 0) || std::isinf(options.budget))
+    throw std::invalid_argument(fmt::format("the budget {} is not a finite number ≥ 0", options.budget));
+}
+
+/// Held-out samples as the options ask: their arguments, and the solution's
+/// account of where they come from.
+std::vector<std::vector<interp::Value>> held_out_samples(const elab::Program& prog, int entry,
+                                                         const Envelope& envelope, int wanted, Solution& s) {
+  if (wanted <= 0) return {};
+  const HeldOutSource source = held_out_source(envelope, wanted);
+  s.held_out_note = source.count == 0 ? "none: " + source.none : source.short_of;
+  s.held_out_file = envelope.samples_file;
+  for (int j = 0; j < source.count; ++j) s.held_out_seeds.push_back(source.first + static_cast<uint64_t>(j));
+  return envelope_samples(prog, entry, envelope, envelope.samples, source.count);
+}
+
+/// Each sample's arguments with the cotangent 1 of a scalar result appended:
+/// a vjp's arguments, as a training step seeds it.
+std::vector<std::vector<interp::Value>> with_unit_cotangent(std::vector<std::vector<interp::Value>> samples) {
+  for (auto& args : samples) args.push_back(interp::Value::of(runtime::Tensor::scalar(1.0)));
+  return samples;
+}
+
+/// The vjp's sites as the decisions name them: a forward copy is its
+/// primal's site, and where one site is stored by several functions (the
+/// primal's own call and a vjp's copy) its evaluations add and its
+/// magnitudes and roundings are the largest.
+std::vector<SiteEnvelope> by_decision_site(const elab::Program& prog, const Envelope& calibrated) {
+  std::map<std::string, std::string> decision_of;  // the function's own site → the decision's
+  for (const core::Function& fn : prog.functions)
+    for (const core::Instr& in : fn.body) {
+      const std::string own = core::site_name(fn, in.id);
+      const std::string decided = core::decision_site(prog, fn, in);
+      if (own != decided) decision_of.emplace(own, decided);
+    }
+  std::vector<SiteEnvelope> out;
+  std::unordered_map<std::string, size_t> index;
+  for (const SiteEnvelope& e : calibrated.sites) {
+    auto d = decision_of.find(e.site);
+    const std::string site = d == decision_of.end() ? e.site : d->second;
+    auto [it, fresh] = index.emplace(site, out.size());
+    if (fresh) {
+      out.push_back(e);
+      out.back().site = site;
+      continue;
+    }
+    SiteEnvelope& into = out[it->second];
+    into.evaluations += e.evaluations;
+    into.max_abs = std::isnan(into.max_abs) || std::isnan(e.max_abs) ? std::nan("") : std::max(into.max_abs, e.max_abs);
+    into.min_abs = std::min(into.min_abs, e.min_abs);
+    for (auto& [type, r] : into.rounding)
+      if (auto other = e.rounding.find(type); other != e.rounding.end()) r = std::max(r, other->second);
+    if (e.condition) into.condition = std::max(into.condition.value_or(1), *e.condition);
+  }
+  return out;
+}
+
+}  // namespace
+
+Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, const Sensitivities& sensitivities,
+               const SolveOptions& options) {
+  const core::Function& entry_fn = prog.functions.at(static_cast<size_t>(entry));
+  check_solve_arguments(entry_fn, envelope, options);
+  if (sensitivities.entry != entry_fn.name)
+    throw std::invalid_argument(
+        fmt::format("the sensitivities are of `{}`, not of `{}`", sensitivities.entry, entry_fn.name));
+  Solution s;
+  s.entry = entry_fn.name;
+  s.function = entry_fn.name;
+  s.budget = options.budget;
+  s.relative = options.relative;
+  s.headroom = options.headroom;
+  s.magnitude = envelope.result_max_abs;
+  s.budget_absolute = options.relative ? options.budget * envelope.result_max_abs : options.budget;
+  s.bits = envelope.bits;
+  s.samples = envelope.samples;
+
+  const std::map<std::string, int64_t>& dims = envelope.dims;
+  const auto samples = envelope_samples(prog, entry, envelope, 0, envelope.samples);
+  const auto reference = exact_outputs(prog, entry, dims, samples, envelope.bits);
+  const auto fresh = held_out_samples(prog, entry, envelope, options.held_out, s);
+  const auto fresh_reference = exact_outputs(prog, entry, dims, fresh, envelope.bits);
+
+  Target target;
+  target.function = entry;
+  target.sites = envelope.sites;
+  target.sensitivities = &sensitivities;
+  target.measure = [&](const Assignment& a) {
+    RealizeOptions ro;
+    ro.policy = Policy::F64;
+    ro.assignment = &a;
+    const Realization r = realize(prog, entry, ro, dims);
+    return std::pair{measure_gaps(prog, entry, dims, r, samples, reference),
+                     measure_gaps(prog, entry, dims, r, fresh, fresh_reference)};
+  };
+  solve_for(prog, envelope, target, options, s);
+  return s;
+}
+
+Solution solve_gradient(elab::Program& prog, int objective, const Envelope& envelope, const SolveOptions& options) {
+  const core::Function& objective_fn = prog.functions.at(static_cast<size_t>(objective));
+  check_solve_arguments(objective_fn, envelope, options);
+  if (objective_fn.args.empty() || objective_fn.args[0].type.kind != elab::TypeKind::Params)
+    throw std::invalid_argument(fmt::format("`{}` takes no parameters first: it has no gradient to budget", objective_fn.name));
+  const std::string objective_name = objective_fn.name;  // vjp() below may move the function
+  // The function a training step evaluates (train/trainer.h): (L, ∂θ).
+  const int vjp = grad::vjp(prog, objective, {0});
+  const std::map<std::string, int64_t>& dims = envelope.dims;
+
+  Solution s;
+  s.of = BudgetOf::Gradient;
+  s.entry = objective_name;
+  s.function = prog.functions[static_cast<size_t>(vjp)].name;
+  s.budget = options.budget;
+  s.relative = options.relative;
+  s.headroom = options.headroom;
+  s.bits = envelope.bits;
+  s.samples = envelope.samples;
+  s.budget_absolute = options.budget;  // relative: a fraction of each sample's own ‖∂θ*‖
+
+  const auto samples = with_unit_cotangent(envelope_samples(prog, objective, envelope, 0, envelope.samples));
+  const auto reference = exact_outputs(prog, vjp, dims, samples, envelope.bits);
+  const auto fresh = with_unit_cotangent(held_out_samples(prog, objective, envelope, options.held_out, s));
+  const auto fresh_reference = exact_outputs(prog, vjp, dims, fresh, envelope.bits);
+  std::vector<double> norms;  // ‖∂θ*‖ of each calibration sample
+  for (const exact::ExactValue& r : reference) {
+    norms.push_back(gradient_norm(r));
+    s.magnitude = std::max(s.magnitude, norms.back());
+  }
+
+  Target target;
+  target.function = vjp;
+  // The reverse sweep's values have no envelope of the objective's: the
+  // vjp's own exact run on the same samples measures every site.
+  target.sites = by_decision_site(prog, calibrate(prog, vjp, dims, samples, envelope.bits));
+  auto realized = [&](const Assignment& a) {
+    RealizeOptions ro;
+    ro.policy = Policy::F64;
+    ro.assignment = &a;
+    ro.keep_masters = true;  // as training reads them: masters at rest, reads rounded
+    return realize(prog, vjp, ro, dims);
+  };
+  target.measure = [&](const Assignment& a) {
+    const Realization r = realized(a);
+    return std::pair{measure_gradient_gaps(prog, vjp, dims, r, samples, reference, s.relative),
+                     measure_gradient_gaps(prog, vjp, dims, r, fresh, fresh_reference, s.relative)};
+  };
+  // Without second derivatives there is no ∂‖∂θ‖/∂v to weigh a rounding by:
+  // each choice's term in T is measured, the gradient's change when that
+  // value alone is narrowed to T, against the all-f64 gradient (the largest
+  // over the calibration samples). It is not first order: a term holds what
+  // the narrowing does, overflow and underflow included.
+  target.measure_terms = [&](std::vector<Choice>& choices) {
+    const Realization wide = realized(Assignment{});
+    std::vector<interp::Value> baseline;
+    {
+      interp::Interpreter interp(prog, dims, &wide);
+      for (const auto& args : samples) baseline.push_back(interp.call(vjp, args));
+    }
+    for (Choice& c : choices) {
+      if (c.rule != Unoffered::None) continue;
+      c.alone[FloatType::F64] = 0;
+      for (FloatType t : c.allowed) {
+        if (t == FloatType::F64) continue;
+        Assignment a;
+        (c.param ? a.params : a.sites)[c.name] = t;
+        const Realization r = realized(a);
+        interp::Interpreter interp(prog, dims, &r);
+        double worst = 0;
+        for (size_t k = 0; k < samples.size(); ++k) {
+          const double d = gradient_difference(interp.call(vjp, samples[k]), baseline[k]);
+          const double term = s.relative ? (norms[k] > 0 ? d / norms[k] : (d > 0 ? kInf : 0)) : d;
+          worst = std::isnan(term) || std::isnan(worst) ? std::nan("") : std::max(worst, term);
+        }
+        c.alone[t] = std::isnan(worst) ? kInf : worst;  // a NaN is no type to take
+      }
+      const double r = c.rounding.count(FloatType::F32) ? c.rounding.at(FloatType::F32) : 0;
+      if (c.alone.count(FloatType::F32) && r > 0) c.sensitivity = c.alone.at(FloatType::F32) / r;
+    }
+  };
+  solve_for(prog, envelope, target, options, s);
   return s;
 }
 
@@ -585,10 +768,17 @@ std::string print_solution(const Solution& s, int sites) {
   const bool seconds = s.cost_unit != "bytes";
   auto limit = [&](size_t n) { return sites < 0 ? n : std::min(n, static_cast<size_t>(sites)); };
   std::string out;
-  out += s.relative ? fmt::format("solve: `{}` under a budget of {} relative ({} absolute, |output| {})\n", s.entry,
-                                  sci(s.budget), sci(s.budget_absolute), sci(s.magnitude))
-                    : fmt::format("solve: `{}` under a budget of {} absolute (|output| {})\n", s.entry,
-                                  sci(s.budget_absolute), sci(s.magnitude));
+  const bool gradient = s.of == BudgetOf::Gradient;
+  if (gradient)
+    out += fmt::format("solve: the gradient of `{}` (∂θ, by `{}`) under a budget of {} on ‖∂θ − ∂θ*‖₂{} (‖∂θ*‖₂ up to "
+                       "{})\n",
+                       s.entry, s.function, sci(s.budget), s.relative ? " / ‖∂θ*‖₂, each sample's own" : ", absolute",
+                       sci(s.magnitude));
+  else
+    out += s.relative ? fmt::format("solve: `{}` under a budget of {} relative ({} absolute, |output| {})\n", s.entry,
+                                    sci(s.budget), sci(s.budget_absolute), sci(s.magnitude))
+                      : fmt::format("solve: `{}` under a budget of {} absolute (|output| {})\n", s.entry,
+                                    sci(s.budget_absolute), sci(s.magnitude));
   int offered = 0, narrowed = 0, site_choices = 0, param_choices = 0, params_narrowed = 0;
   std::map<std::string, std::vector<std::string>> unoffered_by_rule;
   std::map<FloatType, int> param_types;
@@ -634,13 +824,19 @@ std::string print_solution(const Solution& s, int sites) {
   out += fmt::format("  cost        {} against {} all-f64 ({:.2f}x), in {}\n", cost_text(s.cost, seconds),
                      cost_text(s.cost_all_f64, seconds), s.cost > 0 ? s.cost_all_f64 / s.cost : 1.0, s.cost_unit);
   out += fmt::format("  proposal    {} before measurement widened anything\n", cost_text(s.proposal_cost, seconds));
-  out += fmt::format("  estimate    {} (the choices' roundings weighted by ∂L/∂v element by element, and their "
-                     "accumulations; first order: it ranks, it does not guarantee)\n",
-                     sci(s.estimate));
+  if (gradient)
+    out += fmt::format("  estimate    {} (Σ of the terms, each the gradient's change with that choice alone narrowed, "
+                       "measured on the calibration samples; it ranks, it does not guarantee)\n",
+                       sci(s.estimate));
+  else
+    out += fmt::format("  estimate    {} (the choices' roundings weighted by ∂L/∂v element by element, and their "
+                       "accumulations; first order: it ranks, it does not guarantee)\n",
+                       sci(s.estimate));
   const double worst = s.worst_measured();
-  out += fmt::format("  measured    {} against the exact reference at {} bits, the worst of {} {}, after {} widening "
+  out += fmt::format("  measured    {} {}against the exact reference at {} bits, the worst of {} {}, after {} widening "
                      "round{} — {}\n",
-                     sci(worst), s.bits, s.measured.size(), s.measured.size() == 1 ? "sample" : "samples",
+                     sci(worst), gradient ? (s.relative ? "(‖∂θ − ∂θ*‖₂ / ‖∂θ*‖₂) " : "(‖∂θ − ∂θ*‖₂) ") : "", s.bits,
+                     s.measured.size(), s.measured.size() == 1 ? "sample" : "samples",
                      s.rounds.size(), s.rounds.size() == 1 ? "" : "s",
                      s.accepted ? "inside the budget" : "OUTSIDE the budget even at f64: no realization is accepted");
   if (!s.held_out.empty()) {
@@ -742,6 +938,8 @@ DecisionRanges decision_ranges(const Solution& s) {
 
 nlohmann::ordered_json solution_report(const Solution& s) {
   nlohmann::ordered_json j;
+  j["of"] = budget_of_name(s.of);
+  j["function"] = s.function;
   j["budget"] = json_number(s.budget);
   j["relative"] = s.relative;
   j["output_magnitude"] = json_number(s.magnitude);

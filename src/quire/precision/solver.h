@@ -97,6 +97,10 @@ struct Choice {
   double sensitivity = 0;
   std::map<FloatType, double> rounding;  ///< r(T) for f64 and the menu: the largest rounding, for the printout and the half's choice
   WeightedRounding weighted;             ///< its stored value's rounding by type, weighted element by element (sensitivity.h)
+  /// A gradient's solve: by type, ‖δ∂θ‖ (relative to ‖∂θ*‖ under a
+  /// relative budget) with this choice alone narrowed to it, measured; the
+  /// term itself when present.
+  std::map<FloatType, double> alone;
   double accumulated = 0;                ///< a sum or contraction: Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ| (sensitivity.h); else 0
   std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
   Unoffered rule = Unoffered::None;      ///< the rule that leaves it unoffered
@@ -131,11 +135,15 @@ struct WideningRound {
 };
 
 struct Solution {
+  BudgetOf of = BudgetOf::Output;  ///< what the budget bounds
   std::string entry;
+  std::string function;        ///< whose values the choices are: the entry, or its vjp (`loss.vjp[0]`)
   double budget = 0;           ///< as given
   bool relative = true;
-  double magnitude = 0;        ///< the output's largest |y*| (the envelope's)
-  double budget_absolute = 0;  ///< what the measurement is held to
+  double magnitude = 0;        ///< the output's largest |y*| (the envelope's); a gradient's largest ‖∂θ*‖₂
+  /// What each sample's measurement is held to: the output's absolute error,
+  /// or a gradient's ‖∂θ − ∂θ*‖₂, over ‖∂θ*‖₂ of the same sample when relative.
+  double budget_absolute = 0;
   std::string cost_unit;       ///< "bytes", or "s (the roofline of profile NAME)"
   double theta_cost = 0;       ///< rule 2's threshold in cost units
   std::vector<Choice> choices; ///< sites in program order, then parameters in declaration order
@@ -166,6 +174,16 @@ struct Solution {
 /// dims, or sensitivities of another entry.
 Solution solve(const elab::Program& prog, int entry, const Envelope& envelope, const Sensitivities& sensitivities,
                const SolveOptions& options);
+
+/// Solves the types of `objective`'s vjp with respect to its parameters (the
+/// function a training step evaluates: its forward copies decided as the
+/// primal's sites, its reverse sweep's values as their own, the parameters
+/// by path, read as training reads them) under a budget on the gradient:
+/// each sample's ‖∂θ − ∂θ*‖₂, relative to its ‖∂θ*‖₂ unless absolute. A
+/// choice's term is measured (Choice::alone), not first order: quire takes
+/// no second derivatives. Appends the vjp to `prog`. std::invalid_argument
+/// as solve(), and for an objective that does not take parameters first.
+Solution solve_gradient(elab::Program& prog, int objective, const Envelope& envelope, const SolveOptions& options);
 
 /// The seed's §6.3 in quire's words: the summary, the decisions with their
 /// terms, the moves, the values not offered, the followers (`sites` rows of

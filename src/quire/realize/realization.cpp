@@ -313,17 +313,6 @@ class Realizer {
     return true;
   }
 
-  /// The site a decision names for `in`: its own, or in a vjp's forward
-  /// part the primal instruction it copies.
-  std::string decision_site(const core::Function& fn, const core::Instr& in) const {
-    const size_t k = static_cast<size_t>(&in - fn.body.data());
-    if (fn.primal >= 0) {
-      const core::Function& primal = prog_.functions[fn.primal];
-      if (k < primal.body.size()) return core::site_name(primal, primal.body[k].id);
-    }
-    return core::site_name(fn, in.id);
-  }
-
   /// The assignment's decision for `in`, over the type the policy gave it.
   /// Explicit types (casts, `out = f32`) and regions keep theirs; a caller
   /// checks an assignment against them first (check_assignment).
@@ -340,7 +329,7 @@ class Realizer {
       st = {d->second, d->second, false, false, Reason::Solved, fmt::format("reads `{}`, decided {}", path, name(d->second))};
       return;
     }
-    const std::string site = decision_site(fn, in);
+    const std::string site = core::decision_site(prog_, fn, in);
     auto d = a.sites.find(site);
     if (d == a.sites.end()) return;
     const FloatType acc = d->second == FloatType::F64 ? FloatType::F64 : FloatType::F32;

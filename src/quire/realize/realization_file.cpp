@@ -16,12 +16,22 @@ std::map<std::string, double> DecisionRanges::limits() const {
   return out;
 }
 
+const char* budget_of_name(BudgetOf of) {
+  switch (of) {
+    case BudgetOf::Output: return "output";
+    case BudgetOf::Gradient: return "gradient";
+  }
+  return "?";
+}
+
 nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
-                                             nlohmann::ordered_json report, const DecisionRanges* ranges) {
+                                             nlohmann::ordered_json report, const DecisionRanges* ranges,
+                                             BudgetOf of) {
   nlohmann::ordered_json j;
   j["format"] = "quire-realization";
-  j["version"] = 2;
+  j["version"] = 3;
   j["entry"] = entry;
+  j["of"] = budget_of_name(of);
   j["policy"] = policy_name(a.policy);
   // Plain objects: their keys come sorted from the maps either way, and an
   // ordered_json object finds a key by a linear search (quadratic at 10^5 sites).
@@ -56,10 +66,17 @@ RealizationFile realization_file_from_json(const nlohmann::json& j, const std::s
   if (text_at(j, "format", "format") != "quire-realization")
     fail("format", "not \"quire-realization\": this is not a realization from `quire solve`");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() < 1 ||
-      j["version"].get<int64_t>() > 2)
-    fail("version", "only versions 1 and 2 are read");
+      j["version"].get<int64_t>() > 3)
+    fail("version", "only versions 1 to 3 are read");
   RealizationFile out;
   out.entry = text_at(j, "entry", "entry");
+  if (j["version"].get<int64_t>() >= 3) {
+    const std::string of = text_at(j, "of", "of");
+    if (of == "gradient")
+      out.of = BudgetOf::Gradient;
+    else if (of != "output")
+      fail("of", fmt::format("`{}` is neither \"output\" nor \"gradient\"", of));
+  }
   const std::string policy = text_at(j, "policy", "policy");
   auto p = parse_policy(policy);
   if (!p) fail("policy", fmt::format("`{}` is not a policy (f64, f32, bf16, f16)", policy));
@@ -104,7 +121,8 @@ std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, cons
     for (const core::Instr& in : fn.body) {
       const auto& st = fr.values[in.id];
       if (!st) continue;
-      SiteFreedom& f = out[core::site_name(fn, in.id)];
+      // A vjp's copy of a forward value is decided as its primal's site.
+      SiteFreedom& f = out[core::decision_site(prog, fn, in)];
       switch (st->reason) {
         case Reason::Carried:
         case Reason::Input: continue;

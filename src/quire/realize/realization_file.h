@@ -4,7 +4,8 @@
 // decisions, a storage type per site and per parameter path over a base
 // policy, beside the report that explains them (docs/precision.md).
 //
-//   {"format": "quire-realization", "version": 2, "entry": "loss",
+//   {"format": "quire-realization", "version": 3, "entry": "loss",
+//    "of": "output",          ← or "gradient": the decisions cover loss's vjp
 //    "policy": "f64",
 //    "decisions": {"sites": {"RMSNorm.apply/%3": "f32", …},
 //                  "params": {"blocks.proj.w": "bf16", …}},
@@ -14,7 +15,8 @@
 // `ranges` gives each narrowed site the envelope's largest |v|, on which its
 // type was chosen with the headroom (solver.h's range rule): a run under the
 // realization checks its values against |v| × headroom (the envelope guard,
-// interp/envelope_guard.h). Version 1 files have none, and no guard.
+// interp/envelope_guard.h). Version 1 files have none, and no guard;
+// versions 1 and 2 have no `of` and are the output's.
 //
 // An assignment is checked against the program before it is used
 // (check_assignment): every site must be one the entry stores, every path a
@@ -43,16 +45,25 @@ struct DecisionRanges {
   std::map<std::string, double> limits() const;
 };
 
+/// What the budget the decisions were solved under bounds: the entry's
+/// output, or the gradient of its first argument (`solve --of gradient`),
+/// whose decisions cover the entry's vjp, the reverse sweep's sites named by
+/// their own functions (`Tower.apply.vjp/%17`).
+enum class BudgetOf : uint8_t { Output, Gradient };
+const char* budget_of_name(BudgetOf of);  ///< "output", "gradient"
+
 /// The file's decisions and the entry they were solved for.
 struct RealizationFile {
   std::string entry;
+  BudgetOf of = BudgetOf::Output;  ///< version 3's `of`; earlier files are the output's
   Assignment assignment;
   std::optional<DecisionRanges> ranges;  ///< absent in version 1 files
 };
 
 /// The artifact with `report` as its report, and `ranges` when given.
 nlohmann::ordered_json realization_file_json(const std::string& entry, const Assignment& a,
-                                             nlohmann::ordered_json report, const DecisionRanges* ranges = nullptr);
+                                             nlohmann::ordered_json report, const DecisionRanges* ranges = nullptr,
+                                             BudgetOf of = BudgetOf::Output);
 
 /// Reads a realization artifact. io::IoError(path, "key `decisions.sites.X`: …")
 /// for a file that is unreadable or malformed.
@@ -70,7 +81,8 @@ struct SiteFreedom {
   std::string floor_why;
 };
 
-/// Every instruction site the entry reaches, by name, with its freedom
+/// Every instruction site the entry reaches, by its decision name
+/// (core::decision_site: a vjp's forward copies as their primal's), with its freedom
 /// (reached through the policy's realization of `entry`).
 std::map<std::string, SiteFreedom> site_freedoms(const elab::Program& prog, const Realization& base);
 

@@ -236,13 +236,16 @@ void Trainer::set_up() {
   policy_label_ = options_.precision;
   if (options_.realization) {
     // The solver's decisions for the objective's forward values apply to the
-    // vjp's copies of them; the backward sweep stays at the policy.
+    // vjp's copies of them. A realization of the output leaves the backward
+    // sweep at the policy; one of the gradient (`solve --of gradient`) was
+    // solved over this very vjp and decides its reverse sweep too.
     const precision::RealizationFile& file = *options_.realization;
     const std::string& where = options_.realization_path;
     if (file.entry != objective.name)
       throw TrainError(fmt::format("--realize {}: the realization was solved for `{}`, not for the objective `{}`", where,
                                    file.entry, objective.name));
-    std::vector<std::string> problems = precision::check_assignment(prog_, objective_, file.assignment, dims_);
+    const int decided = file.of == precision::BudgetOf::Gradient ? vjp_ : objective_;
+    std::vector<std::string> problems = precision::check_assignment(prog_, decided, file.assignment, dims_);
     if (!problems.empty())
       throw TrainError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", where, problems.size(),
                                    fmt::join(problems, "\n  ")));
@@ -648,9 +651,9 @@ void Trainer::finish(bool failed) {
     if (step_ > outcome_.start_step)
       progress_->message(fmt::format(
           "one step (remat {}): {} instructions evaluated, {} forward values reused, {} callee forwards evaluated "
-          "again, at most {} bytes kept for the reverse sweep",
+          "again, {} bytes written at their sites, at most {} kept for the reverse sweep",
           interp::remat_name(options_.remat), outcome_.per_step.evaluated, outcome_.per_step.reused,
-          outcome_.per_step.forwards_repeated, outcome_.per_step.stored_bytes_peak));
+          outcome_.per_step.forwards_repeated, outcome_.per_step.written_bytes, outcome_.per_step.stored_bytes_peak));
   }
 }
 

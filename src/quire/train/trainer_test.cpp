@@ -12,6 +12,7 @@
 
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
+#include "quire/grad/vjp.h"
 #include "quire/io/atomic_file.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -535,6 +536,43 @@ TEST(Trainer, ASolvedRealizationTrainsAndResumes) {
   wrong.realization_path = "r.json";
   EXPECT_EQ(error_of<TrainError>([&] { train_file(reg.program, wrong); }),
             "--realize r.json: 1 of its decisions cannot apply:\n  parameter `nope` is not in `loss`'s parameter tree");
+}
+
+// A realization of the gradient (`solve --of gradient`) decides the reverse
+// sweep too: a step under it writes fewer bytes than an f64 step, and the run
+// still descends. The same decisions read as the output's are refused, the
+// objective alone storing no reverse-sweep value.
+TEST(Trainer, AGradientRealizationDecidesTheBackwardSweep) {
+  Regression reg;
+  auto prog = load(reg.program);
+  const int loss = prog->find_function("loss");
+  const int vjp = grad::vjp(*prog, loss, {0});
+  const core::Function& fn = prog->functions.at(static_cast<size_t>(vjp));
+  const core::Function& primal = prog->functions.at(static_cast<size_t>(fn.primal));
+  precision::RealizationFile solved;
+  solved.entry = "loss";
+  solved.of = precision::BudgetOf::Gradient;
+  for (size_t k = primal.body.size(); k < fn.body.size(); ++k)
+    if (fn.body[k].op == core::Op::Mul && fn.body[k].type.is_tensor())
+      solved.assignment.sites[core::site_name(fn, fn.body[k].id)] = FloatType::BF16;
+  ASSERT_FALSE(solved.assignment.sites.empty());
+
+  TrainOptions narrowed = reg.options("narrowed");
+  narrowed.realization = solved;
+  const TrainedRun n = train_file(reg.program, narrowed);
+  const TrainedRun w = train_file(reg.program, reg.options("f64"));
+  EXPECT_TRUE(n.outcome.finished());
+  EXPECT_LT(n.outcome.per_step.written_bytes, w.outcome.per_step.written_bytes);
+  EXPECT_GT(n.outcome.per_step.written_bytes, 0);
+  const std::vector<StepRecord> steps = read_metrics(reg.dir.file("narrowed/metrics.jsonl"));
+  EXPECT_LT(steps.back().loss, steps.front().loss);
+
+  TrainOptions as_output = reg.options("as-output");
+  as_output.realization = solved;
+  as_output.realization->of = precision::BudgetOf::Output;
+  as_output.realization_path = "r.json";
+  const std::string message = error_of<TrainError>([&] { train_file(reg.program, as_output); });
+  EXPECT_NE(message.find("is not a value `loss` stores"), std::string::npos) << message;
 }
 
 // Under a realization with ranges, each step counts the values it stored

@@ -169,6 +169,9 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
                                                  runtime::float_type_name(site->storage)));
           interp::check_site_value(prog_, fn, *at, v, h.dims);
           if (guard_) guard_->observe(fn, *at, v);
+          if (h.table)
+            if (const auto& site = h.table->values[static_cast<size_t>(s.value)])
+              stats_.written_bytes += interp::written_bytes(&*site, v);
           env[static_cast<size_t>(s.value)] = std::move(v);
           // The kernel evaluated every step of its group: the count is the backend's work.
           stats_.evaluated += s.launch_steps;

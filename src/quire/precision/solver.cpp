@@ -261,6 +261,7 @@ Assignment assignment_of(const std::vector<Choice>& choices) {
   for (const Choice& c : choices) {
     if (c.type == FloatType::F64) continue;
     (c.param ? a.params : a.sites)[c.name] = c.type;
+    if (!c.param && c.accumulates() && c.accumulator != FloatType::F32) a.accumulators[c.name] = c.accumulator;
   }
   return a;
 }
@@ -274,9 +275,10 @@ double Choice::term_in(FloatType t) const {
   return stored_term(weighted, t, sensitivity, rounding.at(t)) + accumulation_in(t);
 }
 
-double Choice::accumulation_in(FloatType t) const {
-  // A narrowed reduction accumulates in f32 (realization.h's RealizeOptions).
-  return accumulation_term(accumulated, terms, t == FloatType::F64 ? FloatType::F64 : FloatType::F32);
+double Choice::accumulation_in(FloatType t, std::optional<FloatType> acc) const {
+  // A narrowed reduction accumulates in f32 unless its accumulator is decided
+  // wide (realization.h's Assignment::accumulators).
+  return accumulation_term(accumulated, terms, t == FloatType::F64 ? FloatType::F64 : acc.value_or(accumulator));
 }
 
 double Solution::worst_measured() const {
@@ -495,11 +497,23 @@ void solve_for(const elab::Program& prog, const Envelope& envelope, const Target
     const Offer o = queue.top();
     queue.pop();
     Choice& c = s.choices[o.choice];
-    // A move that saves nothing, or would leave the budget, ends its choice's narrowing.
-    if (!(o.saving > 0) || !(estimate + o.added <= s.budget_absolute)) continue;
-    estimate += o.added;
+    // A move that saves nothing, or would leave the budget, ends its choice's
+    // narrowing, unless a sum's accumulation is what leaves it: then the
+    // move is taken with its accumulator kept at f64, if that fits.
+    if (!(o.saving > 0)) continue;
+    double added = o.added;
+    bool wide = false;
+    if (!(estimate + added <= s.budget_absolute)) {
+      if (!c.accumulates() || c.accumulator == FloatType::F64) continue;
+      const double stored = c.term_in(o.to) - c.accumulation_in(o.to);
+      added = std::max(0.0, stored + c.accumulation_in(o.to, FloatType::F64) - c.term_in(c.type));
+      if (!(estimate + added <= s.budget_absolute)) continue;
+      c.accumulator = FloatType::F64;
+      wide = true;
+    }
+    estimate += added;
     c.type = o.to;
-    c.moves.push_back({++s.moves, o.to, o.saving, o.added, estimate, 0});
+    c.moves.push_back({++s.moves, o.to, wide, o.saving, added, estimate, 0});
     offer_next(o.choice);
   }
   for (const Choice& c : s.choices) s.proposal_cost += costs.of(c, c.type);
@@ -536,6 +550,13 @@ void solve_for(const elab::Program& prog, const Envelope& envelope, const Target
     w.measured_before = worst;
     for (size_t k = 0; k < count; ++k) {
       Choice& c = s.choices[narrowed[k]];
+      // A term its f32 accumulation dominates widens the accumulator first.
+      if (c.accumulates() && c.accumulator == FloatType::F32 &&
+          c.accumulation_in(c.type) > c.term() - c.accumulation_in(c.type)) {
+        c.accumulator = FloatType::F64;
+        w.widened.push_back({c.name + "'s accumulator", FloatType::F64});
+        continue;
+      }
       auto last = std::find_if(c.moves.rbegin(), c.moves.rend(), [](const Move& m) { return m.undone_in_round == 0; });
       last->undone_in_round = round;
       auto before = std::find_if(std::next(last), c.moves.rend(), [](const Move& m) { return m.undone_in_round == 0; });
@@ -804,8 +825,13 @@ std::string print_solution(const Solution& s, int sites) {
   }
   int fixed = 0, carried = 0;
   for (const Follower& f : s.followers) (f.role == "carried" ? carried : fixed) += 1;
-  out += fmt::format("  sites       {} decided, {} stored away from f64; {} carried or fixed by the program\n",
-                     site_choices, narrowed, carried + fixed);
+  int wide_accumulators = 0;
+  for (const Choice& c : s.choices)
+    wide_accumulators += c.accumulates() && c.type != FloatType::F64 && c.accumulator == FloatType::F64 ? 1 : 0;
+  out += fmt::format("  sites       {} decided, {} stored away from f64{}; {} carried or fixed by the program\n",
+                     site_choices, narrowed,
+                     wide_accumulators ? fmt::format(" ({} of them accumulating in f64)", wide_accumulators) : "",
+                     carried + fixed);
   if (param_choices > 0) {
     std::vector<std::string> by_type;
     for (const auto& [t, n] : param_types)
@@ -882,7 +908,8 @@ std::string print_solution(const Solution& s, int sites) {
     const Choice& c = *moved[i];
     std::vector<std::string> parts;
     for (const Move& m : c.moves)
-      parts.push_back(fmt::format("to {} (move {}): saves {}, adds {}, then {}{}", name(m.to), m.number,
+      parts.push_back(fmt::format("to {}{} (move {}): saves {}, adds {}, then {}{}", name(m.to),
+                                  m.wide_accumulator ? " accumulating in f64" : "", m.number,
                                   cost_text(m.saving, seconds), sci(m.added), sci(m.estimate_after),
                                   m.undone_in_round ? fmt::format(", undone in widening round {}", m.undone_in_round)
                                                     : ""));
@@ -970,6 +997,7 @@ nlohmann::ordered_json solution_report(const Solution& s) {
     o["magnitude"] = json_number(c.magnitude);
     o["sensitivity"] = json_number(c.sensitivity);
     o["term"] = json_number(c.term());
+    if (c.accumulates() && c.type != FloatType::F64) o["accumulator"] = name(c.accumulator);
     if (!c.unoffered.empty()) o["unoffered"] = c.unoffered;
     if (!c.note.empty()) o["note"] = c.note;
     o["moves"] = nlohmann::ordered_json::array();

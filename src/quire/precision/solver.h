@@ -19,8 +19,9 @@
 //    f64 a site's term is its values' own rounding to f64, a parameter's 0.
 //    A sum's or contraction's term adds its accumulation's:
 //    √n·u_A·Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ|, n its terms per element, A its accumulator
-//    (f64 at f64, f32 once narrowed): n roundings of partial sums that grow
-//    to Σ|t|, each of either sign, in the sequential order of the kernels.
+//    (f64 at f64, f32 once narrowed, or f64 where that accumulator is
+//    decided wide): n roundings of partial sums that grow to Σ|t|, each of
+//    either sign, in the sequential order of the kernels.
 //    First order: it ranks, it does not guarantee.
 // 3. Narrowing. Every move (a choice one type narrower: f64 → f32 → the
 //    better of bf16 and f16) is ranked by the cost it saves per unit of
@@ -75,6 +76,7 @@ struct SolveOptions {
 struct Move {
   int number = 0;  ///< the order the solver took it in, from 1
   FloatType to = FloatType::F64;
+  bool wide_accumulator = false;  ///< taken accumulating in f64: in f32 it left the budget
   double saving = 0;          ///< cost saved
   double added = 0;           ///< estimate added
   double estimate_after = 0;  ///< the estimate once taken
@@ -102,6 +104,10 @@ struct Choice {
   /// term itself when present.
   std::map<FloatType, double> alone;
   double accumulated = 0;                ///< a sum or contraction: Σᵢ |∂L/∂vᵢ|·Σⱼ|tᵢⱼ| (sensitivity.h); else 0
+  /// The accumulator once narrowed: f32, or f64 where its accumulation in
+  /// f32 would overdraw the budget (a choice of its own, realization.h's
+  /// Assignment::accumulators). At f64 it is f64.
+  FloatType accumulator = FloatType::F32;
   std::vector<FloatType> allowed;        ///< f64 then the narrower types it may take
   Unoffered rule = Unoffered::None;      ///< the rule that leaves it unoffered
   std::string unoffered;                 ///< that rule's sentence for it ("" if it is offered)
@@ -113,8 +119,12 @@ struct Choice {
   /// where the sweep gave none for t), plus its accumulation's in the
   /// accumulator `t` implies.
   double term_in(FloatType t) const;
-  /// The accumulation's part of term_in(t): √terms·u_A·accumulated.
-  double accumulation_in(FloatType t) const;
+  /// The accumulation's part of term_in(t): √terms·u_A·accumulated, A f64
+  /// at f64 and `accumulator` otherwise (or `acc` when given).
+  double accumulation_in(FloatType t, std::optional<FloatType> acc = std::nullopt) const;
+  /// Whether its accumulator is a choice: a sum or contraction with
+  /// sensitivities (a gradient's terms are measured with f32).
+  bool accumulates() const { return accumulated > 0 && alone.empty(); }
   double term() const { return term_in(type); }
 };
 
@@ -131,7 +141,9 @@ struct Follower {
 struct WideningRound {
   int round = 0;
   double measured_before = 0;
-  std::vector<std::pair<std::string, FloatType>> widened;  ///< choice, the type it went back to
+  /// Choice, the type it went back to; "NAME's accumulator" for an
+  /// accumulator widened to f64 (the value's type kept).
+  std::vector<std::pair<std::string, FloatType>> widened;
 };
 
 struct Solution {

@@ -163,6 +163,14 @@ TEST(RealizationFile, WhatTheBudgetBoundsRoundTrips) {
   } catch (const io::IoError& e) {
     EXPECT_NE(std::string(e.what()).find("key `of`: `input` is neither"), std::string::npos) << e.what();
   }
+  // A wide accumulator names a narrowed site, and is f32 or f64.
+  Assignment wide = a;
+  wide.accumulators["loss.vjp[0]/%12"] = FloatType::F64;
+  EXPECT_EQ(realization_file_from_json(realization_file_json("loss", wide, {}), "r.json").assignment.accumulators,
+            wide.accumulators);
+  nlohmann::json stray = realization_file_json("loss", wide, {});
+  stray["decisions"]["accumulators"]["loss/%3"] = "f64";
+  EXPECT_THROW(realization_file_from_json(stray, "r.json"), io::IoError);
   nlohmann::json newer = j;
   newer["version"] = 4;
   EXPECT_THROW(realization_file_from_json(newer, "r.json"), io::IoError);

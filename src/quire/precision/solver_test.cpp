@@ -331,7 +331,11 @@ TEST(SolverTutorial, ABudgetBelowWhatF64AchievesIsRefused) {
 // estimate counts it (√n·u·Σ|terms|), so the row sums stay f64 and the
 // measurement has nothing to widen; the element-wise values, whose roundings
 // are independent, go to f32.
-TEST(SolverEstimate, AnF32AccumulatorIsSeenAndKeptWide) {
+// A row sum of 2^17 terms: its f32 accumulation would overdraw the budget,
+// its storage in f32 would not. The accumulator is a choice of its own: the
+// sum is stored narrowed and accumulated in f64, which the realization and
+// the artifact carry, and which measures closer than the f32 accumulator.
+TEST(SolverEstimate, AnAccumulatorIsAChoiceOfItsOwn) {
   Analyzed a(elab::testing::elaborate_text("fn f(x : ℝ[r: 2, c: 131072]) -> ℝ[] =\n"
                                            "  let rows = sum(axis c, x * x + 1.0)\n"
                                            "  sum(rows)\n"),
@@ -341,11 +345,39 @@ TEST(SolverEstimate, AnF32AccumulatorIsSeenAndKeptWide) {
   ASSERT_TRUE(s.accepted);
   EXPECT_TRUE(s.rounds.empty());
   const Choice& rows = choice(s, "f/%5");
-  EXPECT_EQ(rows.type, FloatType::F64);
-  EXPECT_GT(rows.accumulation_in(FloatType::F32), s.budget_absolute) << "its f32 accumulation would overdraw";
+  EXPECT_GT(rows.accumulation_in(FloatType::F32, FloatType::F32), s.budget_absolute)
+      << "its f32 accumulation would overdraw";
+  ASSERT_NE(rows.type, FloatType::F64) << print_solution(s);
+  EXPECT_EQ(rows.accumulator, FloatType::F64);
+  ASSERT_FALSE(rows.moves.empty());
+  EXPECT_TRUE(rows.moves.front().wide_accumulator);
+  EXPECT_LT(rows.term(), s.budget_absolute);
+  EXPECT_EQ(s.assignment.accumulators.at("f/%5"), FloatType::F64);
   EXPECT_EQ(choice(s, "f/%2").type, FloatType::F32);
   EXPECT_GE(s.estimate, s.worst_measured());
   EXPECT_LE(s.worst_measured(), s.budget_absolute);
+  EXPECT_NE(print_solution(s).find("accumulating in f64 (move"), std::string::npos);
+  // Realized so: the sum's steps round to f64; the same decisions with the
+  // default f32 accumulator measure further from the exact value.
+  RealizeOptions ro;
+  ro.assignment = &s.assignment;
+  const Realization r = realize(*a.e->prog, a.entry, ro, {});
+  bool seen = false;
+  for (const FunctionRealization& fr : r.functions)
+    for (const auto& st : fr.values)
+      if (st && st->storage == rows.type && st->accumulator == FloatType::F64) seen = true;
+  EXPECT_TRUE(seen);
+  Assignment f32_accumulator = s.assignment;
+  f32_accumulator.accumulators.clear();
+  EXPECT_GT(a.remeasure(f32_accumulator).worst(), a.remeasure(s.assignment).worst());
+  EXPECT_TRUE(check_assignment(*a.e->prog, a.entry, s.assignment, {}).empty());
+  // An accumulator of a value that is not a sum is named.
+  Assignment bad = s.assignment;
+  bad.accumulators["f/%2"] = FloatType::F64;
+  bad.sites["f/%2"] = FloatType::F32;
+  const std::vector<std::string> problems = check_assignment(*a.e->prog, a.entry, bad, {});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("accumulator of `f/%2`: not a sum or contraction"), std::string::npos) << problems[0];
 }
 
 // x = 1e-4·z narrowed to f16 becomes subnormal, and a held-out z under

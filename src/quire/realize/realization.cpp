@@ -332,10 +332,16 @@ class Realizer {
     const std::string site = core::decision_site(prog_, fn, in);
     auto d = a.sites.find(site);
     if (d == a.sites.end()) return;
-    const FloatType acc = d->second == FloatType::F64 ? FloatType::F64 : FloatType::F32;
+    auto wide = a.accumulators.find(site);
+    const FloatType acc = d->second == FloatType::F64 ? FloatType::F64
+                          : wide != a.accumulators.end() ? wide->second
+                                                         : FloatType::F32;
     st = {d->second, core::op_info(in.op).reduction ? acc : d->second, false, false, Reason::Solved,
-          site == core::site_name(fn, in.id) ? fmt::format("decided {}", name(d->second))
-                                             : fmt::format("decided {} at {}", name(d->second), site)};
+          fmt::format("decided {}{}{}", name(d->second),
+                      site == core::site_name(fn, in.id) ? "" : fmt::format(" at {}", site),
+                      wide != a.accumulators.end() && d->second != FloatType::F64
+                          ? fmt::format(", accumulating in {}", name(wide->second))
+                          : "")};
   }
 
   /// The realizer as the Core walker's domain (core/walk.h): a value is its

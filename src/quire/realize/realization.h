@@ -145,6 +145,10 @@ struct Assignment {
   Policy policy = Policy::F64;
   std::map<std::string, FloatType> sites;
   std::map<std::string, FloatType> params;
+  /// A narrowed sum or contraction accumulates in f32 unless named here with
+  /// a wider accumulator (the solver's, where an f32 accumulation would
+  /// overdraw the budget): by site, each also narrowed in `sites`.
+  std::map<std::string, FloatType> accumulators;
 };
 
 struct RealizeOptions {

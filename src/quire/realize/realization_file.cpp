@@ -39,7 +39,9 @@ nlohmann::ordered_json realization_file_json(const std::string& entry, const Ass
   for (const auto& [site, type] : a.sites) sites.emplace(site, runtime::float_type_name(type));
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [path, type] : a.params) params.emplace(path, runtime::float_type_name(type));
-  j["decisions"] = {{"sites", std::move(sites)}, {"params", std::move(params)}};
+  nlohmann::json accumulators = nlohmann::json::object();
+  for (const auto& [site, type] : a.accumulators) accumulators.emplace(site, runtime::float_type_name(type));
+  j["decisions"] = {{"sites", std::move(sites)}, {"params", std::move(params)}, {"accumulators", std::move(accumulators)}};
   if (ranges) {
     nlohmann::json magnitudes = nlohmann::json::object();
     for (const auto& [site, magnitude] : ranges->sites) magnitudes.emplace(site, magnitude);
@@ -92,6 +94,19 @@ RealizationFile realization_file_from_json(const nlohmann::json& j, const std::s
       auto t = runtime::parse_float_type(type.get<std::string>());
       if (!t) fail(key, fmt::format("`{}` is not a float type (f64, f32, bf16, f16)", type.get<std::string>()));
       into[name] = *t;
+    }
+  }
+  // Version 3's wide accumulators: each a site narrowed above, f32 or f64.
+  if (d.contains("accumulators")) {
+    if (!d["accumulators"].is_object()) fail("decisions.accumulators", "not an object");
+    for (const auto& [site, type] : d["accumulators"].items()) {
+      const std::string key = fmt::format("decisions.accumulators.{}", site);
+      auto t = type.is_string() ? runtime::parse_float_type(type.get<std::string>()) : std::nullopt;
+      if (!t || (*t != FloatType::F64 && *t != FloatType::F32)) fail(key, "expected f64 or f32");
+      auto narrowed = out.assignment.sites.find(site);
+      if (narrowed == out.assignment.sites.end() || narrowed->second == FloatType::F64)
+        fail(key, "not a site the decisions narrow");
+      out.assignment.accumulators[site] = *t;
     }
   }
   if (j["version"].get<int64_t>() >= 2 && j.contains("ranges")) {
@@ -189,6 +204,16 @@ std::vector<std::string> check_assignment(const elab::Program& prog, int entry, 
     else if (f.at_least_f32 && is_half(type))
       problems.push_back(fmt::format("site `{}` cannot be {}: {}, which never goes below f32", site,
                                      runtime::float_type_name(type), f.floor_why));
+  }
+  std::map<std::string, core::Op> ops;  // each reached site's operation
+  for (const FunctionRealization& fr : base.functions) {
+    const core::Function& fn = prog.functions[fr.function];
+    for (const core::Instr& in : fn.body) ops.emplace(core::decision_site(prog, fn, in), in.op);
+  }
+  for (const auto& [site, type] : a.accumulators) {
+    auto op = ops.find(site);
+    if (op == ops.end() || !core::op_info(op->second).reduction)
+      problems.push_back(fmt::format("accumulator of `{}`: not a sum or contraction `{}` stores", site, entry_name));
   }
   for (const auto& [path, type] : a.params) {
     const ParamStorage* p = base.param(path);

@@ -7,8 +7,8 @@ quire runs `quire train --precision P --max-steps N` on a copy of the example
 without its held-out evaluation and checkpoints; its step time is the median
 of the differences of the metrics' `elapsed_s` after a warm-up. PyTorch runs
 the same network in eager mode (F.embedding, F.layer_norm, the c_attn split
-into heads, F.scaled_dot_product_attention(is_causal=True), F.gelu, F.dropout
-at the example's three places, the tied read-out, F.cross_entropy) with
+into heads, F.scaled_dot_product_attention(is_causal=True, dropout_p=0.1) as the
+example drops the attention weights, F.gelu, F.dropout at its three other places, the tied read-out, F.cross_entropy) with
 torch.optim.AdamW and clip_grad_norm_, timed around each step (forward,
 backward, clip, update), in the same dtype. Both train on the example's data,
 batches in file order.
@@ -86,7 +86,7 @@ def torch_step_seconds(torch, threads, precision, steps, warmup):
         for w in blocks:
             qkv = F.layer_norm(x, (D,), w["ln1_g"], w["ln1_b"]) @ w["attn_w"] + w["attn_b"]
             q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in qkv.split(D, dim=-1))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=P).transpose(1, 2).reshape(B, T, D)
             a = x + F.dropout(y @ w["proj_w"] + w["proj_b"], P)
             h = F.gelu(F.layer_norm(a, (D,), w["ln2_g"], w["ln2_b"]) @ w["fc_w"] + w["fc_b"])
             x = a + F.dropout(h @ w["out_w"] + w["out_b"], P)

@@ -9,7 +9,9 @@ and the gradient (`grad`) of sum(f(…) · w) for a random cotangent w:
   causal_attention        the same with is_causal=True
   self_attention          a fused qkv in GPT-2's c_attn layout: split(E) → view
   causal_self_attention     [B, T, H, E/H] → transpose → SDPA → transpose → reshape;
-                          the causal one also without leading axes
+                          the causal one also without leading axes, at p = 0, and with
+                          dropout p = 0.25 on the attention weights against the same
+                          lines written out on quire's mask (bernoulli of the same key)
   dropout                 semantics: where quire's output is 0 is the mask; it must be
                           bernoulli(k, 1 - p) of the same key, PyTorch's x * mask / (1 - p)
                           must equal quire's output bit for bit (and the gradient too),
@@ -54,6 +56,7 @@ QKV1 = f"ℝ[time: {TT}, c: {3 * EC}]"
 Y1 = f"ℝ[time: {TT}, model: {EC}]"
 X = f"ℝ[batch: {DB}, time: {DT}, model: {DD}]"
 MASK = f"bool[batch: {DB}, time: {DT}, model: {DD}]"
+WMASK = f"bool[batch: {B}, h: {HC}, t: {TT}, s: {TT}]"  # the attention weights' dropout mask
 
 PROGRAM = f"""\
 fn emb_obj(table : ℝ[vocab: {V}, model: {DM}], ids : i32[batch: 2, time: 5], w : ℝ[batch: 2, time: 5, model: {DM}]) -> ℝ[] =
@@ -74,12 +77,17 @@ fn att(a : ({Q}, {K}, {VV}), w : {O}) -> ({O}, ({Q}, {K}, {VV}), {O}, ({Q}, {K},
   (attention(a.0, a.1, a.2), grad(att_obj)(a, w), causal_attention(a.0, a.1, a.2), grad(causal_obj)(a, w))
 
 fn self_obj(qkv : {QKV}, w : {Y}) -> ℝ[] = sum(self_attention(qkv, iota(h: {HC})) * w)
-fn causal_self_obj(qkv : {QKV}, w : {Y}) -> ℝ[] = sum(causal_self_attention(qkv, iota(h: {HC})) * w)
-fn causal_self_obj1(qkv : {QKV1}, w : {Y1}) -> ℝ[] = sum(causal_self_attention(qkv, iota(h: {HC})) * w)
-fn fused(qkv : {QKV}, w : {Y}, qkv1 : {QKV1}, w1 : {Y1}) -> ({Y}, {QKV}, {Y}, {QKV}, {Y1}, {QKV1}) =
+fn causal_self_obj(qkv : {QKV}, w : {Y}, k : key) -> ℝ[] = sum(causal_self_attention(qkv, iota(h: {HC}), 0.0, k) * w)
+fn causal_self_obj1(qkv : {QKV1}, w : {Y1}, k : key) -> ℝ[] = sum(causal_self_attention(qkv, iota(h: {HC}), 0.0, k) * w)
+fn fused(k : key, qkv : {QKV}, w : {Y}, qkv1 : {QKV1}, w1 : {Y1}) -> ({Y}, {QKV}, {Y}, {QKV}, {Y1}, {QKV1}) =
   (self_attention(qkv, iota(h: {HC})), grad(self_obj)(qkv, w),
-   causal_self_attention(qkv, iota(h: {HC})), grad(causal_self_obj)(qkv, w),
-   causal_self_attention(qkv1, iota(h: {HC})), grad(causal_self_obj1)(qkv1, w1))
+   causal_self_attention(qkv, iota(h: {HC}), 0.0, k), grad(causal_self_obj)(qkv, w, k),
+   causal_self_attention(qkv1, iota(h: {HC}), 0.0, k), grad(causal_self_obj1)(qkv1, w1, k))
+
+fn attn_drop_obj(qkv : {QKV}, w : {Y}, k : key) -> ℝ[] = sum(causal_self_attention(qkv, iota(h: {HC}), {P}, k) * w)
+fn attn_drop(k : key, qkv : {QKV}, w : {Y}) -> ({Y}, {WMASK}, {QKV}) =
+  (causal_self_attention(qkv, iota(h: {HC}), {P}, k), bernoulli(k, 1.0 - {P}, batch: {B}, h: {HC}, t: {TT}, s: {TT}),
+   grad(attn_drop_obj)(qkv, w, k))
 
 fn drop_obj(x : {X}, k : key, w : {X}) -> ℝ[] = sum(dropout(k, x, {P}) * w)
 fn drop(k : key, x : {X}, w : {X}) -> ({X}, {MASK}, {X}, {X}) =
@@ -119,6 +127,7 @@ def main():
         "fused": {"qkv": n(size=(B, TT, 3 * EC)) * 2, "w": n(size=(B, TT, EC)),
                   "qkv1": n(size=(TT, 3 * EC)) * 2, "w1": n(size=(TT, EC))},
         "drop": {"x": n(size=(DB, DT, DD)), "w": n(size=(DB, DT, DD))},
+        "attn_drop": {"qkv": n(size=(B, TT, 3 * EC)) * 2, "w": n(size=(B, TT, EC))},
         # Ties (row 1: two 3.0), a NaN (row 2), integers whose casts tie (row 3).
         "picks": {"x": np.array([[0.5, -1.0, 2.0, 0.25, 1.0, -3.0],
                                  [3.0, 1.0, 3.0, -2.0, 0.0, 2.5],
@@ -201,12 +210,20 @@ def main():
         for i, (part, t) in enumerate((("q", q), ("k", k), ("v", v))):
             compare(f"{name} gradient ({part})", got["att"][f"result.{offset + 1}.{i}"], t.grad)
 
-    # the fused self-attentions, in GPT-2's c_attn layout
-    def gpt2_attention(qkv, causal):
+    # the fused self-attentions, in GPT-2's c_attn layout; with a mask, the
+    # attention weights' dropout written out (SDPA's dropout_p draws its own)
+    def gpt2_attention(qkv, causal, mask=None):
         lead = qkv.shape[:-2]
         q, k, v = qkv.split(EC, dim=-1)
         heads = [t.reshape(*lead, TT, HC, EC // HC).transpose(-3, -2) for t in (q, k, v)]
-        y = F.scaled_dot_product_attention(*heads, is_causal=causal)
+        if mask is None:
+            y = F.scaled_dot_product_attention(*heads, is_causal=causal)
+        else:
+            q, k, v = heads
+            scores = q @ k.transpose(-2, -1) / math.sqrt(EC // HC)
+            scores = scores.masked_fill(torch.ones(TT, TT, dtype=torch.bool).triu(1), float("-inf"))
+            weights = torch.softmax(scores, dim=-1) * torch.tensor(mask, dtype=torch.float64) / (1 - P)
+            y = weights @ v
         return y.transpose(-3, -2).reshape(*lead, TT, EC)
 
     fu = ins["fused"]
@@ -218,6 +235,24 @@ def main():
         (y * torch.tensor(fu[w_name])).sum().backward()
         compare(label, got["fused"][f"result.{offset}"], y)
         compare(f"{label} gradient (qkv)", got["fused"][f"result.{offset + 1}"], qkv.grad)
+
+    # causal_self_attention with dropout on the weights: quire's mask is
+    # bernoulli(k, 1 - p) of the same key over [batch, h, t, s]; PyTorch's
+    # softmax(masked scores) * mask / (1 - p) @ v on it
+    ad = ins["attn_drop"]
+    weights_mask = got["attn_drop"]["result.1"]
+    kept = weights_mask.mean()
+    print(f"attention-weight dropout: kept {kept:.4f} of {weights_mask.size} weights (1 - p = {1 - P})")
+    if weights_mask.all() or not weights_mask.any():
+        failures.append("attention-weight dropout: the mask keeps all weights or none")
+    qkv = leaf(ad["qkv"])
+    y = gpt2_attention(qkv, True, weights_mask)
+    (y * torch.tensor(ad["w"])).sum().backward()
+    compare("causal_self_attention with dropout p = 0.25", got["attn_drop"]["result.0"], y)
+    compare("causal_self_attention with dropout gradient (qkv)", got["attn_drop"]["result.2"], qkv.grad)
+    # p = 0 is the undropped attention: the same bits as without dropout
+    if not np.array_equal(got["fused"]["result.2"], reference["fused"]["result.2"]):
+        failures.append("causal_self_attention at p = 0: the backends differ")
 
     # argmax, argmin and accuracy, exactly
     px, pt = torch.tensor(ins["picks"]["x"]), torch.tensor(ins["picks"]["t"], dtype=torch.int64)

@@ -241,7 +241,9 @@ fn lin(x : ℝ[batch: 2, model: 3], w : ℝ[model: 3, hidden: 2], b : ℝ[2]) ->
 fn att(q : ℝ[query: 2, d: 3], k : ℝ[pos: 3, d: 3], v : ℝ[pos: 3, e: 2]) -> ℝ[query: 2, e: 2] = attention(q, k, v)
 fn catt(q : ℝ[query: 2, d: 3], k : ℝ[pos: 3, d: 3], v : ℝ[pos: 3, e: 2]) -> ℝ[query: 2, e: 2] = causal_attention(q, k, v)
 fn sa(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = self_attention(qkv, iota(h: 2))
-fn csa(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = causal_self_attention(qkv, iota(h: 2))
+fn csa(qkv : ℝ[time: 3, c: 12], k : key) -> ℝ[time: 3, model: 4] = causal_self_attention(qkv, iota(h: 2), 0.0, k)
+fn csa_drop(qkv : ℝ[time: 3, c: 12], k : key) -> ℝ[time: 3, model: 4] = causal_self_attention(qkv, iota(h: 2), 0.5, k)
+fn weights_mask(k : key) -> bool[h: 2, t: 3, s: 3] = bernoulli(k, 0.5, h: 2, t: 3, s: 3)
 fn bad_heads(qkv : ℝ[time: 3, c: 12]) -> ℝ[time: 3, model: 4] = self_attention(qkv, iota(h: 3))
 fn drop(k : key, x : ℝ[a: 2, b: 3, c: 4]) -> ℝ[a: 2, b: 3, c: 4] = dropout(k, x, 0.25)
 fn keep_all(k : key, x : ℝ[a: 2, b: 3, c: 4]) -> ℝ[a: 2, b: 3, c: 4] = dropout(k, x, 0.0)
@@ -337,7 +339,45 @@ TEST(Prelude, SelfAttentionReadsGpt2sFusedLayout) {
       for (int t = 0; t < T; ++t)
         for (int j = 0; j < W; ++j) want[t * E + h * W + j] = head[t * W + j];
     }
-    expect_reals(p(causal ? "csa" : "sa", {reals({T, 3 * E}, qkv)}), {T, E}, want);
+    const Value key = Value::of_key(runtime::Key{5, 8});
+    expect_reals(causal ? p.call("csa", {Value::of(reals({T, 3 * E}, qkv)), key}).tensor
+                        : p("sa", {reals({T, 3 * E}, qkv)}),
+                 {T, E}, want);
+  }
+  // Dropout on the attention weights: each head's weights kept where
+  // bernoulli(k, 1 − p) over [h, t, s] is true and scaled by 1 / (1 − p).
+  {
+    const Value key = Value::of_key(runtime::Key{5, 8});
+    const Tensor mask = p.call("weights_mask", {key}).tensor;
+    std::vector<double> want(T * E, 0.0);
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t) {
+        // The head's softmax weights of query t, as attend computes them, then masked.
+        std::vector<double> w(T, 0.0), scores;
+        double m = -std::numeric_limits<double>::infinity();
+        for (int s = 0; s <= t; ++s) {
+          double dot = 0.0;
+          for (int j = 0; j < W; ++j) dot = dot + qkv[t * 3 * E + h * W + j] * qkv[s * 3 * E + E + h * W + j];
+          scores.push_back(dot / std::sqrt(static_cast<double>(W - 1) + 1.0));
+          m = std::max(m, scores.back());
+        }
+        double z = 0.0;
+        for (int s = 0; s < T; ++s) z = z + (s <= t ? std::exp(scores[s] - m) : 0.0);
+        for (int s = 0; s <= t; ++s) w[s] = std::exp(scores[s] - m) / z;
+        for (int s = 0; s < T; ++s) w[s] = mask.ints[(h * T + t) * T + s] ? w[s] / 0.5 : 0.0;
+        for (int j = 0; j < W; ++j) {
+          double acc = 0.0;
+          for (int s = 0; s < T; ++s) acc = acc + w[s] * qkv[s * 3 * E + 2 * E + h * W + j];
+          want[t * E + h * W + j] = acc;
+        }
+      }
+    const Tensor dropped = p.call("csa_drop", {Value::of(reals({T, 3 * E}, qkv)), key}).tensor;
+    ASSERT_EQ(dropped.reals.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(dropped.reals[i], want[i], 1e-12 * (1 + std::fabs(want[i])));
+    int kept = 0;
+    for (int64_t i = 0; i < mask.size(); ++i) kept += mask.ints[i] ? 1 : 0;
+    EXPECT_GT(kept, 0);
+    EXPECT_LT(kept, mask.size());
   }
   // Three heads do not divide E = 4: the split of qkv stops the run, naming it.
   try {

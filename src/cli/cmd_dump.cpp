@@ -149,12 +149,7 @@ compile::CompiledProgram compiled(const DumpOptions& o, elab::Program& prog, int
   compile::CompileRequest request;
   request.entry = root;
   if (o.grad) {
-    // As a training step runs it: with respect to θ, or to every argument
-    // that can have a cotangent when the entry takes no parameters.
-    const core::Function& fn = prog.functions[static_cast<size_t>(root)];
-    request.wrt = !fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params ? std::vector<int>{0}
-                                                                                     : grad::differentiable_args(fn);
-    if (request.wrt.empty()) throw UsageError(fmt::format("--grad: `{}` has no argument to differentiate", o.entry));
+    request.wrt = gradient_wrt(prog, root);
   }
   request.dims = parse_dims(o.dims, prog);
   request.realize = realize_options(o);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "quire/elab/elaborator.h"
+#include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
@@ -110,6 +111,15 @@ CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::str
 int default_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));
+}
+
+std::vector<int> gradient_wrt(const elab::Program& prog, int entry) {
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
+  std::vector<int> wrt = !fn.args.empty() && fn.args[0].type.kind == elab::TypeKind::Params
+                             ? std::vector<int>{0}
+                             : grad::differentiable_args(fn);
+  if (wrt.empty()) throw UsageError(fmt::format("--grad: `{}` has no argument to differentiate", fn.name));
+  return wrt;
 }
 
 }  // namespace quire::cli

@@ -61,6 +61,11 @@ CLI::Validator non_empty(const std::string& why, const std::string& name);
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();
 
+/// `--grad`: the arguments a training step differentiates `entry` with
+/// respect to: θ, or every argument that can have a cotangent when it takes
+/// no parameters; a UsageError when there is none.
+std::vector<int> gradient_wrt(const elab::Program& prog, int entry);
+
 /// The entry function by name (`loss`, `Tower.apply`), or a UsageError listing the choices.
 int find_entry(const elab::Program& prog, const std::string& name);
 

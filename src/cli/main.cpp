@@ -27,6 +27,8 @@ const quire::cli::Command kCommands[] = {
     {"run", "evaluate an entry function under a precision policy (natively compiled kernels by default)", quire::cli::setup_run},
     {"plan", "the layout plan: every kernel's layout space, predictions and the layout taken, under a machine profile",
      quire::cli::setup_plan},
+    {"memory", "what one call of an entry needs: parameters, inputs, outputs, the peak of live bytes and each call's share",
+     quire::cli::setup_memory},
     {"calibrate", "measure an entry in the exact reference: every site's largest |x|, condition number, rounding error",
      quire::cli::setup_calibrate},
     {"solve", "choose a storage type for every stored value under an error budget, measured against the exact reference",

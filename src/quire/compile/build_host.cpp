@@ -639,7 +639,9 @@ void count(HostProgram& host, int instance, int64_t times, int depth = 0) {
   }
 }
 
-int64_t bytes_of(const Value& v) {
+}  // namespace
+
+int64_t buffer_bytes(const Value& v) {
   if (v.kind != Value::Kind::Tensor) return 0;
   const int64_t per = v.tensor.is_real()                         ? runtime::float_type_info(v.type).storage_bits / 8
                       : v.tensor.kind == runtime::ElemKind::I32  ? 4
@@ -647,8 +649,6 @@ int64_t bytes_of(const Value& v) {
                                                                  : 8;
   return v.tensor.size() * per;
 }
-
-}  // namespace
 
 HostProgram build_host(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                        const precision::Realization* realization, std::shared_ptr<kernel::KernelCatalog> catalog,
@@ -690,7 +690,7 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
         b.elem = x.tensor.kind;
         b.type = x.type;
         b.shape = x.tensor.shape;
-        b.bytes = bytes_of(x);
+        b.bytes = buffer_bytes(x);
       }
       return b;
     };

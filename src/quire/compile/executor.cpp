@@ -86,12 +86,15 @@ Executor::Executor(const elab::Program& prog, const CompiledProgram& compiled, k
   // Each value is released after the last step that reads it, or after the
   // step that writes it when nothing reads it; a frame's result stays.
   released_after_.resize(host_.functions.size());
+  buffer_bytes_.resize(host_.functions.size());
   for (size_t i = 0; i < host_.functions.size(); ++i) {
     const HostFunction& h = host_.functions[i];
     const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
     std::vector<std::vector<int>>& released = released_after_[i];
     released.resize(h.steps.size());
+    buffer_bytes_[i].assign(static_cast<size_t>(fn.value_count()) + 1, 0);
     for (const HostBuffer& b : h.buffers) {
+      buffer_bytes_[i].at(static_cast<size_t>(b.value)) = b.bytes;
       if (b.value == fn.result_value) continue;
       const int k = b.last_read >= 0 ? b.last_read : b.first_write;
       if (k >= 0 && static_cast<size_t>(k) < h.steps.size()) released[static_cast<size_t>(k)].push_back(b.value);
@@ -112,6 +115,7 @@ Value Executor::call(const std::vector<Value>& args) {
     interp::check_argument(prog_, fn.args[i].type, cast.back(), root.dims, what);
     check_geometry(host_.arguments.at(i), cast.back(), what);
   }
+  live_bytes_ = 0;  // every frame of an earlier call has ended, and every forward it kept with it
   return run(host_.root, std::move(cast), 0);
 }
 
@@ -138,6 +142,17 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
   // A frame keeps its callees' forwards when a reverse sweep will read them.
   Kept* keeping = host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
   const std::vector<std::vector<int>>& released = released_after_[static_cast<size_t>(id)];
+  // The bytes each slot counts in live_bytes_: a step's value from its store
+  // to its release. Arguments (the caller's values) and a reused forward's
+  // values (counted in the frame that kept them) count nothing here.
+  const std::vector<int64_t>& buffer_bytes = buffer_bytes_[static_cast<size_t>(id)];
+  std::vector<int64_t> counted(env.size(), 0);
+  auto hold = [&](int v) {
+    const int64_t b = buffer_bytes.at(static_cast<size_t>(v));
+    live_bytes_ += b - counted[static_cast<size_t>(v)];
+    counted[static_cast<size_t>(v)] = b;
+    stats_.live_bytes_peak = std::max(stats_.live_bytes_peak, live_bytes_);
+  };
   auto finish = [&](const core::Instr& in) {
     Value& v = env[static_cast<size_t>(in.id)];
     if (h.table)
@@ -173,6 +188,7 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
             if (const auto& site = h.table->values[static_cast<size_t>(s.value)])
               stats_.written_bytes += interp::written_bytes(&*site, v);
           env[static_cast<size_t>(s.value)] = std::move(v);
+          hold(s.value);
           // The kernel evaluated every step of its group: the count is the backend's work.
           stats_.evaluated += s.launch_steps;
           break;
@@ -182,17 +198,20 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
           for (int m : s.steps) {
             at = &instr_of(fn, m);
             env[static_cast<size_t>(m)] = interp::evaluate_step(fn, *at, env, h.dims, h.table);
+            hold(m);
             finish(*at);
           }
           break;
         case HostStep::Kind::Host:
           env[static_cast<size_t>(s.value)] = interp::evaluate_step(fn, *at, env, h.dims, h.table);
+          hold(s.value);
           finish(*at);
           break;
         case HostStep::Kind::Call:
         case HostStep::Kind::Fold:
         case HostStep::Kind::FoldVjp:
           env[static_cast<size_t>(s.value)] = call_step(s, *at, h, env, keeping, depth);
+          hold(s.value);
           finish(*at);
           break;
       }
@@ -200,8 +219,16 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
       throw interp::error_at(prog_, fn, *at, e);
     }
     if (!keep)
-      for (int v : released[k]) env[static_cast<size_t>(v)] = Value{};
+      for (int v : released[k]) {
+        env[static_cast<size_t>(v)] = Value{};
+        live_bytes_ -= counted[static_cast<size_t>(v)];
+        counted[static_cast<size_t>(v)] = 0;
+      }
   }
+  // What the frame still holds (its result; everything, when kept) ends with
+  // it, or with its kept forward; the forwards it kept end with `kept` below.
+  int64_t held = 0;
+  for (int64_t b : counted) held += b;
   // The frame ends here: its result moves out unless the frame is kept.
   Value result = keep ? env[static_cast<size_t>(fn.result_value)] : std::move(env[static_cast<size_t>(fn.result_value)]);
   if (keep) {
@@ -210,9 +237,13 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     saved->env = std::move(env);
     saved->kept = std::move(kept);
     saved->live = &stored_bytes_;
+    saved->held = held;
+    saved->held_live = &live_bytes_;
     stored_bytes_ += saved->bytes;
     stats_.stored_bytes_peak = std::max(stats_.stored_bytes_peak, stored_bytes_);
     *keep = std::move(saved);
+  } else {
+    live_bytes_ -= held;
   }
   return result;
 }

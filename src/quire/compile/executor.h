@@ -18,7 +18,10 @@
 //
 // A value is released after its last reader (HostBuffer::last_read), so a
 // frame holds only what is still to be read, where the reference interpreter
-// holds every value of a frame until it returns.
+// holds every value of a frame until it returns. The bytes its frames hold
+// are counted as they are stored and released (EvalStats::live_bytes_peak),
+// the measurement that compile/memory.h's count of the host program must
+// equal (memory_test.cpp).
 //
 // Requires: the compiled program, its program and the engine outlive the
 // executor; the engine runs the compiled program's catalog.
@@ -65,8 +68,11 @@ class Executor {
     Kept kept;
     int64_t bytes = 0;
     int64_t* live = nullptr;  ///< the executor's count of bytes kept, given back on destruction
+    int64_t held = 0;              ///< the frame's slots as live_bytes_ counted them at its end
+    int64_t* held_live = nullptr;  ///< live_bytes_, given `held` back on destruction
     ~Saved() {
       if (live) *live -= bytes;
+      if (held_live) *held_live -= held;
     }
   };
 
@@ -87,6 +93,9 @@ class Executor {
   bool half_intermediates_ = false;
   /// By instance, by step: the values whose last reader it is.
   std::vector<std::vector<std::vector<int>>> released_after_;
+  /// By instance, by value number: its buffer's bytes (HostBuffer::bytes), what a slot holding it counts.
+  std::vector<std::vector<int64_t>> buffer_bytes_;
+  int64_t live_bytes_ = 0;  ///< bytes held in frames now, kept frames' included (EvalStats::live_bytes_peak)
   interp::EvalStats stats_;
   int64_t stored_bytes_ = 0;
   interp::EnvelopeGuard* guard_ = nullptr;

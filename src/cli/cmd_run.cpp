@@ -333,8 +333,9 @@ Handler setup_run(CLI::App& sub) {
     if (median_ms) {
       std::string compiled;
       if (const auto* n = dynamic_cast<const native::NativeRunner*>(runner.get()); n && engine && engine->fell_back().empty())
-        compiled = fmt::format("; {} kernels: {} compiled, {} from the cache", engine->kernels().size(), n->compilations(),
-                               n->cache_hits());
+        compiled = fmt::format("; {} kernels: {} compiled ({} compiler run{}), {} from the cache",
+                               engine->kernels().size(), n->built(), n->compilations(),
+                               n->compilations() == 1 ? "" : "s", n->cache_hits());
       std::cout << fmt::format("-- {} calls on the {} backend: median {:.4g} ms a call, the first call (lowering and "
                                "compiling) not counted{}\n",
                                o->repeat, o->backend, *median_ms, compiled);

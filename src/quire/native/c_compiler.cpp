@@ -402,17 +402,128 @@ void* CCompiler::load(const std::string& source, const std::string& symbol) {
     ++cache_hits_;
   } else {
     const std::string object = object_path(key);
+    std::optional<Placement> in_batch;
     if (const auto p = prepared_.find(key); p != prepared_.end()) {
-      if (!p->second) ++cache_hits_;  // found whole in the cache by prepare()
+      (p->second.built ? built_ : cache_hits_) += 1;  // compiled, or found whole in the cache, by prepare()
+      in_batch = p->second.in_batch;
       prepared_.erase(p);
-    } else if (needs_compile(source, object)) {
-      compile(source, key, object, compilations_);
-    } else {
+    } else if (!needs_compile(source, object)) {
       ++cache_hits_;
+    } else if ((in_batch = find_member(source, key, symbol))) {
+      ++cache_hits_;
+    } else {
+      compile(source, key, object, compilations_);
+      ++built_;
     }
-    it = objects_.emplace(key, std::make_unique<SharedObject>(object)).first;
+    Loaded loaded;
+    if (in_batch) {
+      batch_object(in_batch->batch);
+      loaded = {batches_.at(in_batch->batch), in_batch->symbol};
+    } else {
+      loaded = {std::make_shared<SharedObject>(object), ""};
+    }
+    it = objects_.emplace(key, std::move(loaded)).first;
   }
-  return it->second->symbol(symbol);
+  return it->second.object->symbol(it->second.symbol.empty() ? symbol : it->second.symbol);
+}
+
+SharedObject& CCompiler::batch_object(const std::string& batch) {
+  auto it = batches_.find(batch);
+  if (it == batches_.end()) it = batches_.emplace(batch, std::make_shared<SharedObject>(object_path(batch))).first;
+  return *it->second;
+}
+
+namespace {
+
+/// The first line of a member's link; a change of its layout changes it.
+constexpr const char* kLinkHeader = "quire-native-member 1";
+
+std::string link_path(const std::string& dir, const std::string& key) { return fmt::format("{}/{}.in", dir, key); }
+
+/// A member's symbol in its batch: unique per source, the same in every batch.
+std::string member_symbol(const std::string& symbol, const std::string& key) {
+  return fmt::format("{}_{}", symbol, key.substr(0, 16));
+}
+
+/// The member's text in a batch's unit: its symbol renamed around it.
+std::string member_text(const std::string& source, const std::string& symbol, const std::string& renamed) {
+  return fmt::format("#define {} {}\n{}\n#undef {}\n", symbol, renamed, source, symbol);
+}
+
+}  // namespace
+
+std::optional<CCompiler::Placement> CCompiler::find_member(const std::string& source, const std::string& key,
+                                                           const std::string& symbol) {
+  const std::optional<std::string> link = file_bytes(link_path(settings_.cache_dir, key));
+  if (!link) return std::nullopt;
+  std::istringstream lines(*link);
+  std::string header, batch_word, batch, symbol_word, renamed, build_word, build;
+  std::getline(lines, header);
+  lines >> batch_word >> batch >> symbol_word >> renamed >> build_word >> build;
+  auto damaged = [&](const std::string& why) -> std::optional<Placement> {
+    warn(fmt::format("the cached kernel link {} {}: compiling the kernel again", link_path(settings_.cache_dir, key),
+                     why));
+    return std::nullopt;
+  };
+  if (header != kLinkHeader || batch_word != "batch" || symbol_word != "symbol" || build_word != "build")
+    return damaged("is unreadable");
+  if (build != build_digest(source, settings_.command) || renamed != member_symbol(symbol, key))
+    return damaged("was written for another kernel's source or symbol");
+  const std::string object = object_path(batch);
+  auto unit = checked_units_.find(batch);
+  if (unit == checked_units_.end()) {
+    // Checked once a process: the object against its record, the record
+    // against the unit kept beside it.
+    std::optional<std::string> text = file_bytes(fmt::format("{}/{}.c", settings_.cache_dir, batch));
+    if (!text) return damaged(fmt::format("names the batch {}, whose source cannot be read", object));
+    if (const std::string problem = check_object(*text, object); !problem.empty())
+      return damaged(fmt::format("names the batch object {}, which {}", object, problem));
+    unit = checked_units_.emplace(batch, std::move(*text)).first;
+  }
+  if (unit->second.find(member_text(source, symbol, renamed)) == std::string::npos)
+    return damaged(fmt::format("names the batch {}, which does not hold the kernel", object));
+  return Placement{batch, renamed};
+}
+
+std::string CCompiler::compile_batch(const std::vector<std::pair<const std::string*, std::string>>& members,
+                                     const std::string& symbol, int64_t& runs) const {
+  if (members.size() == 1) {
+    compile(*members[0].first, members[0].second, object_path(members[0].second), runs);
+    return "";
+  }
+  std::string unit = fmt::format("/* A batch of {} kernels compiled together (c_compiler.h, BATCHES). */\n",
+                                 members.size());
+  for (const auto& [source, key] : members) unit += member_text(*source, symbol, member_symbol(symbol, key));
+  // The unit's key as any source's: its text, the compiler, the flags, the CPU.
+  std::string identity = unit;
+  identity += '\0' + compiler_version(settings_.command, settings_.timeout_s);
+  identity += '\0' + command_text(compile_flags());
+  identity += '\0' + cpu_features();
+  const std::string batch = support::sha256_hex(identity);
+  try {
+    compile(unit, batch, object_path(batch), runs);
+  } catch (const NativeError&) {
+    // One member that does not compile must not hide which, nor keep the
+    // others from being built: each alone, the first failure reported.
+    std::exception_ptr first;
+    for (const auto& [source, key] : members) {
+      try {
+        compile(*source, key, object_path(key), runs);
+      } catch (const NativeError&) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+    return "";
+  }
+  for (const auto& [source, key] : members) {
+    static std::atomic<int64_t> attempts{0};
+    const std::string tmp = fmt::format("{}/{}.{}.{}.in", settings_.cache_dir, key, getpid(), attempts++);
+    write_file(tmp, fmt::format("{}\nbatch {}\nsymbol {}\nbuild {}\n", kLinkHeader, batch, member_symbol(symbol, key),
+                                build_digest(*source, settings_.command)));
+    rename_into_place(tmp, link_path(settings_.cache_dir, key));
+  }
+  return batch;
 }
 
 void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
@@ -432,7 +543,7 @@ void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
     if (needs_compile(source, object_path(key)))
       todo.push_back({&source, std::move(key), nullptr, 0});
     else
-      prepared_.emplace(std::move(key), false);  // checked against its record: load() need not again
+      prepared_.emplace(std::move(key), Prepared{false, std::nullopt});  // checked: load() need not again
   }
   // Each compile is a process of its own: the threads only start and wait
   // for them. Each writes its own temporary files and renames them into
@@ -455,8 +566,52 @@ void CCompiler::prepare(const std::vector<std::string>& sources, int jobs) {
   for (const Job& job : todo) compilations_ += job.runs;
   for (const Job& job : todo) {
     if (job.error) std::rethrow_exception(job.error);
-    prepared_.emplace(job.key, true);
+    prepared_.emplace(job.key, Prepared{true, std::nullopt});
   }
+}
+
+void CCompiler::prepare_batched(const std::vector<std::string>& sources, const std::string& symbol, int jobs) {
+  if (!settings_.timeout_error.empty()) throw NativeError(settings_.timeout_error);
+  ensure_cache_dir();
+  std::vector<std::pair<const std::string*, std::string>> todo;
+  std::set<std::string> seen;
+  for (const std::string& source : sources) {
+    std::string key = cache_key(source);
+    if (objects_.count(key) || prepared_.count(key) || !seen.insert(key).second) continue;
+    if (access(object_path(key).c_str(), R_OK) == 0 && !needs_compile(source, object_path(key)))
+      prepared_.emplace(std::move(key), Prepared{false, std::nullopt});
+    else if (std::optional<Placement> in_batch = find_member(source, key, symbol))
+      prepared_.emplace(std::move(key), Prepared{false, in_batch});
+    else
+      todo.emplace_back(&source, std::move(key));
+  }
+  // Contiguous shares, in the sources' order: the same sources make the same units.
+  const size_t count = std::min<size_t>(todo.size(), static_cast<size_t>(std::max(jobs, 1)));
+  std::vector<std::vector<std::pair<const std::string*, std::string>>> batches(count);
+  for (size_t i = 0; i < todo.size(); ++i) batches[i * count / todo.size()].push_back(todo[i]);
+  std::vector<std::exception_ptr> errors(count);
+  std::vector<int64_t> runs(count, 0);
+  std::vector<std::string> built(count);  // each batch's key ("": its members built alone)
+  auto build = [&](size_t b) {
+    try {
+      built[b] = compile_batch(batches[b], symbol, runs[b]);
+    } catch (...) {
+      errors[b] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t b = 1; b < count; ++b) helpers.emplace_back(build, b);
+  if (count > 0) build(0);
+  for (std::thread& t : helpers) t.join();
+  for (int64_t r : runs) compilations_ += r;
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (size_t b = 0; b < count; ++b)
+    for (const auto& [source, key] : batches[b]) {
+      std::optional<Placement> in_batch;
+      if (!built[b].empty()) in_batch = Placement{built[b], member_symbol(symbol, key)};
+      prepared_.emplace(key, Prepared{true, in_batch});
+    }
 }
 
 }  // namespace quire::native

@@ -2,7 +2,8 @@
 // swapped for another kernel's, or truncated, is found out before dlopen and
 // compiled again, with a warning; and a compiler that never returns is killed
 // at its time limit (TIME LIMIT). A program's kernels are prepared side by
-// side, each distinct source compiled once. The flags follow QUIRE_ISA's cap.
+// side, each distinct source compiled once, or in batches (BATCHES). The
+// flags follow QUIRE_ISA's cap.
 
 #include "quire/native/c_compiler.h"
 
@@ -196,6 +197,72 @@ TEST_F(ObjectCacheTest, PrepareReportsAFailedCompileInSourceOrder) {
   // What compiled stays built and loads.
   const auto value = reinterpret_cast<double (*)(void)>(compiler.load(returning(6), "value"));
   EXPECT_EQ(value(), 6.0);
+}
+
+// BATCHES: what the cache lacks is compiled one unit per job; every source
+// loads from its batch, in this process and the next, without compiling.
+TEST_F(ObjectCacheTest, PrepareBatchedCompilesOneUnitPerJob) {
+  build(returning(0));
+  const std::vector<std::string> sources = {returning(0), returning(1), returning(2), returning(1),
+                                            returning(3), returning(4), returning(5)};
+  {
+    CCompiler compiler(collecting());
+    compiler.prepare_batched(sources, "value", 2);
+    EXPECT_EQ(compiler.compilations(), 2);  // returning(1 … 5) in two units
+    EXPECT_EQ(objects().size(), 3u);         // returning(0)'s own, and the two units'
+    for (int n = 0; n <= 5; ++n) {
+      const auto value = reinterpret_cast<double (*)(void)>(compiler.load(returning(n), "value"));
+      EXPECT_EQ(value(), n);
+    }
+    EXPECT_EQ(compiler.compilations(), 2);
+  }
+  // Another process finds every one in its batch.
+  CCompiler again(collecting());
+  again.prepare_batched(sources, "value", 2);
+  for (int n = 0; n <= 5; ++n) {
+    const auto value = reinterpret_cast<double (*)(void)>(again.load(returning(n), "value"));
+    EXPECT_EQ(value(), n);
+  }
+  EXPECT_EQ(again.compilations(), 0);
+  EXPECT_EQ(again.cache_hits(), 6);
+  // So does a load without prepare.
+  CCompiler single(collecting());
+  EXPECT_EQ(reinterpret_cast<double (*)(void)>(single.load(returning(4), "value"))(), 4.0);
+  EXPECT_EQ(single.compilations(), 0);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+TEST_F(ObjectCacheTest, ADamagedBatchIsFoundOutAndItsKernelCompiledAlone) {
+  const std::vector<std::string> sources = {returning(1), returning(2), returning(3)};
+  {
+    CCompiler compiler(collecting());
+    compiler.prepare_batched(sources, "value", 1);
+    EXPECT_EQ(compiler.compilations(), 1);
+  }
+  ASSERT_EQ(objects().size(), 1u);
+  const std::string batch = *objects().begin();
+  fs::resize_file(batch, fs::file_size(batch) / 2);
+  CCompiler compiler(collecting());
+  EXPECT_EQ(reinterpret_cast<double (*)(void)>(compiler.load(returning(2), "value"))(), 2.0);
+  EXPECT_EQ(compiler.compilations(), 1);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("names the batch object " + batch), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("truncated"), std::string::npos) << warnings_[0];
+}
+
+TEST_F(ObjectCacheTest, ABatchThatFailsIsCompiledSourceBySourceNamingTheFailure) {
+  CCompiler compiler(collecting());
+  const std::vector<std::string> sources = {returning(7), "double value(void) { return nonesuch; }\n", returning(8)};
+  try {
+    compiler.prepare_batched(sources, "value", 1);
+    FAIL() << "a source that does not compile was prepared";
+  } catch (const NativeError& e) {
+    EXPECT_NE(std::string(e.what()).find("nonesuch"), std::string::npos) << e.what();
+  }
+  // The unit, then each of its three sources alone: the others are built.
+  EXPECT_EQ(compiler.compilations(), 4);
+  EXPECT_EQ(reinterpret_cast<double (*)(void)>(compiler.load(returning(8), "value"))(), 8.0);
+  EXPECT_EQ(compiler.compilations(), 4);
 }
 
 TEST(CompileFlags, FollowTheIsaCap) {

@@ -20,9 +20,10 @@
 
 namespace quire::native {
 
-/// The symbol emit_c names a kernel's function by default: each kernel lives
-/// in its own shared object, so one name serves all and keeps the text (and
-/// the cache key) independent of kernel ids.
+/// The symbol emit_c names a kernel's function by default: one name serves
+/// all and keeps the text (and the cache key) independent of kernel ids; a
+/// batch of kernels compiled as one unit renames it per kernel
+/// (c_compiler.h, BATCHES), which the guarded prelude allows.
 inline constexpr const char* kKernelSymbol = "quire_kernel";
 
 /// The C helpers (`quire_round_bf16`, `quire_gelu`, `quire_max`, …) that

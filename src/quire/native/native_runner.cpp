@@ -29,7 +29,7 @@ void NativeRunner::add_all(const std::vector<std::pair<int, const kernel::Kernel
   std::vector<std::string> sources;
   sources.reserve(kernels.size());
   for (const auto& [id, k] : kernels) sources.push_back(emit_c(*k));
-  compiler_.prepare(sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  compiler_.prepare_batched(sources, kKernelSymbol, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   for (size_t i = 0; i < kernels.size(); ++i) add_emitted(kernels[i].first, *kernels[i].second, sources[i]);
 }
 

@@ -22,8 +22,8 @@ class NativeRunner : public kernel::KernelRunner {
 
   /// Emits and compiles `k` (or finds it in the cache); NativeError on failure.
   void add(int kernel_id, const kernel::Kernel& k) override;
-  /// Emits every kernel, compiles those the cache lacks side by side (one
-  /// compiler process per core: CCompiler::prepare), then adds each.
+  /// Emits every kernel, compiles those the cache lacks in one batch per
+  /// core, side by side (CCompiler::prepare_batched), then adds each.
   void add_all(const std::vector<std::pair<int, const kernel::Kernel*>>& kernels) override;
   /// Runs `k` on its inputs (in buffer order), checked as run_kernel checks
   /// them (KernelMisuse). A kernel not added yet is added first.
@@ -37,7 +37,8 @@ class NativeRunner : public kernel::KernelRunner {
   void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
   int threads() const { return threads_; }
 
-  int64_t compilations() const { return compiler_.compilations(); }
+  int64_t compilations() const { return compiler_.compilations(); }  ///< compiler runs
+  int64_t built() const { return compiler_.built(); }  ///< kernels compiled (several to a run in a batch)
   /// Launches whose split loop was divided among several threads.
   int64_t split_launches() const { return split_launches_; }
   int64_t cache_hits() const { return compiler_.cache_hits(); }

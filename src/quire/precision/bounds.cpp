@@ -1,8 +1,9 @@
 // The bound walk (bounds.h): each site's bound from its operands', per rule.
-// The element-wise operations' propagation rules are in elementwise_bounds.h;
-// the sums, contractions, copies and roundings are bounded in `step` below,
-// beside the shapes it computes. The printout and the JSON are in
-// bounds_print.cpp.
+// The element-wise operations' propagation rules are in elementwise_bounds.h,
+// the rules of a rounding, a kernel's own error and an accumulation's in
+// rounding_rules.h (both shared with the running walk); the sums,
+// contractions and copies are bounded in `step` below, beside the shapes it
+// computes. The printout and the JSON are in bounds_print.cpp.
 //
 // Notation. For a real value v at one evaluation: M, m its envelope's largest
 // and smallest |x|; n its element count; δ the bound of the rule being
@@ -28,6 +29,7 @@
 #include "quire/interp/core_geometry.h"
 #include "quire/precision/elementwise_bounds.h"
 #include "quire/precision/number_text.h"
+#include "quire/precision/rounding_rules.h"
 #include "quire/runtime/kernels.h"
 #include "quire/support/text.h"
 
@@ -47,121 +49,6 @@ constexpr int kNorm = static_cast<int>(BoundRule::Normwise);
 constexpr int kCond = static_cast<int>(BoundRule::Cond);
 constexpr int kMaxDepth = 256;  // calls are acyclic; this guards the invariant (as the interpreters)
 using PerRule = std::array<double, kBoundRules>;
-
-double unit(FloatType t) { return runtime::float_type_info(t).unit_roundoff; }
-double tiny(FloatType t) { return runtime::float_type_info(t).smallest_subnormal; }
-const double kU64 = unit(FloatType::F64);
-
-/// γ_j(u) = j·u / (1 − j·u), the bound of j roundings of unit u; +inf once j·u ≥ 1.
-double gamma(double j, double u) {
-  if (j <= 0) return 0;
-  const double ju = j * u;
-  return ju >= 1 ? kInf : ju / (1 - ju);
-}
-
-/// The unit of one step of an accumulator of type `acc`: the f64 kernel's
-/// rounding, then (for a narrower type) the rounding to `acc`.
-double step_unit(FloatType acc) { return acc == FloatType::F64 ? kU64 : (1 + kU64) * (1 + unit(acc)) - 1; }
-
-
-/// Whether every value of `narrow` is a value of `wide` (f64 holds all; f32 holds bf16 and f16).
-bool holds(FloatType wide, FloatType narrow) {
-  const auto& w = runtime::float_type_info(wide);
-  const auto& n = runtime::float_type_info(narrow);
-  return w.precision >= n.precision && w.min_exp <= n.min_exp && w.max_exp >= n.max_exp &&
-         w.smallest_subnormal <= n.smallest_subnormal;
-}
-
-/// The narrowest type that holds values of both.
-FloatType join(FloatType a, FloatType b) {
-  if (holds(a, b)) return a;
-  if (holds(b, a)) return b;
-  return FloatType::F64;
-}
-
-/// Operations whose f64 kernel is a correctly rounded basic operation (or
-/// exact): anything else is a library function, whose error the bound adds.
-bool library_function(Op op) {
-  switch (op) {
-    case Op::Exp:
-    case Op::Log:
-    case Op::Rsqrt:
-    case Op::Tanh:
-    case Op::Erf:
-    case Op::Sigmoid:
-    case Op::Gelu:
-    case Op::GeluTanh:
-    case Op::Silu:
-    case Op::Log1p:
-    case Op::Expm1:
-    case Op::Softplus:
-    case Op::PowConst:
-    case Op::Pow:
-      return true;
-    case Op::Const:
-    case Op::ConstInt:
-    case Op::ConstBool:
-    case Op::HostConst:
-    case Op::Real:
-    case Op::Field:
-    case Op::TupleGet:
-    case Op::MakeTuple:
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Sqrt:
-    case Op::Relu:
-    case Op::Not:
-    case Op::Cast:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Min:
-    case Op::Max:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Where:
-    case Op::Sum:
-    case Op::Mean:
-    case Op::ReduceMax:
-    case Op::ReduceMin:
-    case Op::LogSumExp:
-    case Op::Dot:
-    case Op::Contract:
-    case Op::SplitAxis:
-    case Op::MergeAxes:
-    case Op::Transpose:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Gather:
-    case Op::Iota:
-    case Op::OneHot:
-    case Op::KeySplit:
-    case Op::Uniform:
-    case Op::Normal:
-    case Op::Bernoulli:
-    case Op::Call:
-    case Op::Fold:
-    case Op::SumTo:
-    case Op::Expand:
-    case Op::ContractGradA:
-    case Op::ContractGradB:
-    case Op::ReshapeAs:
-    case Op::MergeGrad:
-    case Op::ConcatGrad:
-    case Op::SliceGrad:
-    case Op::GatherGrad:
-    case Op::ZerosLike:
-    case Op::MakeParams:
-    case Op::FoldVjp:
-      return false;
-  }
-  throw std::logic_error("internal: an operation outside ops.def");
-}
 
 bool is_real_tensor(const elab::Type& t) {
   return t.kind == elab::TypeKind::Tensor && t.tensor.elem == elab::Elem::Real;
@@ -406,21 +293,18 @@ class BoundWalk {
   }
 
   /// One rounding of v's elements to `t`: each rule's error grows by
-  /// u_t·(M + δ) + η_t/2 (under normwise, u_t·(√n·M + E) + √n·η_t/2).
+  /// u_t·(M + δ) + η_t/2 (rounded(); under normwise, u_t·(√n·M + E) + √n·η_t/2).
   void round_to(Bounded& v, FloatType t, Why* why) const {
     const double u = unit(t), half_tiny = tiny(t) / 2, root_n = std::sqrt(static_cast<double>(v.size()));
-    const double largest = runtime::float_type_info(t).largest_finite;
     for (int r = 0; r < kBoundRules; ++r) {
       double& d = v.error[r];
-      if ((v.max_abs + d) * (1 + u) > largest) {
-        if (why && (*why)[r].empty())
-          (*why)[r] = fmt::format("its values (up to {} with their error) may overflow {}", sci(v.max_abs + d),
-                                  runtime::float_type_name(t));
+      const double componentwise = rounded(d, v.max_abs, t);
+      if (!std::isfinite(componentwise)) {
+        if (why && (*why)[r].empty()) (*why)[r] = overflow_why(v.max_abs, d, t);
         d = kInf;
         continue;
       }
-      d = r == kNorm ? d + u * (times(root_n, v.max_abs) + d) + root_n * half_tiny
-                     : d + u * (v.max_abs + d) + half_tiny;
+      d = r == kNorm ? d + u * (times(root_n, v.max_abs) + d) + root_n * half_tiny : componentwise;
     }
     v.type = t;
   }
@@ -473,18 +357,11 @@ class BoundWalk {
       if (!st) {
         v.type = FloatType::F64;  // no table entry: the kernel's f64 value, as the interpreter keeps it
       } else if (st->reason != Reason::Carried) {
-        const FloatType t = st->storage;
-        const bool via_f32 = is_half(t) && !realization_.half_intermediates && !core::op_info(in.op).stored_directly;
-        if (via_f32 && !(lies_in && holds(FloatType::F32, *lies_in))) {
-          round_to(v, FloatType::F32, &why);
-          lies_in = FloatType::F32;
-          rounded = true;
-        }
-        if (!(lies_in && holds(t, *lies_in))) {
+        for (FloatType t : store_roundings(*st, realization_.half_intermediates, in.op, lies_in)) {
           round_to(v, t, &why);
           rounded = true;
         }
-        v.type = t;
+        v.type = st->storage;
       }
     }
     settle(v, in, env, site, why);
@@ -649,7 +526,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     for (size_t k = 0; k < in.args.size(); ++k) {
       const Bounded& v = env.at(static_cast<size_t>(in.args[k]));
       const auto& operand_site = table.values.at(static_cast<size_t>(in.args[k]));
-      if (!v.real() || v.type == st->read_as || (operand_site && operand_site->weak)) continue;
+      if (!v.real() || !reads_down(st, operand_site, v.type)) continue;
       down[k] = v;
       is_down[k] = true;
       if (holds(st->read_as, v.type))
@@ -685,20 +562,20 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     }
   };
   // The f64 kernel's rounding of a computed element (and a library function's own error).
+  // (kernel_charged: a library function's 8·u·(max(|x|, |v|) + δx), then the rounding.)
   auto charge_kernel = [&](const Bounded& x, bool library) {
     computed = true;
     lies_in = FloatType::F64;
     const double root_n = std::sqrt(static_cast<double>(out.size()));
+    const double scale = std::max(x.max_abs, out.max_abs);
     for (int r = 0; r < kBoundRules; ++r) {
       double& d = out.error[r];
-      if (library) {
-        // glibc's functions are within a few ulps; composite ones (gelu, silu, …)
-        // lose a few more, relative to their argument's scale: 8·u·(max(|x|, |v|) + δ).
-        const double scale = std::max(x.max_abs, out.max_abs);
-        d += r == kNorm ? 8 * kU64 * (times(root_n, scale) + x.error[r]) : 8 * kU64 * (scale + x.error[r]);
+      if (r != kNorm) {
+        d = kernel_charged(d, out.max_abs, library ? scale + x.error[r] : -1);
+        continue;
       }
-      d = r == kNorm ? d + kU64 * (times(root_n, out.max_abs) + d) + root_n * tiny(FloatType::F64) / 2
-                     : d + kU64 * (out.max_abs + d) + tiny(FloatType::F64) / 2;
+      if (library) d += 8 * kU64 * (times(root_n, scale) + x.error[r]);
+      d = d + kU64 * (times(root_n, out.max_abs) + d) + root_n * tiny(FloatType::F64) / 2;
     }
   };
 
@@ -968,7 +845,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         return out;
       }
       if (!out.real()) return out;
-      charge_kernel(x, library_function(in.op));
+      charge_kernel(x, library_function(in));
       return out;
     }
     // Two operands, broadcast.
@@ -987,7 +864,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
       return out;
     }
-    charge_kernel(a, library_function(in.op));
+    charge_kernel(a, library_function(in));
     return out;
   }
 
@@ -1001,7 +878,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
   auto sum_of = [&](const Bounded& x, double k, bool mean) {
     const double ua = step_unit(acc);
     // The first step adds a term to +0: exact unless the term needs rounding to acc itself.
-    const double steps = (mean ? k : k - 1) + (x.real() && holds(acc, x.type) ? 0 : 1);
+    const double steps = sum_steps(k, mean, !(x.real() && holds(acc, x.type)));
     const double g = gamma(steps, ua);
     const double n_x = static_cast<double>(x.size());
     for (int r = 0; r < kBoundRules; ++r) {
@@ -1098,16 +975,12 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         const double root_n = std::sqrt(static_cast<double>(out.size()));
         for (int r = 0; r < kBoundRules; ++r) {
           const double d = x.error[r];
-          const double term = (1 + std::expm1(ua * 2 * (x.max_abs + d))) * (1 + 4 * kU64) * (1 + ua) - 1;
-          const double theta = (1 + term) * (1 + gamma(k - 1, ua)) - 1;
-          if (!(theta < 1)) {
+          const double local = logsumexp_rounding(k, ua, x.max_abs + d, out.max_abs + d, gamma(k - 1, ua));
+          if (!std::isfinite(local)) {
             out.error[r] = kInf;
             why[r] = "logsumexp's terms lose every digit to their rounding";
             continue;
           }
-          double local =
-              -std::log1p(-theta) + (4 * kU64 + ua) * (std::log(std::max(k, 1.0) * (1 + theta)) - std::log1p(-theta));
-          local += ua * (out.max_abs + d + local);
           out.error[r] = d + (r == kNorm ? root_n * local : local);
         }
         computed = true;

@@ -39,6 +39,7 @@ FloatType join(FloatType a, FloatType b) {
 bool library_function(const core::Instr& in) {
   switch (in.op) {
     case Op::PowConst:
+      return in.attr<core::attr::Exponent>().value != 2;  // x² is x·x, correctly rounded
     case Op::Exp:
     case Op::Log:
     case Op::Rsqrt:

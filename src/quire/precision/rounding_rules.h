@@ -37,7 +37,8 @@ runtime::FloatType join(runtime::FloatType a, runtime::FloatType b);
 
 /// Whether the f64 kernel of `in` is a library function, whose own error
 /// the bounds add (kernel_charged): anything but + − × ÷ √, the copies and
-/// the selections, which are correctly rounded or exact.
+/// the selections, which are correctly rounded or exact. `pow 2` is x·x
+/// (runtime::BinaryOp::Pow squares a literal 2), so it is not one.
 bool library_function(const core::Instr& in);
 
 /// γ_j(u) = j·u / (1 − j·u): the relative error of j roundings of unit u

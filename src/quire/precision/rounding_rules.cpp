@@ -129,20 +129,24 @@ double step_unit(FloatType acc) { return acc == FloatType::F64 ? kU64 : (1 + kU6
 
 double sum_steps(double k, bool mean, bool terms_rounded) { return (mean ? k : k - 1) + (terms_rounded ? 1 : 0); }
 
-double rounded(double error, double magnitude, FloatType t) {
+double rounding_error(double magnitude, double error, FloatType t) {
   const double u = unit(t);
-  if ((magnitude + error) * (1 + u) > runtime::float_type_info(t).largest_finite) return kInf;
-  return error + u * (magnitude + error) + tiny(t) / 2;
+  if (!((magnitude + error) * (1 + u) <= runtime::float_type_info(t).largest_finite)) return kInf;
+  return u * (magnitude + error) + tiny(t) / 2;
 }
+
+double rounded(double error, double magnitude, FloatType t) { return error + rounding_error(magnitude, error, t); }
 
 std::string overflow_why(double magnitude, double error, FloatType t) {
   return fmt::format("its values (up to {} with their error) may overflow {}", sci(magnitude + error),
                      runtime::float_type_name(t));
 }
 
+double library_error(double scale) { return 8 * kU64 * scale; }
+
 double kernel_charged(double error, double magnitude, double library_scale) {
   double d = error;
-  if (library_scale >= 0) d += 8 * kU64 * library_scale;
+  if (library_scale >= 0) d += library_error(library_scale);
   return d + kU64 * (magnitude + d) + tiny(FloatType::F64) / 2;
 }
 

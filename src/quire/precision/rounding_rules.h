@@ -55,12 +55,18 @@ double step_unit(runtime::FloatType acc);
 /// accumulator (`terms_rounded`).
 double sum_steps(double k, bool mean, bool terms_rounded);
 
-/// One rounding to `t` of a value with |ŵ| ≤ magnitude + error: the error
-/// after it, error + u_t·(magnitude + error) + η_t/2; +inf where
-/// (magnitude + error)·(1 + u_t) may exceed t's largest finite number.
+/// One rounding to `t` of a value with |ŵ| ≤ magnitude + error: its own
+/// error, u_t·(magnitude + error) + η_t/2; +inf where (magnitude + error)·(1 +
+/// u_t) may exceed t's largest finite number.
+double rounding_error(double magnitude, double error, runtime::FloatType t);
+/// The error after that rounding: error + rounding_error(magnitude, error, t).
 double rounded(double error, double magnitude, runtime::FloatType t);
 /// Why `rounded` gave +inf: "its values (up to X with their error) may overflow T".
 std::string overflow_why(double magnitude, double error, runtime::FloatType t);
+
+/// A library function's own error at an element of scale ≥ max(|x̂|, |v̂|):
+/// 8·u_f64·scale (see kernel_charged).
+double library_error(double scale);
 
 /// The f64 kernel's own error on a computed element whose exact value has
 /// |v| ≤ magnitude and to which `error` has propagated: a library function's

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <stdexcept>
 
 #include "quire/core/printer.h"
@@ -90,6 +91,17 @@ class Trace {
   void record(const core::Function& fn, const core::Instr& in, const exact::ExactValue& v) {
     if (v.kind == exact::ExactValue::Kind::Tensor || v.kind == exact::ExactValue::Kind::Params)
       values_[{&fn, in.id}].push_back(exact::to_f64(v));
+    // A literal the double holds exactly (1.0, 0.5) is no error at all.
+    if (in.op == core::Op::Const && v.kind == exact::ExactValue::Kind::Tensor && v.is_real && v.real.elems.size() == 1) {
+      const exact::Big& decimal = v.real.elems[0];
+      const double literal = in.attr<core::attr::Literal>().value;
+      if (std::isfinite(literal) && exact::sub(decimal, exact::Big(literal, decimal.bits())).is_zero())
+        exact_literals_.insert({&fn, in.id});
+    }
+  }
+  /// Whether the double of literal `in` is its decimal exactly.
+  bool exact_literal(const core::Function& fn, const core::Instr& in) const {
+    return exact_literals_.count({&fn, in.id}) > 0;
   }
   /// The next evaluation's value of a site whose type is a tensor or a tree.
   const interp::Value& next(const core::Function& fn, const core::Instr& in) {
@@ -106,6 +118,7 @@ class Trace {
   using Key = std::pair<const core::Function*, int>;
   std::map<Key, std::vector<interp::Value>> values_;
   std::map<Key, size_t> next_;
+  std::set<Key> exact_literals_;
 };
 
 // ---------------------------------------------------------------------------
@@ -571,10 +584,10 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
 
   switch (in.op) {
     case Op::Const: {
-      // The f64 literal against its decimal: within u_f64·|c|, not known.
+      // The f64 literal against its decimal: none where the double holds it, else within u_f64·|c|.
       const double literal = in.attr<core::attr::Literal>().value;
       build_.begin(1);
-      add_fixed(std::isfinite(literal) ? kU64 * std::fabs(literal) : 0);
+      if (!trace_.exact_literal(fn, in)) add_fixed(std::isfinite(literal) ? kU64 * std::fabs(literal) : 0);
       build_.next();
       out.error = build_.finish();
       return out;

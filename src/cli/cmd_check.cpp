@@ -6,11 +6,13 @@
 // The bounds (docs/precision.md, "Bounds and the measurement"): the error of
 // the envelope's entry under a realization (the solver's decisions with
 // --realize, else the policy, f64 by default), bounded by three rules
-// conditional on the envelope, beside the first-order estimate. The entry and its
-// dimensions are the envelope's. With --measure the realization also runs
-// against the exact reference on the envelope's samples and on K fresh ones
-// (default 4), and each bound is printed beside the measured gap. With --out
-// the report is written as JSON (atomically).
+// conditional on the envelope and by the running rule, conditional on the
+// envelope's own samples, beside two estimates (the first-order one, and the
+// probabilistic one with its confidence). The entry and its dimensions are the
+// envelope's. With --measure the realization also runs against the exact
+// reference on the envelope's samples and on K fresh ones (default 4), and
+// each bound is printed beside the measured gap. With --out the report is
+// written as JSON (atomically).
 
 #include <fmt/format.h>
 

@@ -1,8 +1,9 @@
 // The bound walk (bounds.h): each site's bound from its operands', per rule.
-// The element-wise operations' propagation rules are in elementwise_bounds.h;
-// the sums, contractions, copies and roundings are bounded in `step` below,
-// beside the shapes it computes. The printout and the JSON are in
-// bounds_print.cpp.
+// The element-wise operations' propagation rules are in elementwise_bounds.h,
+// the rules of a rounding, a kernel's own error and an accumulation's in
+// rounding_rules.h (both shared with the running walk); the sums,
+// contractions and copies are bounded in `step` below, beside the shapes it
+// computes. The printout and the JSON are in bounds_print.cpp.
 //
 // Notation. For a real value v at one evaluation: M, m its envelope's largest
 // and smallest |x|; n its element count; δ the bound of the rule being
@@ -28,6 +29,8 @@
 #include "quire/interp/core_geometry.h"
 #include "quire/precision/elementwise_bounds.h"
 #include "quire/precision/number_text.h"
+#include "quire/precision/rounding_rules.h"
+#include "quire/precision/running_bounds.h"
 #include "quire/runtime/kernels.h"
 #include "quire/support/text.h"
 
@@ -46,122 +49,7 @@ constexpr int kComp = static_cast<int>(BoundRule::Componentwise);
 constexpr int kNorm = static_cast<int>(BoundRule::Normwise);
 constexpr int kCond = static_cast<int>(BoundRule::Cond);
 constexpr int kMaxDepth = 256;  // calls are acyclic; this guards the invariant (as the interpreters)
-using PerRule = std::array<double, kBoundRules>;
-
-double unit(FloatType t) { return runtime::float_type_info(t).unit_roundoff; }
-double tiny(FloatType t) { return runtime::float_type_info(t).smallest_subnormal; }
-const double kU64 = unit(FloatType::F64);
-
-/// γ_j(u) = j·u / (1 − j·u), the bound of j roundings of unit u; +inf once j·u ≥ 1.
-double gamma(double j, double u) {
-  if (j <= 0) return 0;
-  const double ju = j * u;
-  return ju >= 1 ? kInf : ju / (1 - ju);
-}
-
-/// The unit of one step of an accumulator of type `acc`: the f64 kernel's
-/// rounding, then (for a narrower type) the rounding to `acc`.
-double step_unit(FloatType acc) { return acc == FloatType::F64 ? kU64 : (1 + kU64) * (1 + unit(acc)) - 1; }
-
-
-/// Whether every value of `narrow` is a value of `wide` (f64 holds all; f32 holds bf16 and f16).
-bool holds(FloatType wide, FloatType narrow) {
-  const auto& w = runtime::float_type_info(wide);
-  const auto& n = runtime::float_type_info(narrow);
-  return w.precision >= n.precision && w.min_exp <= n.min_exp && w.max_exp >= n.max_exp &&
-         w.smallest_subnormal <= n.smallest_subnormal;
-}
-
-/// The narrowest type that holds values of both.
-FloatType join(FloatType a, FloatType b) {
-  if (holds(a, b)) return a;
-  if (holds(b, a)) return b;
-  return FloatType::F64;
-}
-
-/// Operations whose f64 kernel is a correctly rounded basic operation (or
-/// exact): anything else is a library function, whose error the bound adds.
-bool library_function(Op op) {
-  switch (op) {
-    case Op::Exp:
-    case Op::Log:
-    case Op::Rsqrt:
-    case Op::Tanh:
-    case Op::Erf:
-    case Op::Sigmoid:
-    case Op::Gelu:
-    case Op::GeluTanh:
-    case Op::Silu:
-    case Op::Log1p:
-    case Op::Expm1:
-    case Op::Softplus:
-    case Op::PowConst:
-    case Op::Pow:
-      return true;
-    case Op::Const:
-    case Op::ConstInt:
-    case Op::ConstBool:
-    case Op::HostConst:
-    case Op::Real:
-    case Op::Field:
-    case Op::TupleGet:
-    case Op::MakeTuple:
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Sqrt:
-    case Op::Relu:
-    case Op::Not:
-    case Op::Cast:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Min:
-    case Op::Max:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Where:
-    case Op::Sum:
-    case Op::Mean:
-    case Op::ReduceMax:
-    case Op::ReduceMin:
-    case Op::LogSumExp:
-    case Op::Dot:
-    case Op::Contract:
-    case Op::SplitAxis:
-    case Op::MergeAxes:
-    case Op::Transpose:
-    case Op::Concat:
-    case Op::Slice:
-    case Op::Gather:
-    case Op::Iota:
-    case Op::OneHot:
-    case Op::KeySplit:
-    case Op::Uniform:
-    case Op::Normal:
-    case Op::Bernoulli:
-    case Op::Call:
-    case Op::Fold:
-    case Op::SumTo:
-    case Op::Expand:
-    case Op::ContractGradA:
-    case Op::ContractGradB:
-    case Op::ReshapeAs:
-    case Op::MergeGrad:
-    case Op::ConcatGrad:
-    case Op::SliceGrad:
-    case Op::GatherGrad:
-    case Op::ZerosLike:
-    case Op::MakeParams:
-    case Op::FoldVjp:
-      return false;
-  }
-  throw std::logic_error("internal: an operation outside ops.def");
-}
+using PerRule = std::array<double, kEnvelopeRules>;
 
 bool is_real_tensor(const elab::Type& t) {
   return t.kind == elab::TypeKind::Tensor && t.tensor.elem == elab::Elem::Real;
@@ -195,7 +83,7 @@ struct Bounded {
   double max_abs = kInf;  ///< unknown until the envelope (or the samples) says
   double min_abs = 0;
   PerRule error{};
-  std::array<int, kBoundRules> cause{-1, -1, -1};
+  std::array<int, kEnvelopeRules> cause{-1, -1, -1};
   std::vector<Bounded> elements;
   std::shared_ptr<const std::map<std::string, Bounded>> params;  ///< relative path → leaf
   std::string path;                                              ///< a parameter leaf: its path in the entry's tree
@@ -295,7 +183,7 @@ class BoundWalk {
   double worst_condition_used = 0;
 
  private:
-  using Why = std::array<std::string, kBoundRules>;
+  using Why = std::array<std::string, kEnvelopeRules>;
 
   /// The per-site facts the envelope gives (M, m, condition), checked against the walk's size.
   const SiteEnvelope* envelope_of(const std::string& site, int64_t elements) const {
@@ -397,7 +285,7 @@ class BoundWalk {
       round_to(b, type, &why);
     }
     b.type = type;
-    for (int r = 0; r < kBoundRules; ++r)
+    for (int r = 0; r < kEnvelopeRules; ++r)
       if (!std::isfinite(b.error[r])) {
         causes.push_back({where, why[r].empty() ? "its values overflow on entry" : why[r]});
         b.cause[r] = static_cast<int>(causes.size()) - 1;
@@ -406,21 +294,18 @@ class BoundWalk {
   }
 
   /// One rounding of v's elements to `t`: each rule's error grows by
-  /// u_t·(M + δ) + η_t/2 (under normwise, u_t·(√n·M + E) + √n·η_t/2).
+  /// u_t·(M + δ) + η_t/2 (rounded(); under normwise, u_t·(√n·M + E) + √n·η_t/2).
   void round_to(Bounded& v, FloatType t, Why* why) const {
     const double u = unit(t), half_tiny = tiny(t) / 2, root_n = std::sqrt(static_cast<double>(v.size()));
-    const double largest = runtime::float_type_info(t).largest_finite;
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       double& d = v.error[r];
-      if ((v.max_abs + d) * (1 + u) > largest) {
-        if (why && (*why)[r].empty())
-          (*why)[r] = fmt::format("its values (up to {} with their error) may overflow {}", sci(v.max_abs + d),
-                                  runtime::float_type_name(t));
+      const double componentwise = rounded(d, v.max_abs, t);
+      if (!std::isfinite(componentwise)) {
+        if (why && (*why)[r].empty()) (*why)[r] = overflow_why(v.max_abs, d, t);
         d = kInf;
         continue;
       }
-      d = r == kNorm ? d + u * (times(root_n, v.max_abs) + d) + root_n * half_tiny
-                     : d + u * (v.max_abs + d) + half_tiny;
+      d = r == kNorm ? d + u * (times(root_n, v.max_abs) + d) + root_n * half_tiny : componentwise;
     }
     v.type = t;
   }
@@ -473,18 +358,11 @@ class BoundWalk {
       if (!st) {
         v.type = FloatType::F64;  // no table entry: the kernel's f64 value, as the interpreter keeps it
       } else if (st->reason != Reason::Carried) {
-        const FloatType t = st->storage;
-        const bool via_f32 = is_half(t) && !realization_.half_intermediates && !core::op_info(in.op).stored_directly;
-        if (via_f32 && !(lies_in && holds(FloatType::F32, *lies_in))) {
-          round_to(v, FloatType::F32, &why);
-          lies_in = FloatType::F32;
-          rounded = true;
-        }
-        if (!(lies_in && holds(t, *lies_in))) {
+        for (FloatType t : store_roundings(*st, realization_.half_intermediates, in.op, lies_in)) {
           round_to(v, t, &why);
           rounded = true;
         }
-        v.type = t;
+        v.type = st->storage;
       }
     }
     settle(v, in, env, site, why);
@@ -497,7 +375,7 @@ class BoundWalk {
   void settle(Bounded& v, const core::Instr& in, const std::vector<Bounded>& env, const std::string& site,
               const Why& why) {
     if (!v.tensor()) return;
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       if (std::isfinite(v.error[r])) {
         v.cause[r] = -1;
         continue;
@@ -542,7 +420,7 @@ class BoundWalk {
     b.evaluations += 1;
     b.elements = std::max(b.elements, v.size());
     rec.types.insert(runtime::float_type_name(v.type));
-    for (int r = 0; r < kBoundRules; ++r)
+    for (int r = 0; r < kEnvelopeRules; ++r)
       if (std::isnan(b.bound[r]) || !(v.error[r] <= b.bound[r])) b.bound[r] = v.error[r];
     if (!std::isfinite(v.error[kComp]) && !b.infinite && v.cause[kComp] >= 0)
       b.infinite = causes.at(static_cast<size_t>(v.cause[kComp]));
@@ -618,7 +496,7 @@ struct BoundWalk::Callees : interp::RunDims {
         g.error[kCond] = std::max(g.error[kCond], part.error[kCond]);
         squares += part.error[kNorm] * part.error[kNorm];
         g.max_abs = std::max(g.max_abs, part.max_abs);
-        for (int r = 0; r < kBoundRules; ++r)
+        for (int r = 0; r < kEnvelopeRules; ++r)
           if (part.cause[r] >= 0 && g.cause[r] < 0) g.cause[r] = part.cause[r];
       }
       g.error[kNorm] = std::sqrt(squares);
@@ -649,7 +527,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     for (size_t k = 0; k < in.args.size(); ++k) {
       const Bounded& v = env.at(static_cast<size_t>(in.args[k]));
       const auto& operand_site = table.values.at(static_cast<size_t>(in.args[k]));
-      if (!v.real() || v.type == st->read_as || (operand_site && operand_site->weak)) continue;
+      if (!v.real() || !reads_down(st, operand_site, v.type)) continue;
       down[k] = v;
       is_down[k] = true;
       if (holds(st->read_as, v.type))
@@ -681,24 +559,24 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       out.min_abs = e->min_abs;
     } else {
       // Without its magnitude no rounding or product of it is bounded: +inf wherever M is needed.
-      for (int r = 0; r < kBoundRules; ++r) why[r] = "not covered: the envelope records no magnitude for this site";
+      for (int r = 0; r < kEnvelopeRules; ++r) why[r] = "not covered: the envelope records no magnitude for this site";
     }
   };
   // The f64 kernel's rounding of a computed element (and a library function's own error).
+  // (kernel_charged: a library function's 8·u·(max(|x|, |v|) + δx), then the rounding.)
   auto charge_kernel = [&](const Bounded& x, bool library) {
     computed = true;
     lies_in = FloatType::F64;
     const double root_n = std::sqrt(static_cast<double>(out.size()));
-    for (int r = 0; r < kBoundRules; ++r) {
+    const double scale = std::max(x.max_abs, out.max_abs);
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       double& d = out.error[r];
-      if (library) {
-        // glibc's functions are within a few ulps; composite ones (gelu, silu, …)
-        // lose a few more, relative to their argument's scale: 8·u·(max(|x|, |v|) + δ).
-        const double scale = std::max(x.max_abs, out.max_abs);
-        d += r == kNorm ? 8 * kU64 * (times(root_n, scale) + x.error[r]) : 8 * kU64 * (scale + x.error[r]);
+      if (r != kNorm) {
+        d = kernel_charged(d, out.max_abs, library ? scale + x.error[r] : -1);
+        continue;
       }
-      d = r == kNorm ? d + kU64 * (times(root_n, out.max_abs) + d) + root_n * tiny(FloatType::F64) / 2
-                     : d + kU64 * (out.max_abs + d) + tiny(FloatType::F64) / 2;
+      if (library) d += 8 * kU64 * (times(root_n, scale) + x.error[r]);
+      d = d + kU64 * (times(root_n, out.max_abs) + d) + root_n * tiny(FloatType::F64) / 2;
     }
   };
 
@@ -707,7 +585,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       tensor_result({});
       // The f64 literal against its decimal; `inf` and `nan` are exactly what they say.
       const double literal = in.attr<core::attr::Literal>().value;
-      for (int r = 0; r < kBoundRules; ++r) out.error[r] = std::isfinite(literal) ? kU64 * std::fabs(literal) : 0;
+      for (int r = 0; r < kEnvelopeRules; ++r) out.error[r] = std::isfinite(literal) ? kU64 * std::fabs(literal) : 0;
       computed = true;                               // a rounding of its decimal, for the estimate
       return out;
     }
@@ -772,7 +650,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const core::CastTarget target = in.attr<core::attr::CastTo>().target;
       if (precision::cast_integer_kind(target)) {
         // Truncation moves an integer by at most 1 more than its operand's error; a boolean may flip.
-        for (int r = 0; r < kBoundRules; ++r) {
+        for (int r = 0; r < kEnvelopeRules; ++r) {
           const double d = x.error[r];
           out.error[r] = d == 0 ? 0 : (target == core::CastTarget::Bool ? 1 : d + 1);
           out.cause[r] = x.cause[r];
@@ -815,17 +693,17 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         PerRule terms{};
         for (const Bounded* p : adds) {
           leaf.max_abs += p->max_abs;
-          for (int r = 0; r < kBoundRules; ++r) {
+          for (int r = 0; r < kEnvelopeRules; ++r) {
             leaf.error[r] += p->error[r];
             if (p->cause[r] >= 0 && leaf.cause[r] < 0) leaf.cause[r] = p->cause[r];
           }
         }
         const double g = gamma(static_cast<double>(adds.size()) - 1, kU64);
         const double root_n = std::sqrt(static_cast<double>(leaf.size()));
-        for (int r = 0; r < kBoundRules; ++r)
+        for (int r = 0; r < kEnvelopeRules; ++r)
           terms[r] =
               r == kNorm ? g * (times(root_n, leaf.max_abs) + leaf.error[r]) : g * (leaf.max_abs + leaf.error[r]);
-        for (int r = 0; r < kBoundRules; ++r) leaf.error[r] += terms[r];
+        for (int r = 0; r < kEnvelopeRules; ++r) leaf.error[r] += terms[r];
         tree->emplace(path, std::move(leaf));
       }
       out.kind = Bounded::Kind::Params;
@@ -915,7 +793,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     auto norm_of = [&](size_t k, int r) { return r == kNorm ? times(arg(k).error[r], spread(k)) : arg(k).error[r]; };
     // Booleans and integers: a comparison may flip where a real operand is off at all.
     if (out.elem == ElemKind::Bool && in.op != Op::Where) {
-      for (int r = 0; r < kBoundRules; ++r) {
+      for (int r = 0; r < kEnvelopeRules; ++r) {
         bool off = false;
         for (size_t k = 0; k < in.args.size(); ++k) off = off || arg(k).error[r] > 0;
         out.error[r] = off ? 1 : 0;
@@ -924,7 +802,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     }
     const Bounded& x = arg(0);
     if (in.op == Op::Where && !out.real()) {
-      for (int r = 0; r < kBoundRules; ++r) {
+      for (int r = 0; r < kEnvelopeRules; ++r) {
         bool off = false;
         for (size_t k = 0; k < in.args.size(); ++k) off = off || arg(k).error[r] > 0;
         out.error[r] = !off ? 0 : out.elem == ElemKind::Bool ? 1 : kInf;
@@ -936,7 +814,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const Bounded& a = arg(1);
       const Bounded& b = arg(2);
       lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
-      for (int r = 0; r < kBoundRules; ++r) {
+      for (int r = 0; r < kEnvelopeRules; ++r) {
         const double flip = c.error[r] > 0 ? 1 : 0;
         if (r == kNorm) {
           const double ea = norm_of(1, r), eb = norm_of(2, r);
@@ -952,7 +830,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     if (in.args.size() == 1) {
       // x ↦ f(x), with f's Lipschitz constant L over the enlarged domain [m − δ, M + δ].
       const double M = x.max_abs, m = x.min_abs;
-      for (int r = 0; r < kBoundRules; ++r) {
+      for (int r = 0; r < kEnvelopeRules; ++r) {
         const Propagated p = unary_rule(in, {M, m, x.error[r]}, r == kNorm, static_cast<double>(x.size()));
         out.error[r] = p.error;
         if (!p.why.empty()) why[r] = p.why;
@@ -968,13 +846,13 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         return out;
       }
       if (!out.real()) return out;
-      charge_kernel(x, library_function(in.op));
+      charge_kernel(x, library_function(in));
       return out;
     }
     // Two operands, broadcast.
     const Bounded& a = arg(0);
     const Bounded& b = arg(1);
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       // δ, or E broadcast under normwise
       const Propagated p = binary_rule(in.op, {a.max_abs, a.min_abs, a.error[r]}, {b.max_abs, b.min_abs, b.error[r]},
                                        norm_of(0, r), norm_of(1, r), r == kNorm);
@@ -987,7 +865,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       lies_in = a.real() && b.real() ? join(a.type, b.type) : FloatType::F64;
       return out;
     }
-    charge_kernel(a, library_function(in.op));
+    charge_kernel(a, library_function(in));
     return out;
   }
 
@@ -1001,10 +879,10 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
   auto sum_of = [&](const Bounded& x, double k, bool mean) {
     const double ua = step_unit(acc);
     // The first step adds a term to +0: exact unless the term needs rounding to acc itself.
-    const double steps = (mean ? k : k - 1) + (x.real() && holds(acc, x.type) ? 0 : 1);
+    const double steps = sum_steps(k, mean, !(x.real() && holds(acc, x.type)));
     const double g = gamma(steps, ua);
     const double n_x = static_cast<double>(x.size());
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       const double d = x.error[r];
       if (r == kNorm) {
         // Per output, |Σ δ_i| ≤ √k·‖δ‖₂ and Σ|x̂_i| ≤ √k·‖x̂‖₂ (Cauchy–Schwarz).
@@ -1033,7 +911,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
   auto contraction_of = [&](const Bounded& p, const Bounded& q, double k) {
     const double g = gamma(k, step_unit(acc));
     const double np = std::sqrt(static_cast<double>(p.size())), nq = std::sqrt(static_cast<double>(q.size()));
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       const double dp = p.error[r], dq = q.error[r];
       if (r == kNorm) {
         // ‖δC‖ ≤ ‖δP‖(‖Q‖ + ‖δQ‖) + ‖P‖‖δQ‖ + γ_k·‖P̂‖‖Q̂‖, with ‖P‖ ≤ √n·M.
@@ -1082,7 +960,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       me = envelope_of(site, out.size());
       const double k = out.size() > 0 ? static_cast<double>(x.size()) / static_cast<double>(out.size()) : 0;
       if (!out.real()) {  // an integer sum, max or min: exact on exact integers
-        for (int r = 0; r < kBoundRules; ++r) out.error[r] = in.op == Op::Sum ? k * x.error[r] : x.error[r];
+        for (int r = 0; r < kEnvelopeRules; ++r) out.error[r] = in.op == Op::Sum ? k * x.error[r] : x.error[r];
         return out;
       }
       if (in.op == Op::ReduceMax || in.op == Op::ReduceMin) {
@@ -1096,18 +974,14 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         // sum's γ_(k−1); then log's library error and rounding, and the final add's rounding.
         const double ua = step_unit(acc);
         const double root_n = std::sqrt(static_cast<double>(out.size()));
-        for (int r = 0; r < kBoundRules; ++r) {
+        for (int r = 0; r < kEnvelopeRules; ++r) {
           const double d = x.error[r];
-          const double term = (1 + std::expm1(ua * 2 * (x.max_abs + d))) * (1 + 4 * kU64) * (1 + ua) - 1;
-          const double theta = (1 + term) * (1 + gamma(k - 1, ua)) - 1;
-          if (!(theta < 1)) {
+          const double local = logsumexp_rounding(k, ua, x.max_abs + d, out.max_abs + d, gamma(k - 1, ua));
+          if (!std::isfinite(local)) {
             out.error[r] = kInf;
             why[r] = "logsumexp's terms lose every digit to their rounding";
             continue;
           }
-          double local =
-              -std::log1p(-theta) + (4 * kU64 + ua) * (std::log(std::max(k, 1.0) * (1 + theta)) - std::log1p(-theta));
-          local += ua * (out.max_abs + d + local);
           out.error[r] = d + (r == kNorm ? root_n * local : local);
         }
         computed = true;
@@ -1172,7 +1046,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       tensor_result(arg(1).shape);
       me = envelope_of(site, out.size());
       if (arg(2).error[kComp] > 0 || arg(2).error[kNorm] > 0) {
-        for (int r = 0; r < kBoundRules; ++r) {
+        for (int r = 0; r < kEnvelopeRules; ++r) {
           out.error[r] = kInf;
           why[r] = "not covered: gather_grad with ids that may differ from the exact ones";
         }
@@ -1188,7 +1062,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       const double copies = ct.size() > 0 ? static_cast<double>(out.size()) / static_cast<double>(ct.size()) : 1;
       const bool mean = in.attr<core::attr::ExpandOf>().mean;
       const double count = mean ? copies : 1;
-      for (int r = 0; r < kBoundRules; ++r)
+      for (int r = 0; r < kEnvelopeRules; ++r)
         out.error[r] = (r == kNorm ? times(ct.error[r], std::sqrt(copies)) : ct.error[r]) / count;
       out.cause = ct.cause;
       if (mean)
@@ -1210,7 +1084,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       for (const elab::Size& s : in.sizes) shape.push_back(interp::eval_size(s, dims));
       tensor_result(shape);
       if (in.op == Op::Bernoulli)
-        for (int r = 0; r < kBoundRules; ++r) out.error[r] = arg(1).error[r] > 0 ? 1 : 0;  // a draw may flip
+        for (int r = 0; r < kEnvelopeRules; ++r) out.error[r] = arg(1).error[r] > 0 ? 1 : 0;  // a draw may flip
       return out;  // the same f64 draws in both interpreters
     }
     case Op::OneHot: {
@@ -1218,7 +1092,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       Shape shape = ids.shape;
       shape.push_back(interp::eval_size(in.sizes.at(0), dims));
       tensor_result(shape);
-      for (int r = 0; r < kBoundRules; ++r)
+      for (int r = 0; r < kEnvelopeRules; ++r)
         out.error[r] = ids.error[r] > 0 ? (r == kNorm ? std::sqrt(2.0 * static_cast<double>(ids.size())) : 1) : 0;
       lies_in = std::nullopt;
       return out;
@@ -1422,7 +1296,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::MakeParams:
     case Op::FoldVjp:
       tensor_result(x.shape);
-      for (int r = 0; r < kBoundRules; ++r) {
+      for (int r = 0; r < kEnvelopeRules; ++r) {
         out.error[r] = kInf;
         why[r] = fmt::format("not covered: `{}`", info.spelling);
       }
@@ -1451,7 +1325,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
   if (in.op == Op::Gather) {
     const Bounded& ids = arg(1);
     const double n_ids = static_cast<double>(ids.size());
-    for (int r = 0; r < kBoundRules; ++r) {
+    for (int r = 0; r < kEnvelopeRules; ++r) {
       // Each id's row once: ‖δy‖ ≤ √(ids)·‖δt‖. An id that may differ picks another row: + 2·M.
       const bool moved = ids.error[r] > 0;
       if (r == kNorm)
@@ -1474,6 +1348,8 @@ const char* bound_rule_name(BoundRule r) {
       return "normwise";
     case BoundRule::Cond:
       return "cond";
+    case BoundRule::Running:
+      return "running";
   }
   return "?";
 }
@@ -1561,7 +1437,7 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
           ? ""
           : fmt::format(", and above its recorded min |x| at {} (divisions, logarithms, roots)",
                         plural(static_cast<int64_t>(walk.min_abs_sites.size()), "site", "sites"));
-  for (int k = 0; k < kBoundRules; ++k) {
+  for (int k = 0; k < kEnvelopeRules; ++k) {
     RuleBound& rule = b.rules[static_cast<size_t>(k)];
     const Bounded* worst = nullptr;
     for (const Bounded* leaf : leaves)
@@ -1582,9 +1458,34 @@ BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<s
     }
   }
 
+  // The running bound and the probabilistic estimate: the samples' own exact runs.
+  const RunningBounds running = running_bounds(prog, entry, dims, r, samples, e.bits);
+  const std::string k_samples = plural(static_cast<int64_t>(samples.size()), "sample", "samples");
+  RuleBound& rule = b.rules[static_cast<size_t>(BoundRule::Running)];
+  rule.bound = running.bound;
+  rule.infinite = running.infinite;
+  rule.covers = fmt::format(
+      "conditional on the envelope's own {}, not on other inputs: each element's error carried beside its exact "
+      "value (the exact reference at {} bits) as a linear form over the run's roundings",
+      k_samples, e.bits);
+  if (rule.infinite) rule.covers += fmt::format("; +inf from {}: {}", rule.infinite->site, rule.infinite->why);
+  b.probabilistic.estimate = running.estimate;
+  b.probabilistic.confidence = running.confidence;
+  b.probabilistic.lambda = running.lambda;
+  b.probabilistic.events = running.events;
+  b.probabilistic.covers = fmt::format(
+      "an estimate, not a bound: the running walk's forms on the envelope's {} with every rounding taken as an "
+      "independent, mean-zero random error: each output element within λ = {:.2f} times the root sum of squares of "
+      "its roundings' bounds (Azuma–Hoeffding); all {} together with probability ≥ {:g} % under that model",
+      k_samples, running.lambda,
+      plural(static_cast<int64_t>(running.events), "output element", "output elements of the samples"),
+      running.confidence * 100);
+
   for (SiteRecord& rec : walk.records) {
     std::vector<std::string> types(rec.types.begin(), rec.types.end());
     rec.bound.type = fmt::format("{}", fmt::join(types, "/"));
+    auto found = running.sites.find(rec.bound.site);
+    rec.bound.bound[static_cast<size_t>(BoundRule::Running)] = found == running.sites.end() ? kNaN : found->second;
     b.sites.push_back(rec.bound);
   }
 

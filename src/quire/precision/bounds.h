@@ -7,11 +7,11 @@
 // value v, a bound on max_i |v̂_i − v_i|: v̂ the typed interpreter's value, v
 // the exact one.
 //
-// The bounds are conditional on the envelope: every value's magnitude is
-// taken to be at most its recorded max |x| (and at least its min |x| where a
-// division, a logarithm or a root needs it). They are theorems about the
-// envelope's samples and about any input that stays inside its magnitudes.
-// Three rules differ in how they bound a sum's rounding and in the norm:
+// Three of the bounds are conditional on the envelope: every value's
+// magnitude is taken to be at most its recorded max |x| (and at least its min
+// |x| where a division, a logarithm or a root needs it). They are theorems
+// about the envelope's samples and about any input that stays inside its
+// magnitudes. They differ in how they bound a sum's rounding and in the norm:
 //
 //   - componentwise: every term of a sum at the envelope's largest magnitude;
 //   - normwise: Frobenius norms carried instead (‖v‖ ≤ √n·max|v|), the
@@ -20,9 +20,16 @@
 //     Σ|terms| ≤ cond·|Σ terms| (never above the componentwise S), so it holds
 //     for inputs no worse conditioned than the samples.
 //
-// Beside them the first-order estimate of `quire solve` (solver.h): each
-// value rounded in its realized type, weighted element by element by ∂L/∂v,
-// and each sum's accumulation in its accumulator. It ranks, it does not bound.
+// The fourth, running (running_bounds.h), is conditional on the envelope's
+// samples themselves: the same rules carried element by element beside each
+// sample's exact run, each element with its own magnitude.
+//
+// Beside them two estimates, which do not bound: the first-order estimate of
+// `quire solve` (solver.h), each value rounded in its realized type weighted
+// element by element by ∂L/∂v, and each sum's accumulation in its
+// accumulator; and the probabilistic one, the running walk's forms read with
+// their roundings as random (Azuma–Hoeffding), at a stated confidence under
+// the model of independent, mean-zero rounding errors.
 //
 // Requires: an elaborated program without errors; an envelope of `entry`
 // calibrated on `samples` at `dims`; a realization of `entry`. Keeps: the
@@ -46,10 +53,12 @@
 
 namespace quire::precision {
 
-/// The three bounds, in the order the printout lists them.
-enum class BoundRule : uint8_t { Componentwise, Normwise, Cond };
-inline constexpr int kBoundRules = 3;
-/// "componentwise", "normwise", "cond".
+/// The four bounds, in the order the printout lists them: the envelope's
+/// walk computes the first kEnvelopeRules, running_bounds.h the last.
+enum class BoundRule : uint8_t { Componentwise, Normwise, Cond, Running };
+inline constexpr int kBoundRules = 4;
+inline constexpr int kEnvelopeRules = 3;
+/// "componentwise", "normwise", "cond", "running".
 const char* bound_rule_name(BoundRule r);
 
 /// Where a bound became +inf: the first site on its path that could not be bounded.
@@ -74,7 +83,7 @@ struct SiteBound {
   int64_t elements = 0;  ///< the most over its evaluations
   int64_t evaluations = 0;
   double magnitude = 0;                     ///< the envelope's max |x| (NaN when it records none)
-  std::array<double, kBoundRules> bound{};  ///< by BoundRule
+  std::array<double, kBoundRules> bound{};  ///< by BoundRule (running: NaN where the walk did not evaluate it)
   std::optional<double> condition;          ///< the envelope's, for sums and contractions
   std::optional<InfiniteCause> infinite;    ///< the componentwise bound's cause, when +inf
 };
@@ -86,6 +95,15 @@ struct MeasuredGap {
   uint64_t first_seed = 0;  ///< the seed of the first sample's draw, or its index in `file`
   int bits = 128;           ///< of the exact reference
   std::string file;         ///< the file of samples they were taken from ("": drawn)
+};
+
+/// The probabilistic estimate (running_bounds.h): not a bound.
+struct ProbabilisticEstimate {
+  double estimate = 0;
+  double confidence = 0;  ///< under the model of independent, mean-zero rounding errors
+  double lambda = 0;      ///< of λ·√(Σ bound²)
+  double events = 0;      ///< the output elements × samples the confidence's union bound counts
+  std::string covers;     ///< what it is conditional on
 };
 
 struct BoundsReport {
@@ -102,6 +120,7 @@ struct BoundsReport {
   std::array<RuleBound, kBoundRules> rules;  ///< by BoundRule
   std::optional<double> estimate;  ///< the first-order estimate
   std::string estimate_absent;    ///< why there is none
+  ProbabilisticEstimate probabilistic;
   /// Every real instruction site the walk evaluated, in the order first evaluated.
   std::vector<SiteBound> sites;
   std::optional<MeasuredGap> measured;  ///< on the envelope's samples (filled by the caller)
@@ -122,9 +141,11 @@ Sensitivities envelope_sensitivities(elab::Program& prog, int entry, const std::
 std::vector<std::string> envelope_mismatches(const elab::Program& prog, int entry, const Envelope& e);
 
 /// The bounds of `entry` under `r`, conditional on `e`, whose samples are
-/// `samples` (envelope_samples). `sens` (nullable) gives the estimate; `dims` are the
-/// envelope's. std::invalid_argument when the walk meets a site the envelope
-/// does not describe at these dimensions.
+/// `samples` (envelope_samples). `sens` (nullable) gives the first-order
+/// estimate; `dims` are the envelope's. The running bound and the
+/// probabilistic estimate run the exact reference on the samples at the
+/// envelope's bits. std::invalid_argument when the walk meets a site the
+/// envelope does not describe at these dimensions.
 BoundsReport bound_errors(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                           const Realization& r, const Envelope& e,
                           const std::vector<std::vector<interp::Value>>& samples, const Sensitivities* sens);

@@ -17,6 +17,7 @@ namespace quire::precision {
 namespace {
 
 constexpr int kComp = static_cast<int>(BoundRule::Componentwise);
+constexpr int kRunning = static_cast<int>(BoundRule::Running);
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 }  // namespace
@@ -73,6 +74,10 @@ std::string print_bounds(const BoundsReport& b, int sites) {
                        against(*b.estimate, b.measured));
   else
     out += fmt::format("  estimate {:<14} absent: {}\n", "first-order", b.estimate_absent);
+  const ProbabilisticEstimate& p = b.probabilistic;
+  out += fmt::format("  estimate {:<14} {}{}{}  (confidence {:g} % under independent roundings)\n", "probabilistic",
+                     sci(p.estimate), std::isfinite(p.estimate) ? relative(p.estimate, b.magnitude) : "",
+                     std::isfinite(p.estimate) ? against(p.estimate, b.measured) : "", p.confidence * 100);
   if (b.measured)
     out += fmt::format(
         "  measured                {}{}  worst of {}, the typed interpreter against the exact reference at {} bits\n",
@@ -97,15 +102,17 @@ std::string print_bounds(const BoundsReport& b, int sites) {
                    [&](size_t x, size_t y) { return larger(b.sites[x].bound[kComp], b.sites[y].bound[kComp]); });
   const size_t shown = std::min(order.size(), static_cast<size_t>(std::max(sites, 0)));
   if (shown > 0) {
-    out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11}   {}\n", "site", "magnitude", "componentwise", "relative",
-                       "condition",
+    out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11} {:>11}   {}\n", "site", "magnitude", "componentwise",
+                       "relative", "running", "condition",
                        shown < order.size() ? fmt::format("(the {} largest bounds of {})", shown, order.size())
                                             : fmt::format("(every site, {} in all)", order.size()));
     for (size_t i = 0; i < shown; ++i) {
       const SiteBound& s = b.sites[order[i]];
       const double rel = s.magnitude > 0 ? s.bound[kComp] / s.magnitude : kNaN;
-      out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11}\n", s.site, sci(s.magnitude), sci(s.bound[kComp]),
-                         s.magnitude > 0 ? sci(rel) : "-", s.condition ? sci(*s.condition) : "-");
+      out += fmt::format("{:<28} {:>11} {:>14} {:>11} {:>11} {:>11}\n", s.site, sci(s.magnitude),
+                         sci(s.bound[kComp]), s.magnitude > 0 ? sci(rel) : "-",
+                         std::isnan(s.bound[kRunning]) ? "-" : sci(s.bound[kRunning]),
+                         s.condition ? sci(*s.condition) : "-");
     }
   }
   const std::string k_samples = plural(b.samples, "sample", "samples");
@@ -136,16 +143,26 @@ std::string print_bounds(const BoundsReport& b, int sites) {
       "cond: a bound for inputs no worse conditioned than the envelope's {}: a sum's rounding is bounded by its "
       "recorded condition number where that is smaller.\n",
       k_samples);
+  out += fmt::format(
+      "running: a bound for the envelope's own {}, not for other inputs: each element's error carried beside its "
+      "exact value as a linear form over the run's roundings, a division by its own divisor.\n",
+      k_samples);
   out +=
       "first-order: an estimate, not a bound, as `quire solve` makes it: each value's rounding in its realized "
       "type weighted element by element by ∂L/∂v, and each sum's accumulation.\n";
+  out += fmt::format(
+      "probabilistic: an estimate, not a bound: the running bound's roundings taken as independent and of mean "
+      "zero, each output element within λ = {:.2f} times their root sum of squares; it holds with probability "
+      "≥ {:g} % under that model (a union bound over {}).\n",
+      p.lambda, p.confidence * 100,
+      plural(static_cast<int64_t>(p.events), "output element", "output elements of the samples"));
   return out;
 }
 
 nlohmann::ordered_json bounds_json(const BoundsReport& b) {
   nlohmann::ordered_json j;
   j["format"] = "quire-bounds";
-  j["version"] = 2;
+  j["version"] = 3;
   j["entry"] = b.entry;
   j["result"] = b.result;
   j["realization"] = b.label;
@@ -166,6 +183,11 @@ nlohmann::ordered_json bounds_json(const BoundsReport& b) {
     j["estimate"] = nullptr;
     j["estimate_absent"] = b.estimate_absent;
   }
+  j["probabilistic"] = {{"estimate", json_number(b.probabilistic.estimate)},
+                        {"confidence", b.probabilistic.confidence},
+                        {"lambda", b.probabilistic.lambda},
+                        {"events", b.probabilistic.events},
+                        {"covers", b.probabilistic.covers}};
   auto gap = [](const MeasuredGap& g) {
     nlohmann::ordered_json o{
         {"gap", json_number(g.gap)}, {"samples", g.samples}, {"first_seed", g.first_seed}, {"bits", g.bits}};

@@ -1,10 +1,15 @@
 // The bounds against what they promise and against hand-derived numbers:
-// every rule's bound is at least the gap the typed interpreter measures
-// against the exact reference on the envelope's samples (the tutorial and
-// hand-written programs, under f64, f32, bf16, f16 and a solved-like
-// assignment); a sum under f32 and a cancelling sum give the formulas' exact
-// values; a division by a value whose smallest |x| is 0 is +inf, naming its
-// site; the CLI refuses a missing, malformed or foreign envelope.
+// every rule's bound, the running one included, is at least the gap the typed
+// interpreter measures against the exact reference on the envelope's samples
+// (the tutorial, its vjp and hand-written programs, under f64, f32, bf16, f16
+// and a solved-like assignment), and the probabilistic estimate is at most
+// the running bound; a sum under f32 and a cancelling sum give the formulas'
+// exact values; a division by a value whose smallest |x| is 0 is +inf under
+// the envelope's rules, naming its site, and under the running rule where its
+// own divisor is 0 or within its error; the running bound stays finite and
+// within 10³ of the gap through a ten-block residual tower of RMSNorm blocks,
+// where the envelope's rules are +inf; the CLI refuses a missing, malformed
+// or foreign envelope.
 
 #include "quire/precision/bounds.h"
 #include "quire/precision/bounds_print.h"
@@ -26,6 +31,7 @@
 #include "quire/interp/interp_testing.h"
 #include "quire/interp/params.h"
 #include "quire/precision/measure.h"
+#include "quire/precision/running_bounds.h"
 #include "quire/realize/realization_file.h"
 #include "quire/support/cli_testing.h"
 #include "quire/support/testing.h"
@@ -41,6 +47,7 @@ using interp::testing::reals;
 constexpr int kComp = static_cast<int>(BoundRule::Componentwise);
 constexpr int kNorm = static_cast<int>(BoundRule::Normwise);
 constexpr int kCond = static_cast<int>(BoundRule::Cond);
+constexpr int kRunning = static_cast<int>(BoundRule::Running);
 
 /// The tutorial's program (07_train.qr and the files it imports).
 std::unique_ptr<elab::testing::Elaborated> tutorial() {
@@ -89,6 +96,9 @@ BoundsReport expect_sound(const elab::Program& prog, int entry, const std::map<s
   if (sens) {
     EXPECT_TRUE(b.estimate.has_value() && std::isfinite(*b.estimate)) << what << ": " << b.estimate_absent;
   }
+  // The probabilistic estimate reads the running bound's forms with their roundings as random: never above it.
+  EXPECT_LE(b.probabilistic.estimate, b.rules[kRunning].bound) << what;
+  EXPECT_EQ(b.probabilistic.confidence, kEstimateConfidence) << what;
   // cond never exceeds componentwise: its S is the smaller of the two, and every rule is monotone.
   for (const SiteBound& s : b.sites) {
     if (std::isfinite(s.bound[kComp])) {
@@ -190,6 +200,79 @@ TEST(BoundsSoundness, HandWrittenProgramsUnderEachPolicy) {
   }
 }
 
+TEST(BoundsRunning, TheTutorialWithinAThousandTimesTheGapUnderF64) {
+  // The envelope's rules are 10⁹ above the gap here (the norm's division meets the largest x
+  // of one row and the smallest norm of another); the running rule divides each row by its own.
+  auto e = tutorial();
+  elab::Program& prog = *e->prog;
+  const std::map<std::string, int64_t> dims{{"B", 4}};
+  const int entry = prog.find_function("loss");
+  const Calibrated c = calibrate_drawn(prog, entry, dims, 2);
+  const Realization f64 = realize(prog, entry, RealizeOptions{}, dims);
+  const BoundsReport b = bound_errors(prog, entry, dims, f64, c.envelope, c.samples, nullptr);
+  const double gap = measure_gaps(prog, entry, dims, f64, c.samples, exact_outputs(prog, entry, dims, c.samples, 128))
+                         .worst();
+  ASSERT_GT(gap, 0);
+  EXPECT_GE(b.rules[kRunning].bound, gap);
+  EXPECT_LE(b.rules[kRunning].bound, 1e3 * gap) << print_bounds(b, 30);
+  EXPECT_GT(b.rules[kComp].bound, 1e6 * gap);  // the contrast the rule is for
+  EXPECT_NE(b.rules[kRunning].covers.find("the envelope's own 2 samples, not on other inputs"), std::string::npos)
+      << b.rules[kRunning].covers;
+  // Every site the walk evaluated has its running bound, each at most the componentwise one's.
+  for (const SiteBound& s : b.sites) {
+    EXPECT_FALSE(std::isnan(s.bound[kRunning])) << s.site;
+    EXPECT_LE(s.bound[kRunning], s.bound[kComp]) << s.site;
+  }
+}
+
+/// Ten residual blocks x + W·gelu(RMSNorm(x)) of width 16, then a head: the
+/// tower the envelope's rules cannot bound even under f64.
+constexpr const char* kTower =
+    "const D : nat = 16\n"
+    "const L : nat = 10\n"
+    "module RMSNorm {\n"
+    "  param γ : ℝ[D]  init = ones\n"
+    "  fn apply(x : ℝ[..., model: D]) -> ℝ[..., model: D] =\n"
+    "    let ms = mean(axis model, x^2)\n"
+    "    x / sqrt(ms + 1e-6) * γ\n"
+    "}\n"
+    "module Linear {\n"
+    "  param w : ℝ[D, D]  init = xavier_uniform\n"
+    "  param b : ℝ[D]     init = zeros\n"
+    "  fn apply(x : ℝ[..., D]) -> ℝ[..., D] = x · w + b\n"
+    "}\n"
+    "module Block {\n"
+    "  use norm : RMSNorm\n"
+    "  use proj : Linear\n"
+    "  fn apply(x : ℝ[..., model: D]) -> ℝ[..., model: D] = x + proj.apply(gelu(norm.apply(x)))\n"
+    "}\n"
+    "module Tower {\n"
+    "  use blocks : stack{L}(Block)\n"
+    "  use head   : Linear\n"
+    "  fn apply(x : ℝ[..., model: D]) -> ℝ[..., model: D] = head.apply(blocks.apply(x))\n"
+    "}\n"
+    "fn loss(θ : params Tower, x : ℝ[batch: 8, model: D]) -> ℝ[] = mean(Tower.apply(θ, x)^2)\n";
+
+TEST(BoundsRunning, ATenBlockTowerIsFiniteUnderF64AndF32) {
+  Program p(kTower);
+  elab::Program& prog = *p.e->prog;
+  const int entry = p.index("loss");
+  const Calibrated c = calibrate_drawn(prog, entry, {}, 1);
+  const std::vector<exact::ExactValue> reference = exact_outputs(prog, entry, {}, c.samples, 128);
+  for (Policy pol : {Policy::F64, Policy::F32}) {
+    const Realization r = realize(prog, entry, RealizeOptions{pol, false, nullptr, false}, {});
+    const BoundsReport b = bound_errors(prog, entry, {}, r, c.envelope, c.samples, nullptr);
+    const double gap = measure_gaps(prog, entry, {}, r, c.samples, reference).worst();
+    const std::string what = fmt::format("the tower under {}\n{}", policy_name(pol), print_bounds(b, 10));
+    ASSERT_GT(gap, 0) << what;
+    EXPECT_TRUE(std::isinf(b.rules[kComp].bound)) << what;  // a division by another row's norm
+    EXPECT_TRUE(std::isfinite(b.rules[kRunning].bound)) << what;
+    EXPECT_GE(b.rules[kRunning].bound, gap) << what;
+    EXPECT_LE(b.rules[kRunning].bound, 1e3 * gap) << what;
+    EXPECT_LE(b.probabilistic.estimate, b.rules[kRunning].bound) << what;
+  }
+}
+
 TEST(BoundsHandChecked, ASumOfThreeValuesUnderF32) {
   Program p("fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
   const elab::Program& prog = *p.e->prog;
@@ -257,7 +340,7 @@ TEST(BoundsHandChecked, ADivisionByAValueWhoseSmallestIsZeroIsInfinite) {
   for (const core::Instr& in : prog.functions.at(static_cast<size_t>(entry)).body)
     if (in.op == core::Op::Div) div = core::site_name(prog.functions.at(static_cast<size_t>(entry)), in.id);
   ASSERT_FALSE(div.empty());
-  for (int k = 0; k < kBoundRules; ++k) {
+  for (int k = 0; k < kEnvelopeRules; ++k) {
     const RuleBound& rule = b.rules[static_cast<size_t>(k)];
     EXPECT_TRUE(std::isinf(rule.bound));
     ASSERT_TRUE(rule.infinite.has_value());
@@ -266,9 +349,75 @@ TEST(BoundsHandChecked, ADivisionByAValueWhoseSmallestIsZeroIsInfinite) {
         << rule.infinite->why;
     EXPECT_NE(rule.covers.find("+inf from " + div), std::string::npos) << rule.covers;
   }
+  // The running rule divides each element by its own divisor, and `where` takes the exact run's
+  // branch where its condition cannot flip: the element divided by 0 never reaches the output.
+  // What does: x₁ exact, x₂/y₂ = 1 rounded once, and the sum's one rounded step.
+  EXPECT_TRUE(std::isfinite(b.rules[kRunning].bound)) << print_bounds(b, 5);
+  EXPECT_FALSE(b.rules[kRunning].infinite.has_value());
+  EXPECT_LE(b.rules[kRunning].bound, 4 * 0x1p-53 * 2 + 0x1p-1074 * 4) << print_bounds(b, 5);
   const std::string text = print_bounds(b, 5);
   EXPECT_NE(text.find("bound    componentwise  inf  from " + div + ": a division"), std::string::npos) << text;
   EXPECT_NE(bounds_json(b).dump().find("\"bound\":\"inf\""), std::string::npos);
+}
+
+TEST(BoundsRunning, ADivisionByItsOwnZeroOrByAValueWithinItsErrorIsInfinite) {
+  // A divisor that is 0 on the sample: +inf, the division named.
+  Program p("fn f(x : ℝ[2], y : ℝ[2]) -> ℝ[] = sum(x / y)\n");
+  const int entry = p.index("f");
+  std::string div;
+  for (const core::Instr& in : p.prog().functions.at(static_cast<size_t>(entry)).body)
+    if (in.op == core::Op::Div) div = core::site_name(p.prog().functions.at(static_cast<size_t>(entry)), in.id);
+  const std::vector<std::vector<Value>> zero{{Value::of(reals({2}, {1, 2})), Value::of(reals({2}, {0, 2}))}};
+  RunningBounds r = running_bounds(p.prog(), entry, {}, realize(p.prog(), entry, RealizeOptions{}, {}), zero, 128);
+  EXPECT_TRUE(std::isinf(r.bound));
+  ASSERT_TRUE(r.infinite.has_value());
+  EXPECT_EQ(r.infinite->site, div);
+  EXPECT_NE(r.infinite->why.find("a division by values whose smallest |x| (0.0000e0) is not above their error"),
+            std::string::npos)
+      << r.infinite->why;
+  // A divisor of 5e-4 computed as y − 1 from y = 1.0005 cast to bf16, which rounds it to 1 (so
+  // the typed run divides by 0): its own error, known exactly (y is exact), is 5e-4 too.
+  Program q("fn f(x : ℝ[2], y : ℝ[2]) -> ℝ[] = sum(x / ((y as bf16) - 1.0))\n");
+  const int g = q.index("f");
+  const std::vector<std::vector<Value>> close{{Value::of(reals({2}, {1, 2})), Value::of(reals({2}, {1.0005, 3}))}};
+  r = running_bounds(q.prog(), g, {}, realize(q.prog(), g, RealizeOptions{}, {}), close, 128);
+  EXPECT_TRUE(std::isinf(r.bound));
+  ASSERT_TRUE(r.infinite.has_value());
+  EXPECT_NE(r.infinite->why.find("a division by values whose smallest |x| (5.0000e-4) is not above their error (5.0000e-4)"),
+            std::string::npos)
+      << r.infinite->why;
+  EXPECT_EQ(r.infinite->site.find("f/"), 0u) << r.infinite->site;
+  EXPECT_EQ(r.estimate, r.bound);
+  // Without the cast the divisor is exact, and the bound finite.
+  Program exact_divisor("fn f(x : ℝ[2], y : ℝ[2]) -> ℝ[] = sum(x / (y - 1.0))\n");
+  r = running_bounds(exact_divisor.prog(), exact_divisor.index("f"), {},
+                     realize(exact_divisor.prog(), exact_divisor.index("f"), RealizeOptions{}, {}), close, 128);
+  EXPECT_TRUE(std::isfinite(r.bound));
+}
+
+TEST(BoundsRunning, ASumOfThreeValuesUnderF32ByHand) {
+  // f32 computes 1e8 + 1 = 1e8, then 1e8 − 1e8 = 0: the gap is 1. The values are f32 values (no
+  // rounding on entry) and the sum accumulates in f32: its first step is exact, the second
+  // rounds 1e8 + 1, the third rounds at most |1 + (the second's error)|, each by
+  // u_a = (1 + 2⁻⁵³)(1 + 2⁻²⁴) − 1 (the f64 step, then f32's). The envelope's componentwise rule
+  // gives 53.6 and its cond rule 41.7 for the same sum.
+  Program p("fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n");
+  const int entry = p.index("f");
+  const std::vector<std::vector<Value>> samples{{Value::of(reals({3}, {1e8, 1, -1e8}))}};
+  const Realization r = realize(p.prog(), entry, RealizeOptions{Policy::F32, false, nullptr, false}, {});
+  const RunningBounds b = running_bounds(p.prog(), entry, {}, r, samples, 128);
+  const double ua = (1 + 0x1p-53) * (1 + 0x1p-24) - 1;
+  const double second = ua * (1e8 + 1), third = ua * (1 + second);
+  EXPECT_NEAR(b.bound, second + third, 1e-6);
+  EXPECT_NEAR(b.bound, 5.96, 0.01);
+  const double gap =
+      measure_gaps(p.prog(), entry, {}, r, samples, exact_outputs(p.prog(), entry, {}, samples, 128)).worst();
+  EXPECT_EQ(gap, 1.0);
+  EXPECT_GE(b.bound, gap);
+  // Two roundings of independent sign: the estimate is λ·√(second² + third²) ≈ λ·second, λ = √(2 ln 200).
+  EXPECT_NEAR(b.lambda, std::sqrt(2 * std::log(200.0)), 1e-12);
+  EXPECT_NEAR(b.estimate, std::min(b.bound, b.lambda * std::hypot(second, third)), 1e-6);
+  EXPECT_EQ(b.estimate, b.bound);  // λ > 1, and one rounding dominates: no better than the bound
 }
 
 TEST(BoundsReportText, ThePrintoutAndTheJson) {
@@ -289,15 +438,22 @@ TEST(BoundsReportText, ThePrintoutAndTheJson) {
         "  measured                1.0000e-8", "worst of 1 sample, the typed interpreter",
         "  held-out                2.0000e-8", "worst of 4 fresh samples (seeds 1–4)",
         "  envelope    env.json: 1 sample, 2 sites, parameters drawn from seed 0", "(every site, 2 in all)",
-        "\nfirst-order: an estimate, not a bound"})
+        "\nfirst-order: an estimate, not a bound", "  bound    running        ",
+        "  estimate probabilistic  ", "(confidence 99 % under independent roundings)\n",
+        "\nrunning: a bound for the envelope's own 1 sample, not for other inputs",
+        "\nprobabilistic: an estimate, not a bound: the running bound's roundings taken as independent"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   const nlohmann::ordered_json j = bounds_json(b);
   EXPECT_EQ(j["format"], "quire-bounds");
   EXPECT_EQ(j["sites"].size(), 2u);
   EXPECT_TRUE(j["rules"].contains("cond"));
   EXPECT_EQ(j["held_out"]["samples"], 4);
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_TRUE(j.contains("estimate"));
+  EXPECT_TRUE(j["rules"].contains("running"));
+  EXPECT_EQ(j["probabilistic"]["confidence"], 0.99);
+  EXPECT_NE(j["probabilistic"]["covers"].get<std::string>().find("an estimate, not a bound"), std::string::npos);
+  EXPECT_TRUE(j["sites"][0].contains("running"));
   // Not a scalar: the estimate is absent, and says why.
   Program q("fn g(x : ℝ[3]) -> ℝ[3] = x * 2.0\n");
   const Calibrated cq = calibrate_drawn(*q.e->prog, q.index("g"), {}, 1);

@@ -15,6 +15,7 @@
 #include "common.h"
 #include "quire/compile/compile.h"
 #include "quire/compile/memory.h"
+#include "quire/grad/vjp.h"
 #include "quire/realize/realization.h"
 
 namespace quire::cli {
@@ -56,9 +57,13 @@ Handler setup_memory(CLI::App& sub) {
     std::string label = o->precision;
     std::optional<precision::RealizationFile> solved;
     if (!o->realize.empty()) {
-      solved = load_realization(o->realize, *prog, entry, dims);
+      // Under --grad the step's vjp is what runs: a gradient's decisions are checked against it.
+      const int vjp = o->grad ? grad::vjp(*prog, entry, request.wrt) : -1;
+      solved = load_realization(o->realize, *prog, entry, dims, vjp);
       request.realize.policy = solved->assignment.policy;
       request.realize.assignment = &solved->assignment;
+      // As training reads them: a trained parameter keeps its master, its reads rounded.
+      request.realize.keep_masters = o->grad;
       label = "@" + (o->realize[0] == '@' ? o->realize.substr(1) : o->realize);
     }
     // Default layouts: what a call holds does not depend on the plan.

@@ -72,17 +72,19 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 }
 
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
-                                            const std::map<std::string, int64_t>& dims) {
+                                            const std::map<std::string, int64_t>& dims, int entry_vjp) {
   const std::string path = !flag.empty() && flag[0] == '@' ? flag.substr(1) : flag;
   precision::RealizationFile file = precision::read_realization_file(path);
   const std::string& name = prog.functions[static_cast<size_t>(entry)].name;
   if (file.entry != name)
     throw UsageError(fmt::format("--realize {}: the realization was solved for `{}`, not for `{}`", path, file.entry, name));
-  if (file.of == precision::BudgetOf::Gradient)
+  const bool gradient = file.of == precision::BudgetOf::Gradient;
+  if (gradient && entry_vjp < 0)
     throw UsageError(fmt::format("--realize {}: the realization was solved for the gradient of `{}` (`solve --of "
                                  "gradient`), which `quire train --realize` runs; solve `{}`'s output for this command",
                                  path, file.entry, file.entry));
-  std::vector<std::string> problems = precision::check_assignment(prog, entry, file.assignment, dims);
+  std::vector<std::string> problems =
+      precision::check_assignment(prog, gradient ? entry_vjp : entry, file.assignment, dims);
   if (!problems.empty())
     throw UsageError(fmt::format("--realize {}: {} of its decisions cannot apply:\n  {}", path, problems.size(),
                                  fmt::join(problems, "\n  ")));

@@ -39,9 +39,12 @@ std::optional<interp::ParamMap> entry_params(const elab::Program& prog, const co
 
 /// `--realize @realization.json` (the `@` is optional): the solver's
 /// decisions, checked against `entry` (their file must name it) and the
-/// program's marks; a UsageError naming the file and every problem.
+/// program's marks; a UsageError naming the file and every problem. A
+/// gradient's decisions (`solve --of gradient`) are checked against
+/// `entry_vjp`, the entry's vjp the command evaluates, and refused where
+/// it evaluates none (-1).
 precision::RealizationFile load_realization(const std::string& flag, const elab::Program& prog, int entry,
-                                            const std::map<std::string, int64_t>& dims);
+                                            const std::map<std::string, int64_t>& dims, int entry_vjp = -1);
 
 /// Adds `--product-step fma|separate` to `sub`, writing `fused` (true for
 /// fma, which `fused` should start as: the default): how a product's steps

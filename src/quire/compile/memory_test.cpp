@@ -193,5 +193,32 @@ TEST_F(Cli, MemoryRefusesBadInputInOneLine) {
   expect_error(tutorial_train() + " --entry loss --dim B=4 --realize @x.json --precision f32", "--precision");
 }
 
+// A realization of the gradient (`solve --of gradient`) names the reverse
+// sweep's sites: `memory --grad` counts the step under it, narrower than
+// under f64; without --grad (the loss alone), like `run`, it is refused.
+TEST_F(Cli, MemoryCountsTheStepUnderAGradientsRealization) {
+  const std::string env = file("env.json");
+  const std::string r = file("rg.json");
+  Outcome c = quire::testing::run_quire("calibrate " + tutorial_train() + " --entry loss --dim B=4 --samples 2 --out " +
+                                        env);
+  ASSERT_EQ(c.status, 0) << c.output;
+  Outcome s = quire::testing::run_quire("solve " + tutorial_train() + " --precision " + env +
+                                        " --of gradient --budget 1e-2 --held-out 4 --out " + r);
+  ASSERT_EQ(s.status, 0) << s.output;
+  auto peak = [](const Outcome& o) { return nlohmann::json::parse(o.output)["peak"]["bytes"].get<int64_t>(); };
+  Outcome narrowed = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --grad --realize @" +
+                                               r + " --format json");
+  ASSERT_EQ(narrowed.status, 0) << narrowed.output;
+  Outcome f64 = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --grad --format json");
+  ASSERT_EQ(f64.status, 0) << f64.output;
+  EXPECT_LT(peak(narrowed), peak(f64));
+  Outcome loss_alone = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --realize @" + r);
+  EXPECT_EQ(loss_alone.status, 1) << loss_alone.output;
+  EXPECT_NE(loss_alone.output.find("solved for the gradient of `loss`"), std::string::npos) << loss_alone.output;
+  Outcome run = quire::testing::run_quire("run " + tutorial_train() + " --entry loss --dim B=4 --realize @" + r);
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_NE(run.output.find("`quire train --realize` runs"), std::string::npos) << run.output;
+}
+
 }  // namespace
 }  // namespace quire::compile

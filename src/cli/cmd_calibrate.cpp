@@ -52,13 +52,8 @@ std::string write_run_batches(const elab::Program& prog, const std::string& file
                                  prog.functions[static_cast<size_t>(entry)].name));
   if (out.empty() || out == "-")
     throw UsageError("--samples-from run: the batches are written beside the envelope: give --out FILE");
-  if (auto it = dims.find(run->batch_dim); it != dims.end() && it->second != run->batch_size)
-    throw UsageError(fmt::format("--dim {}={}: the training run binds {} with `batch({} = {})`", run->batch_dim,
-                                 it->second, run->batch_dim, run->batch_dim, run->batch_size));
-  dims[run->batch_dim] = run->batch_size;
-  const std::string data = (std::filesystem::path(prog.files[prog.main_file].path).parent_path() / run->data.front().path)
-                               .lexically_normal()
-                               .string();
+  dims = train::run_dims(*run, dims);
+  const std::string data = train::training_file(prog, run->data.front().path);
   const auto arrays = train::run_batches_as_samples(prog, data, dims, samples + kRunHeldOut);
   const int64_t batches = arrays.empty() ? 0 : arrays.front().second.shape.front();
   if (batches < samples)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
@@ -391,6 +392,18 @@ std::vector<std::pair<std::string, runtime::Tensor>> run_batches_as_samples(cons
     out.emplace_back(spec.tuple ? fmt::format("{}.{}", name, e) : name, std::move(t));
   }
   return out;
+}
+
+std::string training_file(const elab::Program& prog, const std::string& path) {
+  return (std::filesystem::path(prog.files[prog.main_file].path).parent_path() / path).lexically_normal().string();
+}
+
+std::map<std::string, int64_t> run_dims(const elab::TrainingInfo& run, std::map<std::string, int64_t> dims) {
+  if (auto it = dims.find(run.batch_dim); it != dims.end() && it->second != run.batch_size)
+    throw DataError(fmt::format("--dim {}={}: the training run binds {} with `batch({} = {})`", run.batch_dim,
+                                it->second, run.batch_dim, run.batch_dim, run.batch_size));
+  dims[run.batch_dim] = run.batch_size;
+  return dims;
 }
 
 }  // namespace quire::train

@@ -69,6 +69,14 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A file the training block names (its data, its held-out data): `path`
+/// relative to the main file's folder, as written.
+std::string training_file(const elab::Program& prog, const std::string& path);
+
+/// `dims` with the run's batch dimension bound as `batch(B = b)` binds it;
+/// DataError when `dims` binds it otherwise (`--dim B=4` against `batch(B = 8)`).
+std::map<std::string, int64_t> run_dims(const elab::TrainingInfo& run, std::map<std::string, int64_t> dims);
+
 /// One element of a sample: one tensor of the batch argument, its batch axis removed.
 struct SampleElement {
   runtime::ElemKind kind = runtime::ElemKind::Real;

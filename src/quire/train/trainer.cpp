@@ -184,11 +184,11 @@ void Trainer::set_up() {
   keyed_ = objective.args.size() == 3;
 
   // Dimensions: the batch's from `batch(B = b)`, the rest from the command line.
-  dims_ = options_.dims;
-  if (auto it = dims_.find(run_->batch_dim); it != dims_.end() && it->second != run_->batch_size)
-    throw TrainError(fmt::format("--dim {}={}: the training run binds {} with `batch({} = {})`", run_->batch_dim,
-                                 it->second, run_->batch_dim, run_->batch_dim, run_->batch_size));
-  dims_[run_->batch_dim] = run_->batch_size;
+  try {
+    dims_ = run_dims(*run_, options_.dims);
+  } catch (const DataError& e) {
+    throw TrainError(e.what());
+  }
 
   // A bad optimizer block is the user's error, at the field to blame.
   auto optimizer_diagnostic = [&](const OptimizerError& e) {
@@ -206,7 +206,7 @@ void Trainer::set_up() {
   }
 
   // The data, relative to the program's file, checked before anything runs.
-  data_path_ = (fs::path(main_path).parent_path() / run_->data.front().path).lexically_normal().string();
+  data_path_ = training_file(prog_, run_->data.front().path);
   const SampleSpec spec = sample_spec(prog_, objective.args.at(1).type, run_->batch_dim, dims_);
   data_ = Dataset::open(data_path_, spec);
   loader_ = std::make_unique<Loader>(*data_, loader_options(*run_));
@@ -285,8 +285,7 @@ void Trainer::set_up() {
   }
   // The held-out evaluation: its data checked now, its function compiled once.
   if (run_->evaluate >= 0) {
-    const std::string path =
-        (fs::path(main_path).parent_path() / run_->evaluate_path).lexically_normal().string();
+    const std::string path = training_file(prog_, run_->evaluate_path);
     held_out_.emplace(Dataset::open(path, spec));
     if (held_out_->samples() < run_->batch_size)
       throw TrainError(fmt::format("{}: the held-out data has {} samples, fewer than one batch of {}", path,

@@ -23,7 +23,8 @@ const core::Instr* instr_at(const core::Function& fn, int value) {
 /// values. Each `hold` is a point where the executor updates its peak.
 class Replay {
  public:
-  Replay(const elab::Program& prog, const HostProgram& host, CallMemory& m) : prog_(prog), host_(host), m_(m) {
+  /// `prog` sizes each instance's value slots (its functions' value counts).
+  Replay(const elab::Program& prog, const HostProgram& host, CallMemory& m) : host_(host), m_(m) {
     const size_t n = host.functions.size();
     bytes_.resize(n);
     released_.resize(n);
@@ -147,7 +148,6 @@ class Replay {
     return 0;
   }
 
-  const elab::Program& prog_;
   const HostProgram& host_;
   CallMemory& m_;
   std::vector<std::vector<int64_t>> bytes_;

@@ -295,7 +295,7 @@ void CCompiler::ensure_cache_dir() {
   cache_dir_ready_ = true;
 }
 
-std::string CCompiler::cache_key(const std::string& source) {
+std::string CCompiler::cache_key(const std::string& source) const {
   std::string identity = source;
   identity += '\0' + compiler_version(settings_.command, settings_.timeout_s);
   identity += '\0' + command_text(compile_flags());
@@ -494,12 +494,7 @@ std::string CCompiler::compile_batch(const std::vector<std::pair<const std::stri
   std::string unit = fmt::format("/* A batch of {} kernels compiled together (c_compiler.h, BATCHES). */\n",
                                  members.size());
   for (const auto& [source, key] : members) unit += member_text(*source, symbol, member_symbol(symbol, key));
-  // The unit's key as any source's: its text, the compiler, the flags, the CPU.
-  std::string identity = unit;
-  identity += '\0' + compiler_version(settings_.command, settings_.timeout_s);
-  identity += '\0' + command_text(compile_flags());
-  identity += '\0' + cpu_features();
-  const std::string batch = support::sha256_hex(identity);
+  const std::string batch = cache_key(unit);  // the unit's key as any source's
   try {
     compile(unit, batch, object_path(batch), runs);
   } catch (const NativeError&) {

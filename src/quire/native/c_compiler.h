@@ -134,7 +134,7 @@ class CCompiler {
   const CompilerSettings& settings() const { return settings_; }
 
  private:
-  std::string cache_key(const std::string& source);
+  std::string cache_key(const std::string& source) const;
   /// What the object at `object` fails of its record (TRUST above); "" when it passes.
   std::string check_object(const std::string& source, const std::string& object);
   void warn(const std::string& message) const;

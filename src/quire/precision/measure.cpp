@@ -114,14 +114,6 @@ GradientGap gradient_gap(const interp::Value& realized, const exact::ExactValue&
   return {difference.norm(), norm.norm()};
 }
 
-double gradient_norm(const interp::Value& vjp_result) {
-  SquareSum norm;
-  for (const auto& [path, leaf] : gradient_tree(vjp_result))
-    if (leaf.is_real())
-      for (double x : leaf.reals) norm.add(x);
-  return norm.norm();
-}
-
 double gradient_norm(const exact::ExactValue& vjp_result) {
   SquareSum norm;
   for (const auto& [path, leaf] : gradient_tree(vjp_result))

@@ -74,9 +74,8 @@ struct GradientGap {
   double gap(bool relative) const;
 };
 GradientGap gradient_gap(const interp::Value& realized, const exact::ExactValue& reference);
-/// ‖∂θ‖₂ of a gradient the typed interpreter computed, and of the difference
-/// of two such (both (L, ∂θ)): the norms the gradient solve's terms are in.
-double gradient_norm(const interp::Value& vjp_result);
+/// ‖∂θ*‖₂ of an exact gradient, and ‖∂θ_a − ∂θ_b‖₂ of two the typed
+/// interpreter computed (each (L, ∂θ)): the norms the gradient solve's terms are in.
 double gradient_norm(const exact::ExactValue& vjp_result);
 double gradient_difference(const interp::Value& a, const interp::Value& b);
 

@@ -238,12 +238,14 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     // The `...` of the operand the result takes its shape from: the ids of a
     // gather, the primal operand of a cotangent.
     case Op::Gather:
+    case Op::Pick:
     case Op::SumTo:
     case Op::Expand:
     case Op::ReshapeAs:
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ContractGradA:
       return operand_rest(1);
@@ -411,6 +413,7 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::Uniform:
@@ -424,6 +427,7 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike: {
       // The static type names every axis but the `...` ones; the operands give those.

@@ -116,6 +116,7 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
                          arg(0));
     }
     case Op::Gather: return fmt::format("gather axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
+    case Op::Pick: return fmt::format("pick axis {} {}, {}", axis_label(operand_type(0), in.axes[0]), arg(0), arg(1));
     case Op::OneHot: return fmt::format("one_hot {} {}", in.sizes.empty() ? "?" : in.sizes[0].str(), arg(0));
     case Op::Iota: return fmt::format("iota {}", in.sizes.empty() ? "?" : in.sizes[0].str());
     case Op::Uniform: {
@@ -171,6 +172,8 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("slice_grad axis {} [{}:{}:{}] {}, {}", axis_label(operand_type(1), in.axes.at(0)), r.start,
                          r.stop, r.step, arg(0), arg(1));
     }
+    case Op::PickGrad:
+      return fmt::format("pick_grad axis {} {}, {}, {}", axis_label(operand_type(1), in.axes.at(0)), arg(0), arg(1), arg(2));
     case Op::GatherGrad:
       return fmt::format("gather_grad axis {} {}, {}, {}", axis_label(operand_type(1), in.axes.at(0)), arg(0), arg(1), arg(2));
     case Op::MakeParams: {

@@ -146,6 +146,7 @@ NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& n
       {"concat", Op::Concat, &BodyLowering::builtin_concat},
       {"slice", Op::Slice, &BodyLowering::builtin_slice},
       {"gather", Op::Gather, &BodyLowering::builtin_gather},
+      {"pick", Op::Pick, &BodyLowering::builtin_pick},
       {"one_hot", Op::OneHot, &BodyLowering::builtin_one_hot},
       {"ι", Op::Iota, &BodyLowering::builtin_iota},  // `iota` is the same identifier (docs/language.md §1)
       {"uniform", Op::Uniform, &BodyLowering::builtin_draw},
@@ -523,6 +524,39 @@ NOINLINE Operand BodyLowering::builtin_gather(const std::string& name, Op, const
   out.axes.insert(out.axes.end(), t.axes.begin() + i + 1, t.axes.end());
   if (!unique_names(out, e.range)) return Operand::error();
   Instr in = make(Op::Gather, Type::make_tensor(out), {table->id, ids->id}, e.range);
+  in.axes = {i};
+  return emit(std::move(in));
+}
+
+// `pick(axis n, x, ids)`: x's element at ids along n, one per position of
+// ids, whose axes are x's without n (the same names, sizes and order, and
+// the same `...`).
+NOINLINE Operand BodyLowering::builtin_pick(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
+  if (b.axes.size() != 1) {
+    error("E0405", e.range, "`pick(axis n, x, ids)` names the axis it picks along");
+    return Operand::error();
+  }
+  auto x = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto ids = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!x || !ids) return Operand::error();
+  const TensorType& t = x->type.tensor;
+  const TensorType& it = ids->type.tensor;
+  if (it.elem != Elem::I32 && it.elem != Elem::I64) {
+    error("E0406", b.positional[1]->range, fmt::format("pick's ids are integers, given {}", show(it)));
+    return Operand::error();
+  }
+  const int i = axis_index(t, *b.axes[0]->name, "pick");
+  if (i < 0) return Operand::error();
+  TensorType out = t;
+  out.axes.erase(out.axes.begin() + i);
+  if (it.axes != out.axes || it.rest != out.rest) {
+    error("E0401", b.positional[1]->range,
+          fmt::format("pick's ids must have the axes of x without `{}`, {}; given {}", b.axes[0]->name->text,
+                      show(TensorType{it.elem, out.rest, out.axes}), show(it)));
+    return Operand::error();
+  }
+  Instr in = make(Op::Pick, Type::make_tensor(out), {x->id, ids->id}, e.range);
   in.axes = {i};
   return emit(std::move(in));
 }

@@ -1370,7 +1370,7 @@ void Elaborator::compute_effects_and_regularity() {
         if (src <= 0 || src > fn.value_count()) continue;
         core::Regularity op_reg = core::op_info(in.op).regularity;
         if (in.op == core::Op::Where && k > 0) op_reg = core::Regularity::Smooth;  // jumps only in the condition
-        if (in.op == core::Op::Gather && k == 0) op_reg = core::Regularity::Smooth;
+        if ((in.op == core::Op::Gather || in.op == core::Op::Pick) && k == 0) op_reg = core::Regularity::Smooth;
         if (in.op == core::Op::Cast && in.type.is_tensor() && in.type.tensor.elem != Elem::Real)
           op_reg = core::Regularity::Discontinuous;  // to an integer or a boolean: a step
         if (callee) {

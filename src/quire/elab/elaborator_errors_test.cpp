@@ -542,6 +542,26 @@ TEST(ElaborateErrors, ParameterDeclarations) {
   EXPECT_TRUE(e->has_error("E0401", 9, 13, "a parameter must be a real tensor")) << e->rendered();
 }
 
+TEST(ElaborateErrors, PickMistakes) {
+  auto e = elaborate_text(R"(fn a(x : ℝ[b: 2, v: 5], i : ℝ[b: 2]) -> ℝ[] = sum(pick(axis v, x, i))
+fn b(x : ℝ[b: 2, v: 5], i : i32[b: 3]) -> ℝ[] = sum(pick(axis v, x, i))
+fn c(x : ℝ[b: 2, v: 5], i : i32[v: 5]) -> ℝ[] = sum(pick(axis v, x, i))
+fn d(x : ℝ[b: 2, v: 5], i : i32[b: 2]) -> ℝ[] = sum(pick(x, i))
+fn e(x : ℝ[b: 2, v: 5], i : i32[b: 2]) -> ℝ[] = sum(pick(axis w, x, i))
+fn f(x : ℝ[..., v: 5], i : i32[b: 2]) -> ℝ[] = sum(pick(axis v, x, i))
+)");
+  EXPECT_EQ(e->errors().size(), 6u) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0406", 1, 67, "pick's ids are integers, given ℝ[b: 2]")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 2, 69, "pick's ids must have the axes of x without `v`, i32[b: 2]; given i32[b: 3]"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 3, 69, "pick's ids must have the axes of x without `v`, i32[b: 2]; given i32[v: 5]"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 4, 53, "`pick(axis n, x, ids)` names the axis it picks along")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0403", 5, 63, "pick: ℝ[b: 2, v: 5] has no axis named `w`")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0401", 6, 68, "pick's ids must have the axes of x without `v`, i32[...]; given i32[b: 2]"))
+      << e->rendered();
+}
+
 TEST(ElaborateErrors, RestructuringMistakes) {
   auto e = elaborate_text(R"(dim B
 fn a(x : ℝ[a: 6]) -> ℝ[] = sum(split(axis a, x, p: 4, q: 2))

@@ -160,6 +160,7 @@ Big apply_unary(Op op, const Big& x) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -176,6 +177,7 @@ Big apply_unary(Op op, const Big& x) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -241,6 +243,7 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -257,6 +260,7 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -323,6 +327,7 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -339,6 +344,7 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -672,6 +678,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -685,6 +692,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
     case Op::FoldVjp:
@@ -889,6 +897,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -903,6 +912,7 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -1089,6 +1099,11 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       const Tensor& ids = arg(1).other;
       return moved(arg(0), [&](const Tensor& t) { return runtime::gather(t, in.axes[0], ids); });
     }
+    case Op::Pick: {
+      const Tensor& ids = arg(1).other;
+      const int axis = rest_of(0) + in.axes[0];
+      return moved(arg(0), [&](const Tensor& t) { return runtime::pick(t, axis, ids); });
+    }
     case Op::OneHot: return ExactValue::of(runtime::one_hot(arg(0).other, eval_size(in.sizes.at(0), dims)), bits);
     case Op::Iota: return ExactValue::of(runtime::iota(eval_size(in.sizes.at(0), dims)), bits);
     case Op::KeySplit: {
@@ -1176,6 +1191,14 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       const core::attr::Range& range = in.attr<core::attr::Range>();
       Tensor where = runtime::slice_adjoint(iota(ct.shape, 1), shape_of(arg(1)), rest_of(1) + in.axes.at(0), range.start,
                                             range.stop, range.step);
+      BigTensor r = BigTensor::filled(where.shape, bits);
+      for (size_t i = 0; i < where.reals.size(); ++i)
+        if (where.reals[i] != 0) r.elems[i] = ct.elems.at(position(where.reals[i]) - 1);
+      return ExactValue::of(std::move(r));
+    }
+    case Op::PickGrad: {
+      const BigTensor& ct = real_arg(0);
+      Tensor where = runtime::pick_adjoint(iota(ct.shape, 1), shape_of(arg(1)), rest_of(1) + in.axes.at(0), arg(2).other);
       BigTensor r = BigTensor::filled(where.shape, bits);
       for (size_t i = 0; i < where.reals.size(); ++i)
         if (where.reals[i] != 0) r.elems[i] = ct.elems.at(position(where.reals[i]) - 1);

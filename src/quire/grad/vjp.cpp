@@ -382,6 +382,7 @@ class Builder {
       case Op::Concat:
       case Op::Slice:
       case Op::Gather:
+      case Op::Pick:
       case Op::SumTo:
       case Op::Expand:
       case Op::ContractGradA:
@@ -390,6 +391,7 @@ class Builder {
       case Op::MergeGrad:
       case Op::ConcatGrad:
       case Op::SliceGrad:
+      case Op::PickGrad:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:
@@ -605,6 +607,11 @@ class Builder {
         s.set(in.attr<attr::Range>());
         return add(in.args[0], emit(std::move(s)), in);
       }
+      case Op::Pick: {
+        Instr s = make(Op::PickGrad, src_.type_of(in.args[0]), {g, x(0), x(1)}, in);
+        s.axes = in.axes;
+        return add(in.args[0], emit(std::move(s)), in);
+      }
       case Op::Gather: {
         Instr s = make(Op::GatherGrad, src_.type_of(in.args[0]), {g, x(0), x(1)}, in);
         s.axes = in.axes;
@@ -641,6 +648,7 @@ class Builder {
       case Op::MergeGrad:
       case Op::ConcatGrad:
       case Op::SliceGrad:
+      case Op::PickGrad:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:

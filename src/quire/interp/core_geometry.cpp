@@ -104,6 +104,7 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -120,6 +121,7 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -187,6 +189,7 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -203,6 +206,7 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -270,6 +274,7 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -286,6 +291,7 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -272,6 +272,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -288,6 +289,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -377,6 +379,7 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       return Value::of(runtime::slice(tensor_arg(0), axis, r.start, r.stop, r.step));
     }
     case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
+    case Op::Pick: return Value::of(runtime::pick(tensor_arg(0), rest_of(0) + in.axes[0], tensor_arg(1)));
     case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
     case Op::Iota: return Value::of(runtime::iota(eval_size(in.sizes.at(0), dims)));
     case Op::KeySplit: {
@@ -483,6 +486,8 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       return Value::of(
           runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), r.start, r.stop, r.step));
     }
+    case Op::PickGrad:
+      return Value::of(runtime::pick_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), tensor_arg(2)));
     case Op::GatherGrad:
       return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
     case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));

@@ -100,10 +100,12 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::SumTo:
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
       break;
   }
@@ -251,6 +253,7 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -265,6 +268,7 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -17,7 +17,7 @@
 //     and `numerics(high)` regions, powers,
 //     reductions over one or two axes, `·` and `contract` (batched or not),
 //     `transpose`, and `slice`, `concat`, `merge` and `split` of arguments
-//     shaped for them, `gather` of a table by i32 ids and `one_hot` of ids;
+//     shaped for them, `gather` of a table by i32 ids, `pick` by ids and `one_hot` of ids;
 //   - every tensor of at most three axes; arguments made as the expression
 //     needs them;
 //   - now and then a second function, `g`, generated the same way, which
@@ -273,7 +273,7 @@ class Generator {
   }
 
   /// `slice`, `concat`, `merge` or `split` of new arguments, giving axes `t`;
-  /// or `gather` of a table by ids, or `one_hot` of ids (not in a module's
+  /// or `gather` of a table by ids, `pick` along an axis by ids, or `one_hot` of ids (not in a module's
   /// function, whose leaves are x and parameters).
   std::string restructured(const Axes& t) {
     if (t.empty()) return leaf(t);
@@ -281,7 +281,7 @@ class Generator {
     const int64_t size = sizes_.at(t[i]);
     const std::string axis = std::string(1, t[i]);
     std::vector<int64_t> sizes = sizes_of(t);
-    switch (pick(module_ ? 4 : 6)) {
+    switch (pick(module_ ? 4 : 7)) {
       case 4: {  // gather(axis v, table, ids): the table's axes before v, the ids' axes, the table's after v
         const size_t j = i + static_cast<size_t>(pick(static_cast<int>(t.size() - i) + 1));
         const char v = fresh(t);
@@ -302,6 +302,16 @@ class Generator {
         const Axes id_axes(t.begin(), t.end() - 1);
         return "one_hot(" + ids(id_axes, sizes_.at(t.back())) + ", " + t.back() + ": " +
                std::to_string(sizes_.at(t.back())) + ")";
+      }
+      case 6: {  // pick(axis v, x, ids): x has t's axes and a fresh v at i, the ids t's axes
+        if (t.size() + 1 > kMaxAxes) return leaf(t);
+        const char v = fresh(t);
+        const int64_t rows = 1 + pick(9);
+        Axes x = t;
+        x.insert(x.begin() + static_cast<std::ptrdiff_t>(i), v);
+        std::vector<int64_t> x_sizes = sizes;
+        x_sizes.insert(x_sizes.begin() + static_cast<std::ptrdiff_t>(i), rows);
+        return std::string("pick(axis ") + v + ", " + argument(x, x_sizes) + ", " + ids(t, rows) + ")";
       }
       case 0: {  // slice(axis a, x, start, stop, step) of a longer axis
         const int64_t start = pick(4), step = 1 + pick(3);

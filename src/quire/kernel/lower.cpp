@@ -523,6 +523,7 @@ class GroupLowering {
       case Op::Concat:
       case Op::Slice:
       case Op::Gather:
+      case Op::Pick:
       case Op::Iota:
       case Op::OneHot:
       case Op::KeySplit:
@@ -539,6 +540,7 @@ class GroupLowering {
       case Op::MergeGrad:
       case Op::ConcatGrad:
       case Op::SliceGrad:
+      case Op::PickGrad:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:

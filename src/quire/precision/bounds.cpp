@@ -755,6 +755,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::Uniform:
@@ -768,6 +769,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
       break;
@@ -1144,6 +1146,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::KeySplit:
     case Op::Call:
     case Op::Fold:
@@ -1151,6 +1154,7 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::MakeParams:
     case Op::FoldVjp:
       break;
@@ -1220,9 +1224,13 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       shape.insert(shape.end(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end());
       break;
     }
+    case Op::Pick:
+      shape = arg(1).shape;
+      break;
     case Op::ReshapeAs:
     case Op::MergeGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
       shape = arg(1).shape;
       break;
     case Op::ConcatGrad: {
@@ -1321,6 +1329,13 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
       if (part.real()) lies_in = join(*lies_in, part.type);
     }
     out.error[kNorm] = std::sqrt(squares);
+  }
+  if (in.op == Op::Pick) {
+    // Each element of x is picked at most once: ‖δy‖ ≤ ‖δx‖. An id that may
+    // differ picks another element: + 2·M for each.
+    for (int r = 0; r < kEnvelopeRules; ++r)
+      if (arg(1).error[r] > 0)
+        out.error[r] += r == kNorm ? times(std::sqrt(static_cast<double>(out.size())), 2 * x.max_abs) : 2 * x.max_abs;
   }
   if (in.op == Op::Gather) {
     const Bounded& ids = arg(1);

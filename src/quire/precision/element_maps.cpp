@@ -84,9 +84,11 @@ ContractionTerms contraction_terms(const runtime::ContractPlan& plan, const Shap
 
 CopiedFrom copied_from(const core::Function& fn, const core::Instr& in, const std::vector<const Tensor*>& operands,
                        const std::map<std::string, int64_t>& dims) {
-  // Operand k's elements numbered after the operands before it; a gather's ids stay ids. Where
+  // Operand k's elements numbered after the operands before it; a gather's or a pick's ids stay ids. Where
   // two operands are one value, the first (the data; the others give shapes) is the one read.
-  auto is_ids = [&](size_t k) { return in.op == core::Op::Gather && k == 1; };
+  auto is_ids = [&](size_t k) {
+    return ((in.op == core::Op::Gather || in.op == core::Op::Pick) && k == 1) || (in.op == core::Op::PickGrad && k == 2);
+  };
   std::vector<double> first(operands.size(), 0);
   double next = 0;
   for (size_t k = 0; k < operands.size(); ++k) {

@@ -140,6 +140,7 @@ Propagated unary_rule(const core::Instr& in, const RuleOperand& x, bool normwise
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -156,6 +157,7 @@ Propagated unary_rule(const core::Instr& in, const RuleOperand& x, bool normwise
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -250,6 +252,7 @@ Propagated binary_rule(Op op, const RuleOperand& a, const RuleOperand& b, double
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -266,6 +269,7 @@ Propagated binary_rule(Op op, const RuleOperand& a, const RuleOperand& b, double
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -421,6 +425,7 @@ Linearized unary_linearization(const core::Instr& in, double x, double delta) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -437,6 +442,7 @@ Linearized unary_linearization(const core::Instr& in, double x, double delta) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -523,6 +529,7 @@ Linearized binary_linearization(Op op, double a, double b, double delta_a, doubl
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -539,6 +546,7 @@ Linearized binary_linearization(Op op, double a, double b, double delta_a, doubl
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -94,6 +94,7 @@ bool library_function(const core::Instr& in) {
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::KeySplit:
@@ -110,6 +111,7 @@ bool library_function(const core::Instr& in) {
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -743,6 +743,7 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::Iota:
     case Op::OneHot:
     case Op::Uniform:
@@ -756,6 +757,7 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ZerosLike:
       break;
@@ -1142,6 +1144,7 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::KeySplit:
     case Op::Call:
     case Op::Fold:
@@ -1149,6 +1152,7 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::MergeGrad:
     case Op::ConcatGrad:
     case Op::SliceGrad:
+    case Op::PickGrad:
     case Op::MakeParams:
     case Op::FoldVjp:
       break;
@@ -1162,17 +1166,20 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::Concat:
     case Op::Slice:
     case Op::Gather:
+    case Op::Pick:
     case Op::ReshapeAs:
     case Op::MergeGrad:
     case Op::ConcatGrad:
-    case Op::SliceGrad: {
+    case Op::SliceGrad:
+    case Op::PickGrad: {
       std::vector<const Tensor*> operands;
       for (size_t k = 0; k < in.args.size(); ++k) operands.push_back(&arg(k).exact);
       const CopiedFrom from = copied_from(fn, in, operands, dims);
       const Sampled& x = arg(0);
-      const bool moved = in.op == Op::Gather && arg(1).error->largest() > 0;
+      const bool moved = ((in.op == Op::Gather || in.op == Op::Pick) && arg(1).error->largest() > 0) ||
+                         (in.op == Op::PickGrad && arg(2).error->largest() > 0);
       double swap = 0;
-      if (moved)  // an id that may differ picks another row: |t̂[id'] − t[id]| ≤ max |t̂| + max |t|
+      if (moved)  // an id that may differ picks another row (element): |t̂[id'] − t[id]| ≤ max |t̂| + max |t|
         for (size_t i = 0; i < x.size(); ++i) swap = std::max(swap, 2 * above(x.exact.reals[i]) + x.bound(i));
       build_.begin(n_out);
       for (size_t j = 0; j < n_out; ++j) {

@@ -92,6 +92,7 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::Concat:
     case core::Op::Slice:
     case core::Op::Gather:
+    case core::Op::Pick:
     case core::Op::Iota:
     case core::Op::OneHot:
     case core::Op::KeySplit:
@@ -107,6 +108,7 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::MergeGrad:
     case core::Op::ConcatGrad:
     case core::Op::SliceGrad:
+    case core::Op::PickGrad:
     case core::Op::GatherGrad:
     case core::Op::ZerosLike:
     case core::Op::MakeParams:

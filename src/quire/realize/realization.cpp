@@ -510,6 +510,7 @@ class Realizer {
         case Op::Concat:
         case Op::Slice:
         case Op::Gather:
+        case Op::Pick:
         case Op::Iota:
         case Op::OneHot:
         case Op::KeySplit:
@@ -524,6 +525,7 @@ class Realizer {
         case Op::MergeGrad:
         case Op::ConcatGrad:
         case Op::SliceGrad:
+        case Op::PickGrad:
         case Op::GatherGrad:
         case Op::ZerosLike:
         case Op::MakeParams:

@@ -65,4 +65,32 @@ Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tens
   return out;
 }
 
+Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids) {
+  const char* op = "pick_adjoint";
+  detail::require_well_formed(ct, op);
+  if (!ct.is_real()) detail::misuse(op, "takes a real cotangent");
+  detail::require_axis(axis, static_cast<int64_t>(shape.size()), op);
+  Shape picked = shape;
+  picked.erase(picked.begin() + axis);
+  if (ct.shape != picked || ids.shape != picked || (ids.kind != ElemKind::I32 && ids.kind != ElemKind::I64))
+    detail::misuse(op, fmt::format("ct {} and ids {} for an x of shape {} along axis {}", shape_string(ct.shape),
+                                   shape_string(ids.shape), shape_string(shape), axis));
+  // ct[p, q] lands at x's (p * size + ids[p, q]) * inner + q, as pick reads it.
+  const int64_t size = shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  Tensor out = Tensor::real(shape);
+  int64_t at = 0;
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t q = 0; q < inner; ++q, ++at) {
+      const int64_t id = ids.ints[static_cast<size_t>(at)];
+      if (id < 0 || id >= size)
+        throw RuntimeError(fmt::format("pick: id {} at {} is outside axis {} of size {}", id,
+                                       detail::index_string(at, ids.shape), axis, size));
+      out.reals[static_cast<size_t>((p * size + id) * inner + q)] = ct.reals[static_cast<size_t>(at)];
+    }
+  return out;
+}
+
 }  // namespace quire::runtime

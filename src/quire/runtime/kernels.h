@@ -252,6 +252,11 @@ Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t sta
 /// for each position of ids in row-major order, r[p, ids[i], q] += ct[p, i, q].
 Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids, FloatType acc = FloatType::F64);
 
+/// The adjoint of pick(x, axis, ids) for an x of `shape`: +0.0, with
+/// r[p, ids[p, q], q] = ct[p, q]. Each position of x receives at most one
+/// element of ct, so nothing is summed and nothing rounds.
+Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids);
+
 // ---------------------------------------------------------------------------
 // Restructuring (restructure.cpp): exact copies of elements, no arithmetic.
 // Every operation keeps the element kind, except one_hot and cast_kind.
@@ -277,6 +282,13 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t ste
 /// RuntimeError naming the id, its index in ids and the size (the first such
 /// id in row-major order).
 Tensor gather(const Tensor& table, int axis, const Tensor& ids);
+
+/// x: shape P + [N] + Q (axis = len(P)), ids: I32/I64 of shape P + Q →
+/// shape P + Q, where r[p, q] = x[p, ids[p, q], q]: one element picked along
+/// `axis` at each position (NumPy's take_along_axis with the axis squeezed).
+/// ids of another shape is a misuse; an id outside [0, N) is a RuntimeError
+/// naming the id, its index in ids and the size (the first in row-major order).
+Tensor pick(const Tensor& x, int axis, const Tensor& ids);
 
 /// ids: I32/I64 of shape I, n ≥ 0 → Real of shape I + [n]: 1.0 at [i, ids[i]],
 /// +0.0 elsewhere. An id outside [0, n) is a RuntimeError.

@@ -240,6 +240,36 @@ Tensor gather(const Tensor& table, int axis, const Tensor& ids) {
   return out;
 }
 
+Tensor pick(const Tensor& x, int axis, const Tensor& ids) {
+  const char* op = "pick";
+  detail::require_well_formed(x, op);
+  detail::require_axis(axis, x.rank(), op);
+  require_ids(ids, op);
+  Shape shape = x.shape;
+  shape.erase(shape.begin() + axis);
+  if (ids.shape != shape)
+    misuse(op, fmt::format("ids have shape {}, x without axis {} {}", shape_string(ids.shape), axis, shape_string(shape)));
+  const int64_t size = x.shape[axis];
+  for (size_t j = 0; j < ids.ints.size(); ++j)
+    if (ids.ints[j] < 0 || ids.ints[j] >= size)
+      throw RuntimeError(fmt::format("pick: id {} at {} is outside axis {} of size {}", ids.ints[j],
+                                     detail::index_string(static_cast<int64_t>(j), ids.shape), axis, size));
+  // r[p, q] = x[p, ids[p, q], q], with x's element at (p * size + id) * inner + q.
+  const int64_t outer = product(x.shape, 0, static_cast<size_t>(axis));
+  const int64_t inner = product(x.shape, static_cast<size_t>(axis) + 1, x.shape.size());
+  Tensor out = like(x.kind, std::move(shape));
+  int64_t at = 0;
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t q = 0; q < inner; ++q, ++at) {
+      const int64_t from = (p * size + ids.ints[at]) * inner + q;
+      if (out.is_real())
+        out.reals[at] = x.reals[from];
+      else
+        out.ints[at] = x.ints[from];
+    }
+  return out;
+}
+
 Tensor one_hot(const Tensor& ids, int64_t n) {
   const char* op = "one_hot";
   require_ids(ids, op);

@@ -149,6 +149,39 @@ TEST(Gather, Errors) {
   EXPECT_THROW(gather(table, 2, ints(ElemKind::I32, {1}, {0})), KernelMisuse);
 }
 
+TEST(Pick, TakesOneElementAlongTheAxisAtEachPosition) {
+  // x [2, 3, 2] along the middle axis: r[p, q] = x[p, ids[p, q], q].
+  std::vector<double> xs(12);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 10.0 + static_cast<double>(i);
+  const Tensor x = reals({2, 3, 2}, xs);
+  const Tensor r = pick(x, 1, ints(ElemKind::I32, {2, 2}, {2, 0, 1, 1}));
+  EXPECT_EQ(r.shape, (Shape{2, 2}));
+  expect_bits(r.reals, {14, 11, 18, 19});
+  // Along the last axis, integers kept as integers; along the first.
+  const Tensor picked = pick(ints(ElemKind::I64, {2, 3}, {5, 6, 7, 8, 9, 4}), 1, ints(ElemKind::I64, {2}, {2, 0}));
+  EXPECT_EQ(picked.kind, ElemKind::I64);
+  EXPECT_EQ(picked.ints, (Ints{7, 8}));
+  expect_bits(pick(x, 0, ints(ElemKind::I32, {3, 2}, {1, 0, 0, 1, 1, 1})).reals, {16, 11, 12, 19, 20, 21});
+}
+
+TEST(Pick, Errors) {
+  const Tensor x = Tensor::real({2, 3});
+  EXPECT_EQ(error_of<RuntimeError>([&] { pick(x, 1, ints(ElemKind::I32, {2}, {0, 3})); }),
+            "pick: id 3 at [1] is outside axis 1 of size 3");
+  EXPECT_EQ(error_of<RuntimeError>([&] { pick_adjoint(Tensor::real({2}), {2, 3}, 1, ints(ElemKind::I32, {2}, {-1, 0})); }),
+            "pick: id -1 at [0] is outside axis 1 of size 3");
+  EXPECT_THROW(pick(x, 1, ints(ElemKind::I32, {3}, {0, 0, 0})), KernelMisuse);  // ids of another shape
+  EXPECT_THROW(pick(x, 1, Tensor::real({2})), KernelMisuse);
+  EXPECT_THROW(pick(x, 2, ints(ElemKind::I32, {2, 3}, {0, 0, 0, 0, 0, 0})), KernelMisuse);
+}
+
+TEST(Pick, TheAdjointPutsEachCotangentAtItsIdAlone) {
+  const Tensor ct = reals({2, 2}, {1.5, -2.0, 0.25, -0.0});
+  const Tensor r = pick_adjoint(ct, {2, 3, 2}, 1, ints(ElemKind::I32, {2, 2}, {2, 0, 1, 1}));
+  EXPECT_EQ(r.shape, (Shape{2, 3, 2}));
+  expect_bits(r.reals, {0, -2.0, 0, 0, 1.5, 0, 0, 0, 0.25, -0.0, 0, 0});
+}
+
 TEST(OneHot, MarksEachId) {
   const Tensor r = one_hot(ints(ElemKind::I32, {2, 2}, {2, 0, 1, 2}), 3);
   EXPECT_EQ(r.shape, (Shape{2, 2, 3}));

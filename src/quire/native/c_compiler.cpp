@@ -249,8 +249,14 @@ const std::vector<std::string>& compile_flags() {
         "-fopenmp-simd", "-fno-tree-slp-vectorize", "-std=c99", "-fno-math-errno"};
     if (runtime::widest_isa() < runtime::cpu_isa()) {
       switch (runtime::widest_isa()) {
+#if defined(__aarch64__)
+        // armv8-a: the architecture's own level (Advanced SIMD included).
+        case runtime::Isa::Baseline: f[1] = "-march=armv8-a"; break;
+#else
         case runtime::Isa::Baseline: f[1] = "-march=x86-64"; break;
+#endif
         case runtime::Isa::Avx2: f.insert(f.begin() + 2, "-mno-avx512f"); break;
+        case runtime::Isa::Neon:  // aarch64's only level: never below the processor's
         case runtime::Isa::Avx512: break;  // never below the processor's
       }
     }

@@ -1,8 +1,10 @@
 // The products of gemm.h: their definitions (the references), the bf16 step,
-// the portable paths, and the blocked driver of the AVX2 and AVX-512 paths
-// (blocking, packing buffers, threading), parametrized on each instruction
-// set's register tile; the packing and micro-kernels themselves are in
-// gemm_avx2.cpp and gemm_avx512.cpp.
+// the portable paths, and the blocked driver of the AVX2, AVX-512 and NEON
+// paths (blocking, packing buffers, threading), parametrized on each
+// instruction set's register tile; the packing and micro-kernels themselves
+// are in gemm_avx2.cpp and gemm_avx512.cpp (built on x86-64 only) and
+// gemm_neon.cpp (aarch64 only), so each architecture's kernels are named here
+// under its preprocessor test.
 //
 // No expression here may be contracted into a fused multiply-add behind the
 // contract's back: every fused operation is an explicit std::fma, and there is
@@ -37,6 +39,8 @@ const char* gemm_path_name(GemmPath path) {
     case GemmPath::Avx512: return "avx512";
     case GemmPath::Avx512Bf16: return "avx512-bf16";
     case GemmPath::Avx512FmaBf16: return "avx512-fma-bf16";
+    case GemmPath::Neon: return "neon";
+    case GemmPath::NeonFmaBf16: return "neon-fma-bf16";
   }
   return "?";
 }
@@ -55,6 +59,9 @@ bool gemm_path_available(GemmPath path) {
 #else
       return false;
 #endif
+    // cpu_isa() is Neon on aarch64 alone, where gemm_neon.cpp is built.
+    case GemmPath::Neon:
+    case GemmPath::NeonFmaBf16: return cpu == Isa::Neon;
   }
   return false;
 }
@@ -63,6 +70,7 @@ GemmPath sgemm_path_for(Isa isa) {
   switch (isa) {
     case Isa::Avx512: return GemmPath::Avx512;
     case Isa::Avx2: return GemmPath::Avx2;
+    case Isa::Neon: return GemmPath::Neon;
     case Isa::Baseline: return GemmPath::Portable;
   }
   return GemmPath::Portable;
@@ -81,6 +89,8 @@ int64_t sgemm_tile_columns(GemmPath path) {
     case GemmPath::Avx512:
     case GemmPath::Avx512Bf16:
     case GemmPath::Avx512FmaBf16: return gemm_detail::kAvx512TileCols;
+    case GemmPath::Neon:
+    case GemmPath::NeonFmaBf16: return gemm_detail::kNeonTileCols;
   }
   return 1;
 }
@@ -91,13 +101,16 @@ GemmPath bf16gemm_path_for(Isa isa) {
       // VDPBF16PS reads half the bytes of the widened operands, so it is
       // chosen unless clearly slower (as on Emerald Rapids, where it
       // measures 0.5).
+#if defined(__x86_64__)
       constexpr double kEnoughRelativeSpeed = 0.9;
       if (gemm_path_available(GemmPath::Avx512Bf16) &&
           gemm_detail::vdpbf16ps_relative_speed() >= kEnoughRelativeSpeed)
         return GemmPath::Avx512Bf16;
+#endif
       return GemmPath::Avx512FmaBf16;
     }
     case Isa::Avx2: return GemmPath::Avx2FmaBf16;
+    case Isa::Neon: return GemmPath::NeonFmaBf16;
     case Isa::Baseline: return GemmPath::Portable;
   }
   return GemmPath::Portable;
@@ -311,6 +324,7 @@ constexpr int64_t kInPlaceBytes = 512 << 10;
 
 // The kernels of one instruction set for the blocked driver: its register
 // tile, and its packing and block products (gemm.h, gemm_detail).
+#if defined(__x86_64__)
 struct Avx512Kernels {
   static constexpr int64_t kTileRows = gemm_detail::kAvx512TileRows;
   static constexpr int64_t kTileCols = gemm_detail::kAvx512TileCols;
@@ -342,6 +356,23 @@ struct Avx2Kernels {
   static constexpr auto sgemm_block = gemm_detail::sgemm_block_avx2;
   static constexpr auto bf16gemm_fma_block = gemm_detail::bf16gemm_fma_block_avx2;
 };
+#endif
+
+#if defined(__aarch64__)
+struct NeonKernels {
+  static constexpr int64_t kTileRows = gemm_detail::kNeonTileRows;
+  static constexpr int64_t kTileCols = gemm_detail::kNeonTileCols;
+  // AVX2's bound: a C tile of 128 KiB beside its B block fits the 1 MiB or
+  // larger L2 of current aarch64 server cores. Not yet measured on one.
+  static constexpr int64_t kTileCBytes = 128 << 10;
+  static constexpr auto pack_a_f32 = gemm_detail::pack_a_f32_neon;
+  static constexpr auto pack_b_f32 = gemm_detail::pack_b_f32_neon;
+  static constexpr auto pack_a_bf16_as_f32 = gemm_detail::pack_a_bf16_as_f32_neon;
+  static constexpr auto pack_b_bf16_as_f32 = gemm_detail::pack_b_bf16_as_f32_neon;
+  static constexpr auto sgemm_block = gemm_detail::sgemm_block_neon;
+  static constexpr auto bf16gemm_fma_block = gemm_detail::bf16gemm_fma_block_neon;
+};
+#endif
 
 // A kind of product on the blocked driver: its element, its packed word, how
 // k elements map to packed k units (the micro-kernel's steps), and the
@@ -364,6 +395,7 @@ struct F32Kind {
   static constexpr bool kReadsInPlace = true;  // the tiles can read A and B where they lie (PackedBlock)
 };
 
+#if defined(__x86_64__)
 // VDPBF16PS (AVX-512 only): one unit is a pair of k.
 struct Bf16PairKind {
   using Element = uint16_t;
@@ -381,6 +413,7 @@ struct Bf16PairKind {
   static void block(const gemm_detail::PackedBlock<uint32_t>& block) { gemm_detail::bf16gemm_block_avx512(block); }
   static constexpr bool kReadsInPlace = false;
 };
+#endif
 
 // bf16 widened to f32, pairs swapped and an odd k padded: 2⌈k/2⌉ units.
 template <typename Kernels>
@@ -579,17 +612,31 @@ void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, in
   switch (path) {
     case GemmPath::Portable:
       return sgemm_portable(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+#if defined(__x86_64__)
     case GemmPath::Avx2:
       return blocked_gemm<F32Kind<Avx2Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads,
                                                 reads);
     case GemmPath::Avx512:
       return blocked_gemm<F32Kind<Avx512Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads,
                                                   reads);
+#else
+    case GemmPath::Avx2:
+    case GemmPath::Avx512: break;  // not available here: require_available refused it
+#endif
+#if defined(__aarch64__)
+    case GemmPath::Neon:
+      return blocked_gemm<F32Kind<NeonKernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads,
+                                                reads);
+#else
+    case GemmPath::Neon: break;  // not available here: require_available refused it
+#endif
     case GemmPath::Avx2FmaBf16:
     case GemmPath::Avx512Bf16:
-    case GemmPath::Avx512FmaBf16: break;
+    case GemmPath::Avx512FmaBf16:
+    case GemmPath::NeonFmaBf16:
+      throw std::invalid_argument(std::string("sgemm: path ") + gemm_path_name(path) + " is bf16gemm's");
   }
-  throw std::invalid_argument(std::string("sgemm: path ") + gemm_path_name(path) + " is bf16gemm's");
+  throw std::logic_error(std::string("sgemm: path ") + gemm_path_name(path) + " is not built here");
 }
 
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
@@ -607,6 +654,7 @@ void bf16gemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t*
   switch (path) {
     case GemmPath::Portable:
       return bf16gemm_portable(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
+#if defined(__x86_64__)
     case GemmPath::Avx512Bf16:
       return blocked_gemm<Bf16PairKind>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate, threads);
     case GemmPath::Avx2FmaBf16:
@@ -615,10 +663,24 @@ void bf16gemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t*
     case GemmPath::Avx512FmaBf16:
       return blocked_gemm<Bf16WidenedKind<Avx512Kernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate,
                                                           threads);
+#else
+    case GemmPath::Avx512Bf16:
+    case GemmPath::Avx2FmaBf16:
+    case GemmPath::Avx512FmaBf16: break;  // not available here: require_available refused it
+#endif
+#if defined(__aarch64__)
+    case GemmPath::NeonFmaBf16:
+      return blocked_gemm<Bf16WidenedKind<NeonKernels>>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate,
+                                                        threads);
+#else
+    case GemmPath::NeonFmaBf16: break;  // not available here: require_available refused it
+#endif
     case GemmPath::Avx2:
-    case GemmPath::Avx512: break;
+    case GemmPath::Avx512:
+    case GemmPath::Neon:
+      throw std::invalid_argument(std::string("bf16gemm: path ") + gemm_path_name(path) + " is sgemm's");
   }
-  throw std::invalid_argument(std::string("bf16gemm: path ") + gemm_path_name(path) + " is sgemm's");
+  throw std::logic_error(std::string("bf16gemm: path ") + gemm_path_name(path) + " is not built here");
 }
 
 void bf16gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,

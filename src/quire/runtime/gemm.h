@@ -49,19 +49,25 @@ enum class GemmPath : uint8_t {
   Avx512FmaBf16,  ///< bf16gemm: operands widened to f32 when packed, the f32
                   ///< micro-kernel under MXCSR flush-to-zero and
                   ///< denormals-are-zero, which reproduces VDPBF16PS's bits
+  Neon,           ///< sgemm: aarch64 NEON register micro-kernel (8 × 12 tile) on the blocked driver
+  NeonFmaBf16,    ///< bf16gemm: operands widened when packed, NEON's f32 micro-kernel
+                  ///< under FPCR flush-to-zero, a tile whose flags show a flushed
+                  ///< result or whose result holds a NaN redone by the emulated step
 };
 
-/// "portable", "avx2", "avx2-fma-bf16", "avx512", "avx512-bf16", "avx512-fma-bf16".
+/// "portable", "avx2", "avx2-fma-bf16", "avx512", "avx512-bf16", "avx512-fma-bf16",
+/// "neon", "neon-fma-bf16".
 const char* gemm_path_name(GemmPath path);
 
 /// Whether this CPU can run `path`, checked at run time (runtime/isa.h's
 /// cpu_isa(), and AVX512-BF16 for Avx512Bf16): the binary itself is built for
-/// any x86-64 (or any other target, where only Portable exists). QUIRE_ISA
-/// does not narrow it: it caps the paths chosen, not those a caller names.
+/// any x86-64 (the x86 paths), any aarch64 (the NEON paths) or any other
+/// target, where only Portable exists. QUIRE_ISA does not narrow it: it caps
+/// the paths chosen, not those a caller names.
 bool gemm_path_available(GemmPath path);
 
 /// The path sgemm chooses under the instruction set `isa` (on a CPU that
-/// has it): Avx512, Avx2 or Portable.
+/// has it): Avx512, Avx2, Neon or Portable.
 GemmPath sgemm_path_for(runtime::Isa isa);
 /// The path sgemm chooses here: sgemm_path_for(runtime::widest_isa()), so
 /// that QUIRE_ISA caps it.
@@ -70,15 +76,15 @@ GemmPath sgemm_path();
 /// AVX512-BF16 exists unless VDPBF16PS is clearly slower than FMA, judged
 /// once per process by timing ~0.1 ms of each instruction (on the Emerald
 /// Rapids Xeon quire is developed on it runs at half FMA's FLOP rate, so
-/// Avx512FmaBf16 wins), else Avx512FmaBf16; with AVX2, Avx2FmaBf16; else
-/// Portable. The choice cannot change a bit: the paths agree exactly, NaN
+/// Avx512FmaBf16 wins), else Avx512FmaBf16; with AVX2, Avx2FmaBf16; with
+/// NEON, NeonFmaBf16; else Portable. The choice cannot change a bit: the paths agree exactly, NaN
 /// payloads included.
 GemmPath bf16gemm_path_for(runtime::Isa isa);
 /// bf16gemm_path_for(runtime::widest_isa()), chosen once per process.
 GemmPath bf16gemm_path();
 
 /// The columns of C a path computes at once (its register tile's width:
-/// 32 on Avx512, 16 on Avx2, 1 on Portable): a product narrower than that
+/// 32 on Avx512, 16 on Avx2, 12 on Neon, 1 on Portable): a product narrower than that
 /// costs the whole width, its panels being zero-padded. For sgemm's paths.
 int64_t sgemm_tile_columns(GemmPath path);
 
@@ -94,7 +100,7 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_
 /// are adjacent), else packed; or always packed. The same bits either way.
 enum class OperandReads { InPlaceWhereSmall, Packed };
 
-/// sgemm on a chosen path (Portable, Avx2 or Avx512; it must be available): what the
+/// sgemm on a chosen path (Portable, Avx2, Avx512 or Neon; it must be available): what the
 /// tests use to compare every path, and both ways of reading the operands,
 /// with the reference.
 void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
@@ -106,8 +112,8 @@ void sgemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const float* a, in
 void bf16gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs, const uint16_t* b,
               int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
-/// bf16gemm on a chosen path (Portable, Avx2FmaBf16, Avx512Bf16 or
-/// Avx512FmaBf16; it must be available).
+/// bf16gemm on a chosen path (Portable, Avx2FmaBf16, Avx512Bf16,
+/// Avx512FmaBf16 or NeonFmaBf16; it must be available).
 void bf16gemm_on(GemmPath path, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
                  const uint16_t* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, bool accumulate, int threads);
 
@@ -143,8 +149,9 @@ float bf16_to_float(uint16_t bits);
 
 // ---------------------------------------------------------------------------
 // Internal: the interface between gemm.cpp (dispatch, blocking, threading) and
-// gemm_avx512.cpp / gemm_avx2.cpp (packing and micro-kernels compiled for
-// AVX-512 / AVX2+FMA). Not for other callers.
+// gemm_avx512.cpp / gemm_avx2.cpp / gemm_neon.cpp (packing and micro-kernels
+// compiled for AVX-512 / AVX2+FMA on x86-64, NEON on aarch64; each file is
+// built on its architecture only). Not for other callers.
 namespace gemm_detail {
 
 /// The register tiles: kTileRows × kTileCols of C held in accumulators.
@@ -157,6 +164,11 @@ inline constexpr int kAvx512TileCols = 32;
 /// 2–9 % slower on the AMD EPYC (Zen 4) of docs/performance.md.
 inline constexpr int kAvx2TileRows = 6;
 inline constexpr int kAvx2TileCols = 16;
+/// NEON: 8 × 12 in 24 q registers of 4 f32 (32 registers in all: 24
+/// accumulators, 3 of a B row, A's 8 elements in the rest), the tile most
+/// aarch64 BLAS kernels use.
+inline constexpr int kNeonTileRows = 8;
+inline constexpr int kNeonTileCols = 12;
 
 /// Packed layouts (all buffers 64-byte aligned), for a path whose tile is
 /// kTileRows × kTileCols:
@@ -230,6 +242,22 @@ void pack_a_bf16_as_f32_avx2(const uint16_t* a, int64_t a_rs, int64_t a_cs, int6
 void pack_b_bf16_as_f32_avx2(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst);
 void sgemm_block_avx2(const PackedBlock<float>& block);
 void bf16gemm_fma_block_avx2(const PackedBlock<float>& block);
+
+/// The NEON counterparts (aarch64), on NEON's tile (kNeonTileRows ×
+/// kNeonTileCols). sgemm_block_neon reads A in place where asked; B in place
+/// too, its edge panel (fewer than kNeonTileCols columns) being packed first.
+void pack_a_f32_neon(const float* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst);
+void pack_b_f32_neon(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst);
+void pack_a_bf16_as_f32_neon(const uint16_t* a, int64_t a_rs, int64_t a_cs, int64_t rows, int64_t kc, float* dst);
+void pack_b_bf16_as_f32_neon(const uint16_t* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t cols, float* dst);
+void sgemm_block_neon(const PackedBlock<float>& block);
+/// The widened-bf16 block: each micro-tile runs NEON's f32 micro-kernel
+/// under FPCR flush-to-zero (inputs and results) and round to nearest even,
+/// which gives bf16_dot_step's bits wherever no result was flushed and no
+/// NaN arose; a micro-tile where one was (FPSR's underflow flag, a NaN in its
+/// result) is computed again from its start by bf16_dot_step. FPCR and FPSR
+/// are restored on return.
+void bf16gemm_fma_block_neon(const PackedBlock<float>& block);
 
 /// VDPBF16PS's FLOP rate over VFMADD231PS's on this core, measured (~0.1 ms).
 /// Requires AVX512-BF16.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "quire/runtime/gemm_testing.h"
 #include "quire/runtime/isa.h"
 
 #if defined(__x86_64__)
@@ -24,109 +25,10 @@
 namespace quire::native {
 namespace {
 
+using namespace gemm_testing;
+
 uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
 float float_from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-
-// ---------------------------------------------------------------------------
-// Operands
-
-// A rows × cols matrix read as data[i*rs + j*cs].
-template <typename T>
-struct StridedMatrix {
-  std::vector<T> data;
-  int64_t rs = 0, cs = 0;
-  const T* ptr() const { return data.data(); }
-};
-
-enum class Layout { RowMajor, ColumnMajor, Gapped };
-const Layout kLayouts[] = {Layout::RowMajor, Layout::ColumnMajor, Layout::Gapped};
-
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::RowMajor: return "row-major";
-    case Layout::ColumnMajor: return "column-major";
-    case Layout::Gapped: return "gapped";
-  }
-  return "?";
-}
-
-// Fills every element through `draw`, the gaps between them too (a path that
-// read a gap would then differ from the reference).
-template <typename T, typename Draw>
-StridedMatrix<T> make_matrix(int64_t rows, int64_t cols, Layout layout, Draw&& draw) {
-  StridedMatrix<T> m;
-  switch (layout) {
-    case Layout::RowMajor: m.rs = cols, m.cs = 1; break;
-    case Layout::ColumnMajor: m.rs = 1, m.cs = rows; break;
-    case Layout::Gapped: m.rs = 2 * cols + 3, m.cs = 2; break;  // every other element, rows padded
-  }
-  const int64_t size = rows == 0 || cols == 0 ? 1 : (rows - 1) * m.rs + (cols - 1) * m.cs + 1;
-  m.data.resize(size);
-  for (T& x : m.data) x = draw();
-  return m;
-}
-
-// Values whose exponents vary (2^-6 to 2^7 in magnitude, random signs and
-// significands), so that any change of order or rounding shows; with
-// probability special_rate a special value instead. A small generator
-// (SplitMix64) rather than <random>'s distributions, which dominate the
-// suite's time in the unoptimized sanitizer build.
-struct ValueSource {
-  uint64_t state;
-  double special_rate;
-
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-  }
-  bool special() { return static_cast<double>(next() >> 11) * 0x1p-53 < special_rate; }
-
-  float f32() {
-    if (special()) {
-      static const float kSpecials[] = {0.0f,
-                                        -0.0f,
-                                        std::numeric_limits<float>::infinity(),
-                                        -std::numeric_limits<float>::infinity(),
-                                        float_from_bits(0x7FC00123u),  // quiet NaN, payload
-                                        float_from_bits(0xFF812345u),  // signalling NaN, negative
-                                        0x1p-149f,
-                                        -0x1.8p-140f,
-                                        0x1p-126f,
-                                        std::numeric_limits<float>::max(),
-                                        -0x1p100f,
-                                        0x1p-100f};
-      return kSpecials[next() % std::size(kSpecials)];
-    }
-    const uint64_t r = next();
-    const uint32_t sign = r & 1, exponent = 127 - 6 + (r >> 1) % 14, significand = (r >> 8) & 0x7FFFFF;
-    return float_from_bits(sign << 31 | exponent << 23 | significand);
-  }
-
-  uint16_t bf16() {
-    if (special()) {
-      static const uint16_t kSpecials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0xFF85,  // ±0, ±∞, NaNs
-                                           0x0001, 0x807F, 0x0080, 0x7F7F, 0x1F80, 0x2000};  // subnormals, extremes
-      return kSpecials[next() % std::size(kSpecials)];
-    }
-    return static_cast<uint16_t>(bits_of(f32()) >> 16);
-  }
-};
-
-// The C operand: m × n with rows of c_rs = n + 3 elements; the padding holds
-// a sentinel that no path may touch.
-constexpr uint32_t kSentinelBits = 0x7FA5A5A5u;
-struct OutputMatrix {
-  std::vector<float> data;
-  int64_t rs;
-};
-OutputMatrix make_output(int64_t m, int64_t n, ValueSource& values) {
-  OutputMatrix c{std::vector<float>(std::max<int64_t>(1, m * (n + 3))), n + 3};
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < c.rs; ++j) c.data[i * c.rs + j] = j < n ? values.f32() : float_from_bits(kSentinelBits);
-  return c;
-}
 
 // Bit equality; with `nan_is_nan`, two NaNs of any sign and payload match
 // (sgemm promises a NaN, not which).
@@ -141,10 +43,7 @@ testing::AssertionResult same_bits(const std::vector<float>& got, const std::vec
   return testing::AssertionSuccess();
 }
 
-struct Shape {
-  int64_t m, n, k;
-};
-// Edge sizes around the tiles (AVX-512's 14 × 32, AVX2's 6 × 16) and the k block (1024 f32, 2048 bf16
+// Edge sizes around the tiles (AVX-512's 14 × 32, AVX2's 6 × 16, NEON's 8 × 12) and the k block (1024 f32, 2048 bf16
 // on VDPBF16PS, 1024 widened: 1025 makes two f32 blocks, 2050 two of each
 // kind, and the odd 3101 four f32 blocks and two of bf16 pairs, the last one
 // shorter), and sizes that make several row tiles (> 512 rows) and column
@@ -152,12 +51,6 @@ struct Shape {
 const Shape kEdgeShapes[] = {{1, 1, 1},     {1, 15, 16},   {15, 16, 17},  {16, 17, 33}, {17, 33, 100}, {33, 100, 1},
                              {14, 32, 15},  {15, 33, 257}, {20, 40, 260}, {3, 1, 600},  {100, 33, 15}, {9, 20, 1025},
                              {3, 35, 2050}, {2, 17, 3101}, {530, 40, 3},  {5, 1100, 20}};
-
-struct EdgeCase {
-  Shape shape;
-  Layout a_layout, b_layout;
-  bool accumulate;
-};
 
 // Small shapes in every combination of layouts, accumulating or not; larger
 // ones (over 10⁴ multiply-adds) in two (contiguous rows; then column-major A,
@@ -184,9 +77,9 @@ std::string describe(const EdgeCase& e) {
 
 // Every path of each product, and those of them this CPU runs (the others
 // are left out here; the tests that need one path skip where it is missing).
-constexpr GemmPath kSgemmPaths[] = {GemmPath::Portable, GemmPath::Avx2, GemmPath::Avx512};
+constexpr GemmPath kSgemmPaths[] = {GemmPath::Portable, GemmPath::Avx2, GemmPath::Avx512, GemmPath::Neon};
 constexpr GemmPath kBf16gemmPaths[] = {GemmPath::Portable, GemmPath::Avx2FmaBf16, GemmPath::Avx512Bf16,
-                                       GemmPath::Avx512FmaBf16};
+                                       GemmPath::Avx512FmaBf16, GemmPath::NeonFmaBf16};
 
 /// The paths of `paths` this CPU has.
 std::vector<GemmPath> available(std::span<const GemmPath> paths) {
@@ -239,25 +132,6 @@ TEST(GemmSgemm, EveryPathMatchesTheReferenceOnEdgeShapes) {
   }
 }
 
-// Every size of {1, 7, 17, 33, 257} in each dimension (k also 1030, past
-// the k block of 1024), the layouts taken in turn and every other case
-// accumulating; products over 4·10⁶ multiply-adds are left out to keep the
-// suite fast under the sanitizers. On 1 and 2 threads, each the reference's
-// bits.
-std::vector<EdgeCase> size_grid() {
-  const int64_t sizes[] = {1, 7, 17, 33, 257};
-  std::vector<EdgeCase> cases;
-  int turn = 0;
-  for (int64_t m : sizes)
-    for (int64_t n : sizes)
-      for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{33}, int64_t{257}, int64_t{1030}}) {
-        if (m * n * k > 4'000'000) continue;
-        cases.push_back({{m, n, k}, kLayouts[turn % 3], kLayouts[turn / 3 % 3], turn % 2 == 1});
-        ++turn;
-      }
-  return cases;
-}
-
 /// Every path of `paths` against the reference on the size grid, on 1 and 2
 /// threads: sgemm's (T = float) or bf16gemm's (T = uint16_t, bf16 bits),
 /// whose NaN payloads are exact where sgemm's are not promised.
@@ -271,7 +145,7 @@ void expect_the_reference_on_the_size_grid(uint64_t seed, const std::vector<Gemm
     else
       return values.bf16();
   };
-  for (const EdgeCase& e : size_grid()) {
+  for (const EdgeCase& e : size_grid(4'000'000)) {
     const auto a = make_matrix<T>(e.shape.m, e.shape.k, e.a_layout, draw);
     const auto b = make_matrix<T>(e.shape.k, e.shape.n, e.b_layout, draw);
     const OutputMatrix start = make_output(e.shape.m, e.shape.n, values);
@@ -340,8 +214,8 @@ TEST(GemmSgemm, ThreadCountChangesNoBit) {
 TEST(GemmSgemm, LongKSplitsRowsIntoSeveralPackedBlocks) {
   // 530 rows × 4000 k exceed the packed-A buffer (2 Mi elements): the rows
   // are packed and multiplied in two super-blocks, on either tile.
-  const std::vector<GemmPath> blocked = available({GemmPath::Avx2, GemmPath::Avx512});
-  if (blocked.empty()) GTEST_SKIP() << "neither AVX2 nor AVX-512 here";
+  const std::vector<GemmPath> blocked = available({GemmPath::Avx2, GemmPath::Avx512, GemmPath::Neon});
+  if (blocked.empty()) GTEST_SKIP() << "neither AVX2, AVX-512 nor NEON here";
   ValueSource values{4, 0.0};
   const Shape s{530, 1, 4000};
   const auto a = make_matrix<float>(s.m, s.k, Layout::RowMajor, [&] { return values.f32(); });
@@ -377,16 +251,22 @@ TEST(GemmSgemm, PathsAreNamedAndChosenByTheCpu) {
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512), "avx512");
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512Bf16), "avx512-bf16");
   EXPECT_STREQ(gemm_path_name(GemmPath::Avx512FmaBf16), "avx512-fma-bf16");
+  EXPECT_STREQ(gemm_path_name(GemmPath::Neon), "neon");
+  EXPECT_STREQ(gemm_path_name(GemmPath::NeonFmaBf16), "neon-fma-bf16");
   EXPECT_TRUE(gemm_path_available(GemmPath::Portable));
   // Each instruction set's paths, and what sgemm and bf16gemm choose under it.
   using runtime::Isa;
   EXPECT_EQ(gemm_path_available(GemmPath::Avx2), runtime::cpu_isa() >= Isa::Avx2);
   EXPECT_EQ(gemm_path_available(GemmPath::Avx2FmaBf16), runtime::cpu_isa() >= Isa::Avx2);
   EXPECT_EQ(gemm_path_available(GemmPath::Avx512), runtime::cpu_isa() >= Isa::Avx512);
+  EXPECT_EQ(gemm_path_available(GemmPath::Neon), runtime::cpu_isa() == Isa::Neon);
+  EXPECT_EQ(gemm_path_available(GemmPath::NeonFmaBf16), runtime::cpu_isa() == Isa::Neon);
   EXPECT_EQ(sgemm_path_for(Isa::Baseline), GemmPath::Portable);
+  EXPECT_EQ(sgemm_path_for(Isa::Neon), GemmPath::Neon);
   EXPECT_EQ(sgemm_path_for(Isa::Avx2), GemmPath::Avx2);
   EXPECT_EQ(sgemm_path_for(Isa::Avx512), GemmPath::Avx512);
   EXPECT_EQ(bf16gemm_path_for(Isa::Baseline), GemmPath::Portable);
+  EXPECT_EQ(bf16gemm_path_for(Isa::Neon), GemmPath::NeonFmaBf16);
   EXPECT_EQ(bf16gemm_path_for(Isa::Avx2), GemmPath::Avx2FmaBf16);
   if (gemm_path_available(GemmPath::Avx512)) {
     const GemmPath chosen = bf16gemm_path_for(Isa::Avx512);
@@ -399,6 +279,7 @@ TEST(GemmSgemm, PathsAreNamedAndChosenByTheCpu) {
   EXPECT_EQ(sgemm_tile_columns(GemmPath::Portable), 1);
   EXPECT_EQ(sgemm_tile_columns(GemmPath::Avx2), 16);
   EXPECT_EQ(sgemm_tile_columns(GemmPath::Avx512), 32);
+  EXPECT_EQ(sgemm_tile_columns(GemmPath::Neon), 12);
   float c = 0.0f;
   const float one = 1.0f;
   const uint16_t one_bf16 = 0x3F80;
@@ -407,6 +288,10 @@ TEST(GemmSgemm, PathsAreNamedAndChosenByTheCpu) {
   EXPECT_THROW(sgemm_on(GemmPath::Avx2FmaBf16, 1, 1, 1, &one, 1, 1, &one, 1, 1, &c, 1, false, 1),
                std::invalid_argument);
   EXPECT_THROW(bf16gemm_on(GemmPath::Avx2, 1, 1, 1, &one_bf16, 1, 1, &one_bf16, 1, 1, &c, 1, false, 1),
+               std::invalid_argument);
+  EXPECT_THROW(sgemm_on(GemmPath::NeonFmaBf16, 1, 1, 1, &one, 1, 1, &one, 1, 1, &c, 1, false, 1),
+               std::invalid_argument);
+  EXPECT_THROW(bf16gemm_on(GemmPath::Neon, 1, 1, 1, &one_bf16, 1, 1, &one_bf16, 1, 1, &c, 1, false, 1),
                std::invalid_argument);
 }
 

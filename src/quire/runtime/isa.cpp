@@ -16,6 +16,8 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Baseline:
       return "baseline";
+    case Isa::Neon:
+      return "neon";
     case Isa::Avx2:
       return "avx2";
     case Isa::Avx512:
@@ -36,15 +38,25 @@ Isa cpu_isa() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::Avx2;
+#elif defined(__aarch64__)
+  return Isa::Neon;
 #endif
   return Isa::Baseline;
 }
 
 Isa isa_cap(std::string_view value) {
   if (value.empty()) return Isa::Avx512;
-  for (Isa isa : {Isa::Baseline, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : {Isa::Baseline, Isa::Neon, Isa::Avx2, Isa::Avx512})
     if (value == isa_name(isa)) return isa;
-  throw RuntimeError("QUIRE_ISA=" + std::string(value) + ": not an instruction set; use avx512, avx2 or baseline");
+  throw RuntimeError("QUIRE_ISA=" + std::string(value) +
+                     ": not an instruction set; use avx512, avx2, neon or baseline");
+}
+
+Isa capped_isa(Isa cpu, Isa cap) {
+  const Isa capped = std::min(cpu, cap);
+  // Only an x86-64 processor's level lies above Neon, and it has no NEON:
+  // the cap's 128-bit vectors are its baseline's.
+  return capped == Isa::Neon && cpu != Isa::Neon ? Isa::Baseline : capped;
 }
 
 Isa widest_isa() {
@@ -64,7 +76,7 @@ Isa widest_isa() {
   }();
   static const Isa cpu = cpu_isa();
   if (!cap.error.empty()) throw RuntimeError(cap.error);
-  return std::min(cpu, cap.isa);
+  return capped_isa(cpu, cap.isa);
 }
 
 }  // namespace quire::runtime

@@ -13,6 +13,7 @@ namespace {
 
 TEST(Isa, NamesAreQuireIsaValues) {
   EXPECT_STREQ(isa_name(Isa::Baseline), "baseline");
+  EXPECT_STREQ(isa_name(Isa::Neon), "neon");
   EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
   EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
 }
@@ -20,8 +21,30 @@ TEST(Isa, NamesAreQuireIsaValues) {
 TEST(Isa, CapParsesEachValueAndNoValueAsNoCap) {
   EXPECT_EQ(isa_cap("avx512"), Isa::Avx512);
   EXPECT_EQ(isa_cap("avx2"), Isa::Avx2);
+  EXPECT_EQ(isa_cap("neon"), Isa::Neon);
   EXPECT_EQ(isa_cap("baseline"), Isa::Baseline);
   EXPECT_EQ(isa_cap(""), Isa::Avx512);
+}
+
+TEST(Isa, CapsStayWithinTheProcessorsArchitecture) {
+  // x86-64: a cap of neon is the baseline, never a level the CPU lacks.
+  EXPECT_EQ(capped_isa(Isa::Avx512, Isa::Avx2), Isa::Avx2);
+  EXPECT_EQ(capped_isa(Isa::Avx512, Isa::Neon), Isa::Baseline);
+  EXPECT_EQ(capped_isa(Isa::Avx2, Isa::Avx512), Isa::Avx2);
+  EXPECT_EQ(capped_isa(Isa::Avx2, Isa::Neon), Isa::Baseline);
+  // aarch64: the x86 caps are above NEON, so NEON stays; baseline removes it.
+  EXPECT_EQ(capped_isa(Isa::Neon, Isa::Avx512), Isa::Neon);
+  EXPECT_EQ(capped_isa(Isa::Neon, Isa::Avx2), Isa::Neon);
+  EXPECT_EQ(capped_isa(Isa::Neon, Isa::Neon), Isa::Neon);
+  EXPECT_EQ(capped_isa(Isa::Neon, Isa::Baseline), Isa::Baseline);
+  // Neither: nothing above the baseline.
+  EXPECT_EQ(capped_isa(Isa::Baseline, Isa::Neon), Isa::Baseline);
+  EXPECT_EQ(capped_isa(Isa::Baseline, Isa::Avx512), Isa::Baseline);
+#if defined(__aarch64__)
+  EXPECT_EQ(cpu_isa(), Isa::Neon);
+#elif !defined(__x86_64__)
+  EXPECT_EQ(cpu_isa(), Isa::Baseline);
+#endif
 }
 
 TEST(Isa, BadCapNamesTheVariableTheValueAndTheAcceptedOnes) {
@@ -31,7 +54,7 @@ TEST(Isa, BadCapNamesTheVariableTheValueAndTheAcceptedOnes) {
       ADD_FAILURE() << "no error for " << bad;
     } catch (const RuntimeError& e) {
       EXPECT_EQ(std::string(e.what()),
-                "QUIRE_ISA=" + std::string(bad) + ": not an instruction set; use avx512, avx2 or baseline");
+                "QUIRE_ISA=" + std::string(bad) + ": not an instruction set; use avx512, avx2, neon or baseline");
     }
   }
 }
@@ -62,6 +85,7 @@ TEST(Isa, CapFromTheEnvironment) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: QUIRE_ISA not yet read
   EXPECT_EXIT(exit_with_cap_result("avx512", cpu_isa()), testing::ExitedWithCode(0), "");  // above the CPU: the CPU
   EXPECT_EXIT(exit_with_cap_result("baseline", Isa::Baseline), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(exit_with_cap_result("neon", capped_isa(cpu_isa(), Isa::Neon)), testing::ExitedWithCode(0), "");
   EXPECT_EXIT(exit_with_cap_result("avx3", std::nullopt), testing::ExitedWithCode(0), "");
 }
 

@@ -2,23 +2,14 @@
 // scalar update's operations in its order. Only this file's functions are
 // compiled for AVX-512 (a target attribute), and they are called after the
 // CPU is checked (through QUIRE_ISA's cap, runtime/isa.h), so the binary
-// still runs on any x86-64.
-#include "quire/train/adamw_update.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// still runs on any x86-64. Built on x86-64 only (src/CMakeLists.txt);
+// adamw_update.h answers for other processors.
 #include <immintrin.h>
-#define QUIRE_HAS_AVX512_UPDATE 1
-#else
-#define QUIRE_HAS_AVX512_UPDATE 0
-#endif
-
-#include <stdexcept>
 
 #include "quire/runtime/isa.h"
+#include "quire/train/adamw_update.h"
 
 namespace quire::train {
-
-#if QUIRE_HAS_AVX512_UPDATE
 
 bool adamw_avx512_available(runtime::FloatType master) {
   // Chosen through QUIRE_ISA's cap (runtime/isa.h), as every vector path is.
@@ -91,15 +82,5 @@ QUIRE_AVX512F size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, si
   }
   return i;
 }
-
-#else
-
-bool adamw_avx512_available(runtime::FloatType) { return false; }
-
-size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*, bool) {
-  throw std::logic_error("adamw_vectors_avx512: not built for this processor");
-}
-
-#endif
 
 }  // namespace quire::train

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
 
 #include "quire/runtime/float_types.h"
 
@@ -54,6 +55,7 @@ inline void adamw_element(const AdamWConstants& c, size_t i, S* m, S* v, P* p, c
   p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m1 / denom));
 }
 
+#if defined(__x86_64__)
 /// Whether adamw_vectors_avx512 is to run here: masters f64 and f32, on a
 /// CPU with AVX-512 that QUIRE_ISA does not cap below it (runtime/isa.h).
 bool adamw_avx512_available(runtime::FloatType master);
@@ -65,5 +67,13 @@ bool adamw_avx512_available(runtime::FloatType master);
 /// the flags say so.
 size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32, void* p,
                             bool p_is_f32, const void* grad, bool grad_is_f32);
+#else
+// Other processors (adamw_avx512.cpp is built on x86-64 only): never available.
+inline bool adamw_avx512_available(runtime::FloatType) { return false; }
+inline size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*,
+                                   bool) {
+  throw std::logic_error("adamw_vectors_avx512: not built for this processor");
+}
+#endif
 
 }  // namespace quire::train

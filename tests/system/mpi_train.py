@@ -5,11 +5,13 @@ and resumes to the bits of a run never stopped (docs/distributed.md).
 On one machine, ranks oversubscribed (--oversubscribe; --allow-run-as-root
 where the test runs as root):
 
-  1. the tutorial (examples/tutorial/07_train.qr, f32, 40 steps) and the GPT
+  0. the tutorial (examples/tutorial/07_train.qr, f32, 40 steps) on 1 rank:
+     the bits of one process;
+  1. the tutorial (f32, 40 steps) and the GPT
      example (examples/gpt/gpt.qr, f32, 3 steps: dropout keys per shard, a
      held-out evaluation on rank 0) on 2 and 3 ranks: the final parameters
      equal those of --shards N in one process, byte for byte, and those of a
-     second MPI run; so do the metrics' losses;
+     second MPI run; so do the metrics' losses and held-out losses;
   2. a run on 2 ranks whose rank 1 is killed (SIGKILL) mid-run: every rank
      ends within seconds, with an error naming rank 1;
   3. that run resumed (--resume, 2 ranks) ends with the bits of the same run
@@ -65,8 +67,9 @@ def run(cmd, cwd, timeout=600):
 
 
 def losses(path):
+    """Each step's loss and held-out loss (None where the step has none)."""
     with open(path) as f:
-        return [json.loads(line)["loss"] for line in f if line.endswith("\n")]
+        return [(r["loss"], r.get("held_out_loss")) for r in (json.loads(line) for line in f if line.endswith("\n"))]
 
 
 def read(path):
@@ -99,6 +102,16 @@ def compare(case, program, cwd, quire, ranks, steps, extra):
     print(f"{case}, {ranks} ranks, {steps} steps: the bits of --shards {ranks} twice "
           f"({len(params)} bytes of parameters; {outs[local]:.1f} s in one process, "
           f"{outs[a]:.1f} s and {outs[b]:.1f} s under mpirun)")
+
+
+def one_rank(tut, quire):
+    """mpirun -n 1 is the run of one process, to the bit."""
+    common = [quire, "train", "07_train.qr", "--precision", "f32", "--max-steps", "40"]
+    run(common + ["--run-dir", "plain", "--params-out", "plain.safetensors"], tut)
+    run(mpirun_command(1) + common + ["--run-dir", "mpi-1", "--params-out", "mpi-1.safetensors"], tut)
+    if read(os.path.join(tut, "plain.safetensors")) != read(os.path.join(tut, "mpi-1.safetensors")):
+        sys.exit("FAILED: mpirun -n 1 gave other bits than one process")
+    print("the tutorial, 1 rank, 40 steps: the bits of one process")
 
 
 def rank_pid(program, rank):
@@ -204,6 +217,7 @@ def main():
         shutil.copytree(os.path.join(ROOT, "examples", "gpt"), gpt,
                         ignore=shutil.ignore_patterns("runs", "__pycache__"))
         if args.only in (None, "tutorial"):
+            one_rank(tut, quire)
             for ranks in (2, 3):
                 compare("the tutorial", "07_train.qr", tut, quire, ranks, 40, [])
         if args.only in (None, "gpt"):

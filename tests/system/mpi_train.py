@@ -12,7 +12,8 @@ where the test runs as root):
      held-out evaluation on rank 0) on 2 and 3 ranks: the final parameters
      equal those of --shards N in one process, byte for byte, and those of a
      second MPI run; so do the metrics' losses and held-out losses;
-  2. a run on 2 ranks whose rank 1 is killed (SIGKILL) mid-run: every rank
+  2. a run on 2 ranks whose rank 1 is killed (SIGKILL) mid-run (checkpoints
+     every 10 steps, the kill once step 55 is logged): every rank
      ends within seconds, with an error naming rank 1;
   3. that run resumed (--resume, 2 ranks) ends with the bits of the same run
      never stopped.
@@ -157,7 +158,7 @@ def kill_and_resume(tut, quire):
     proc = subprocess.Popen(mpirun_command(2) + common + ["--run-dir", "killed"], cwd=tut, env=rank_environment(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
-    while proc.poll() is None and metrics_steps(metrics) < 50 and time.monotonic() < deadline:
+    while proc.poll() is None and metrics_steps(metrics) < 55 and time.monotonic() < deadline:
         time.sleep(0.002)
     pid = rank_pid(program, 1)
     if proc.poll() is not None or pid is None:

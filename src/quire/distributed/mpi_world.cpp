@@ -8,8 +8,9 @@
 // some transports (shared memory among them). So errors return
 // (MPI_ERRORS_RETURN) and every message is a request polled with MPI_Test;
 // while it waits, the rank checks every kLivenessPeriod whether the peer's
-// process still exists (its pid, when it runs on this node: the ranks trade
-// node names and pids when the world opens) and gives up past the timeout
+// process still exists (its pid, when it runs on this node and its pids are
+// visible here: the ranks trade node names, process views and pids when the
+// world opens) and gives up past the timeout
 // (`--rank-timeout`) whatever the node. A dead peer on this node is named
 // within a fraction of a second; on another node, the launcher's own daemon
 // sees it die and ends the job (Open MPI's mpirun does, and names the rank),
@@ -33,6 +34,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -143,6 +145,7 @@ class MpiWorld final : public Communicator {
   struct Peer {
     std::string host;
     int pid = 0;
+    bool visible = false;  ///< its pid can be looked up from this process (same node, kernel and pid namespace)
   };
 
   void check(int code, int peer, const char* what) const {
@@ -176,8 +179,8 @@ class MpiWorld final : public Communicator {
       const Clock::time_point now = Clock::now();
       if (now >= next_check) {
         next_check = now + kLivenessPeriod;
-        const bool here = static_cast<size_t>(peer) < peers_.size() && peers_[static_cast<size_t>(peer)].host == host_;
-        if (here && process_ended(peers_[static_cast<size_t>(peer)].pid))
+        const bool visible = static_cast<size_t>(peer) < peers_.size() && peers_[static_cast<size_t>(peer)].visible;
+        if (visible && process_ended(peers_[static_cast<size_t>(peer)].pid))
           throw CommunicatorError(fmt::format("{} has ended (killed or crashed) while rank {} waited to {} it",
                                               describe(peer), rank_, what));
         if (now - start > timeout_)
@@ -193,33 +196,43 @@ class MpiWorld final : public Communicator {
     }
   }
 
-  /// Every rank's node and pid, to every rank (through rank 0).
+  /// Every rank's node, process view and pid, to every rank (through rank 0).
   void trade_peers() {
-    const std::string mine = fmt::format("{}\n{}", host_, ::getpid());
-    std::vector<std::string> all(static_cast<size_t>(size_));
+    std::string table;
+    const std::string mine = fmt::format("{}\n{}\n{}\n", host_, process_view(), ::getpid());
     if (rank_ == 0) {
-      all[0] = mine;
-      for (int r = 1; r < size_; ++r) all[static_cast<size_t>(r)] = receive_text(*this, r);
-      std::string table;
-      for (const std::string& p : all) table += p + "\n";
+      table = mine;
+      for (int r = 1; r < size_; ++r) table += receive_text(*this, r);
       for (int r = 1; r < size_; ++r) send_text(*this, r, table);
     } else {
       send_text(*this, 0, mine);
-      std::istringstream table(receive_text(*this, 0));
-      for (std::string& p : all) {
-        std::string host, pid;
-        std::getline(table, host);
-        std::getline(table, pid);
-        p = host + "\n" + pid;
-      }
+      table = receive_text(*this, 0);
     }
-    for (const std::string& p : all) {
+    std::istringstream lines(table);
+    const std::string view = process_view();
+    for (int r = 0; r < size_; ++r) {
       Peer peer;
-      const size_t newline = p.find('\n');
-      peer.host = p.substr(0, newline);
-      peer.pid = std::atoi(p.substr(newline + 1).c_str());
+      std::string their_view, pid;
+      std::getline(lines, peer.host);
+      std::getline(lines, their_view);
+      std::getline(lines, pid);
+      peer.pid = std::atoi(pid.c_str());
+      peer.visible = peer.host == host_ && their_view == view && !view.empty();
       peers_.push_back(peer);
     }
+  }
+
+  /// Which processes this one can see by pid: the kernel's boot and the pid
+  /// namespace. Two ranks with the same view see each other's pids; a node
+  /// name alone could be shared by two machines or two containers.
+  static std::string process_view() {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string boot_id;
+    std::getline(boot, boot_id);
+    std::error_code ec;
+    const std::string pid_namespace = std::filesystem::read_symlink("/proc/self/ns/pid", ec).string();
+    if (boot_id.empty() || ec) return "";
+    return boot_id + " " + pid_namespace;
   }
 
   int rank_ = 0;

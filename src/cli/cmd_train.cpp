@@ -2,11 +2,14 @@
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
 //   [--backend native|kernels|interp] [--threads N] [--profile P.json]
-//   [--realize @realization.json]
+//   [--realize @realization.json] [--shards N] [--rank-timeout SECONDS]
+// mpirun -n N quire train FILE …
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
 // line is redrawn in place when stdout is a terminal, printed as plain lines
-// otherwise.
+// otherwise. Started by an MPI launcher, this process is one rank of the run
+// (quire/distributed/launch.h); an error on any rank is printed by that rank
+// and ends every rank at once, so that none waits for it.
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "quire/distributed/launch.h"
 #include "quire/train/trainer.h"
 
 namespace quire::cli {
@@ -27,6 +31,7 @@ Handler setup_train(CLI::App& sub) {
     std::string remat = "store";
     std::string backend = "native";
     std::string realize;
+    double rank_timeout = 600;
     train::TrainOptions train;
   };
   auto o = std::make_shared<Options>();
@@ -67,7 +72,15 @@ Handler setup_train(CLI::App& sub) {
   sub.add_option("--realize", o->realize,
                  "train under the solver's decisions for the objective, @realization.json (`quire solve --out`); its "
                  "policy replaces --precision");
-  return [o, precision_flag]() {
+  sub.add_option("--shards", o->train.shards,
+                 "split each batch into N shards, computed one after another and summed in a fixed order: the bits "
+                 "of `mpirun -n N quire train` (default 1: the batch whole)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--rank-timeout", o->rank_timeout,
+                 "under mpirun: the seconds a rank waits for another's message before it ends the run naming it "
+                 "(default 600; a rank whose process ends is named at once)")
+      ->check(CLI::PositiveNumber);
+  auto run = [o, precision_flag]() {
     if (!o->realize.empty() && precision_flag->count() > 0)
       throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     auto prog = load_program(o->file);
@@ -80,7 +93,28 @@ Handler setup_train(CLI::App& sub) {
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
     o->train.remat = *interp::parse_remat(o->remat);
     o->train.backend = *kernel::parse_backend(o->backend);
-    train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1);
+    // A launcher hands its ranks a terminal of its own whatever its output
+    // is, so under one the progress is plain lines.
+    train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1 && !o->train.world);
+    return 0;
+  };
+  return [o, run]() {
+    std::unique_ptr<distributed::Communicator> world;
+    try {
+      world = distributed::join_launched_job(o->rank_timeout);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    if (!world) return run();
+    o->train.world = world.get();
+    int status = 0;
+    try {
+      status = run();
+    } catch (...) {
+      status = report_error(fmt::format("quire: rank {}", world->rank()));
+    }
+    // Any rank's failure ends every rank: the others would wait for its next message.
+    if (status != 0) world->abort(status);
     return 0;
   };
 }

@@ -24,6 +24,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Prints the exception in flight (call it in a catch block) as
+/// `WHO: error: …`, or `WHO: internal error: …` for a broken invariant of
+/// quire's, and returns the exit status: 1, or 2 for an internal error.
+/// `who` is "quire", or "quire: rank R" for a rank of an MPI run.
+int report_error(const std::string& who = "quire");
+
 /// Elaborates the program, printing its diagnostics to stderr. Returns null
 /// when it has errors.
 std::unique_ptr<elab::Program> load_program(const std::string& path);

@@ -7,17 +7,10 @@
 
 #include <iostream>
 #include <map>
-#include <new>
 
 #include "commands.h"
 #include "common.h"
-#include "quire/interp/interpreter.h"
-#include "quire/io/io_error.h"
 #include "quire/runtime/isa.h"
-#include "quire/runtime/runtime_error.h"
-#include "quire/train/data.h"
-#include "quire/train/sampler.h"
-#include "quire/train/trainer.h"
 
 namespace {
 
@@ -69,27 +62,8 @@ int main(int argc, char** argv) {
     quire::runtime::widest_isa();
     for (auto& [sub, handler] : handlers)
       if (sub->parsed()) return handler();
-  } catch (const quire::cli::UsageError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::io::IoError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::interp::EvalError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::runtime::RuntimeError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::train::TrainError& e) {
-    if (e.diagnostic) std::cerr << e.what();
-    else std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::train::SampleError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const quire::train::DataError& e) {
-    std::cerr << "quire: error: " << e.what() << "\n";
-  } catch (const std::bad_alloc&) {
-    std::cerr << "quire: error: out of memory (are the dimensions what you meant?)\n";
-  } catch (const std::exception& e) {
-    // Anything else is a broken invariant of quire itself, not the user's mistake.
-    std::cerr << "quire: internal error: " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    return quire::cli::report_error();
   }
   return 1;
 }

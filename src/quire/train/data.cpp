@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include "quire/io/npy.h"
 #include "quire/runtime/random.h"
@@ -323,20 +324,33 @@ std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
 }
 
 std::optional<std::vector<runtime::Tensor>> Loader::next() {
+  std::optional<std::vector<std::vector<runtime::Tensor>>> whole = next_rows({{0, options_.batch_size}});
+  if (!whole) return std::nullopt;
+  return std::move(whole->front());
+}
+
+std::optional<std::vector<std::vector<runtime::Tensor>>> Loader::next_rows(const std::vector<RowRange>& ranges) {
   if (position_.epoch >= options_.epochs) return std::nullopt;
+  for (const RowRange& r : ranges)
+    if (r.begin < 0 || r.end > options_.batch_size || r.begin >= r.end)
+      throw std::logic_error(fmt::format("internal: rows [{}, {}) of a batch of {}", r.begin, r.end,
+                                         options_.batch_size));
   if (order_epoch_ != position_.epoch) {
     order_ = epoch_order(position_.epoch);
     order_epoch_ = position_.epoch;
   }
   const int64_t begin = position_.batch * options_.batch_size;
-  const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + begin + options_.batch_size);
-  std::vector<runtime::Tensor> batch = data_.gather(indices);
+  std::vector<std::vector<runtime::Tensor>> parts;
+  for (const RowRange& r : ranges) {
+    const std::vector<int64_t> indices(order_.begin() + begin + r.begin, order_.begin() + begin + r.end);
+    parts.push_back(data_.gather(indices));
+  }
   position_.samples += options_.batch_size;
   if (++position_.batch == steps_per_epoch_) {
     position_.batch = 0;
     ++position_.epoch;
   }
-  return batch;
+  return parts;
 }
 
 void Loader::seek(const DataPosition& position) {

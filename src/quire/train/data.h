@@ -154,6 +154,14 @@ struct DataPosition {
   bool operator==(const DataPosition&) const = default;
 };
 
+/// Rows [begin, end) of a batch: a shard's (shards.h).
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t rows() const { return end - begin; }
+  bool operator==(const RowRange&) const = default;
+};
+
 /// Batches of a Dataset, epoch after epoch. Holds a reference to the dataset,
 /// which must outlive it. Deterministic: the batches depend only on the file,
 /// the options and the position, so a run resumed with seek(position()) gives
@@ -173,6 +181,10 @@ class Loader {
   /// ([B] + element shape), or nullopt when every epoch is done. After it,
   /// position() is where to resume: save it with the step that uses this batch.
   std::optional<std::vector<runtime::Tensor>> next();
+  /// The rows `ranges` of the next batch (each a non-empty range within
+  /// [0, batch_size)), one tensor list per range, each gathered alone: a
+  /// shard's rows without the others'. Advances one batch, as next() does.
+  std::optional<std::vector<std::vector<runtime::Tensor>>> next_rows(const std::vector<RowRange>& ranges);
   /// The position of the next batch (the start: {0, 0, 0}).
   DataPosition position() const { return position_; }
   /// Continues from `position` (one that position() returned, for the same

@@ -14,6 +14,8 @@
 
 #include "quire/compile/compile.h"
 #include "quire/compile/executor.h"
+#include "quire/distributed/handshake.h"
+#include "quire/distributed/reduction.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/envelope_guard.h"
 #include "quire/interp/interpreter.h"
@@ -30,7 +32,10 @@
 #include "quire/train/optimizer.h"
 #include "quire/train/pace.h"
 #include "quire/train/progress.h"
+#include "quire/train/ranks.h"
 #include "quire/train/run_lock.h"
+#include "quire/train/shards.h"
+#include "quire/train/step_program.h"
 
 namespace quire::train {
 
@@ -74,7 +79,11 @@ double joint_norm(const ParamMap& m) {
 class Trainer {
  public:
   Trainer(elab::Program& prog, const TrainOptions& options, std::ostream& out, bool tty)
-      : prog_(prog), options_(options), out_(out), tty_(tty) {}
+      : prog_(prog),
+        options_(options),
+        leader_(!options.world || options.world->rank() == 0),
+        out_(leader_ ? out : discard_),
+        tty_(tty && leader_) {}
 
   TrainOutcome run();
 
@@ -90,8 +99,13 @@ class Trainer {
   double held_out_loss();
   /// The batch value of the objective's argument from a loader's tensors.
   Value batch_value(std::vector<runtime::Tensor> batch) const;
-  /// The first non-finite site of the step just evaluated with `args`, as a note.
-  std::string explain_nonfinite(const std::vector<Value>& args);
+  /// The first non-finite site of the step just evaluated, shard by shard
+  /// (`args[i]` the arguments of this process's i-th shard), as a note.
+  std::string explain_nonfinite(const std::vector<std::vector<Value>>& args);
+  /// Under MPI: every rank must be about to run what rank 0 runs (distributed/handshake.h).
+  void agree_with_ranks();
+  /// ", 3 shards of 3+3+2 rows on 3 ranks (one each)": the start message's words for the shards.
+  std::string shards_text() const;
   void write_checkpoint_now();
   nlohmann::json trainer_state() const;
   /// Closes the run: a checkpoint of where it stopped (unless `failed`: the
@@ -100,6 +114,9 @@ class Trainer {
 
   elab::Program& prog_;
   const TrainOptions& options_;
+  /// Writes the run's files and prints progress: the only process, or rank 0 of an MPI run.
+  bool leader_;
+  std::ostream discard_{nullptr};  ///< where the other ranks' progress goes: nowhere
   std::ostream& out_;
   bool tty_;
 
@@ -123,16 +140,15 @@ class Trainer {
   std::unique_ptr<precision::Realization> held_out_realization_;  ///< under --backend interp
   std::unique_ptr<interp::Interpreter> held_out_interp_;
   std::unique_ptr<Loader> loader_;
-  std::unique_ptr<precision::Realization> reference_realization_;  ///< under --backend interp
-  const precision::Realization* realization_ = nullptr;  ///< the compiled step's, or the reference's
+  distributed::Communicator* world_ = nullptr;  ///< the ranks of an MPI run, or null
+  int shards_ = 1;                              ///< the shards of every step (shards.h)
+  std::vector<RowRange> shard_rows_;            ///< each shard's rows of a batch, in shard order
+  int first_shard_ = 0;                         ///< the shards this process computes: first_shard_ …
+  int local_shards_ = 1;                        ///< … and how many (all of them, or a rank's one)
+  /// The step's vjp by shard rows: one program, or two when the batch does not split evenly.
+  std::map<int64_t, std::unique_ptr<StepProgram>> steps_;
+  const precision::Realization* realization_ = nullptr;  ///< the step's (every step program's policy is the same)
   std::string policy_label_;  ///< the policy, or the solved realization's fingerprint (`f64+solved:…`)
-  /// The reference interpreter: the step under `--backend interp`, and the
-  /// walk that names the first non-finite value of a failed step.
-  std::unique_ptr<interp::Interpreter> interp_;
-  std::unique_ptr<kernel::KernelRunner> runner_;  ///< the kernels' runner; null under --backend interp
-  std::unique_ptr<compile::CompiledProgram> compiled_;  ///< the step, compiled once (null under --backend interp)
-  std::unique_ptr<kernel::KernelEngine> engine_;
-  std::unique_ptr<compile::Executor> executor_;  ///< runs the compiled step at every step
   /// Under a realization with ranges: each step's narrowed values checked
   /// against them (interp/envelope_guard.h), counted in the metrics.
   std::unique_ptr<interp::EnvelopeGuard> guard_;
@@ -166,8 +182,11 @@ TrainOutcome Trainer::run() {
   outcome_.last_loss = std::numeric_limits<double>::quiet_NaN();
   target_ = loader_->total_steps();
   if (options_.max_steps) target_ = std::min(target_, *options_.max_steps);
-  metrics_ = std::make_unique<MetricsFile>((fs::path(run_dir_) / "metrics.jsonl").string(), step_);
-  if (!metrics_->repair().empty()) std::cerr << "quire: warning: " << metrics_->repair() << "\n";
+  outcome_.shards = shards_;
+  if (leader_) {
+    metrics_ = std::make_unique<MetricsFile>((fs::path(run_dir_) / "metrics.jsonl").string(), step_);
+    if (!metrics_->repair().empty()) std::cerr << "quire: warning: " << metrics_->repair() << "\n";
+  }
   started_ = std::chrono::steady_clock::now();
   while (step_ < target_) step();
   finish();
@@ -183,12 +202,22 @@ void Trainer::set_up() {
   const core::Function objective = prog_.functions[objective_];
   keyed_ = objective.args.size() == 3;
 
-  // Dimensions: the batch's from `batch(B = b)`, the rest from the command line.
+  // Dimensions: the batch's from `batch(B = b)`, the rest from the command line;
+  // the shards' rows of each batch (shards.h).
+  world_ = options_.world;
+  if (world_ && options_.shards != 1 && options_.shards != world_->size())
+    throw TrainError(fmt::format("--shards {} on {} ranks: an MPI run computes one shard per rank, so its shards "
+                                 "are its ranks (leave --shards out, or give {})",
+                                 options_.shards, world_->size(), world_->size()));
+  shards_ = world_ ? world_->size() : options_.shards;
   try {
     dims_ = run_dims(*run_, options_.dims);
+    shard_rows_ = split_rows(run_->batch_size, shards_);
   } catch (const DataError& e) {
     throw TrainError(e.what());
   }
+  first_shard_ = world_ ? world_->rank() : 0;
+  local_shards_ = world_ ? 1 : shards_;
 
   // A bad optimizer block is the user's error, at the field to blame.
   auto optimizer_diagnostic = [&](const OptimizerError& e) {
@@ -213,10 +242,12 @@ void Trainer::set_up() {
 
   // Outputs: the run folder, and the checkpoint folder inside it unless absolute.
   run_dir_ = options_.run_dir.empty() ? (fs::path("runs") / fs::path(main_path).stem()).string() : options_.run_dir;
-  std::error_code ec;
-  fs::create_directories(run_dir_, ec);
-  if (ec) throw io::IoError(run_dir_, fmt::format("cannot create the run folder: {}", ec.message()));
-  lock_ = std::make_unique<RunLock>(run_dir_);
+  if (leader_) {
+    std::error_code ec;
+    fs::create_directories(run_dir_, ec);
+    if (ec) throw io::IoError(run_dir_, fmt::format("cannot create the run folder: {}", ec.message()));
+    lock_ = std::make_unique<RunLock>(run_dir_);
+  }
   if (!run_->checkpoint_dir.empty()) {
     fs::path dir = (fs::path(run_dir_) / run_->checkpoint_dir).lexically_normal();
     if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "run/ckpt/" names as "run/ckpt"
@@ -224,6 +255,9 @@ void Trainer::set_up() {
     checkpoint_every_ = run_->checkpoint_unit == "epochs" ? run_->checkpoint_every * loader_->steps_per_epoch()
                                                           : run_->checkpoint_every;
   }
+
+  // The ranks agree on what they run before any of them compiles it.
+  if (world_) agree_with_ranks();
 
   // The gradient, realized under the policy like the forward.
   vjp_ = grad::vjp(prog_, objective_, {0});
@@ -257,34 +291,28 @@ void Trainer::set_up() {
     policy_label_ = fmt::format("{}+solved:{}", precision::policy_name(file.assignment.policy),
                                 sha256_hex(decisions).substr(0, 12));
   }
-  runner_ = native::make_runner(options_.backend, options_.threads);
-  // An entry compiled for this run's dimensions, profile and threads.
-  auto compile_entry = [&](int entry, const precision::RealizeOptions& under) {
-    compile::CompileRequest request;
-    request.entry = entry;
-    request.dims = dims_;
-    request.realize = under;
-    request.remat = options_.remat;
-    request.profile = &profile_;
-    request.threads = options_.threads;
-    return std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
-  };
-  if (runner_) {
-    // The step compiled once, here: every kernel lowered, planned and given
-    // to the runner (compiled, for native) before the first step; every step
-    // is then the executor running its host program, Core not walked.
-    profile_ = machine::planning_profile(options_.profile);
-    compiled_ = compile_entry(vjp_, realize);
-    engine_ = std::make_unique<kernel::KernelEngine>(compiled_->catalog, *runner_, native::warn_native_unavailable);
-    executor_ = std::make_unique<compile::Executor>(prog_, *compiled_, *engine_);
-    realization_ = compiled_->realization.get();
-  } else {
-    reference_realization_ =
-        std::make_unique<precision::Realization>(precision::realize(prog_, vjp_, realize, dims_));
-    realization_ = reference_realization_.get();
+  const bool compiled = options_.backend != kernel::Backend::Interp;
+  if (compiled) profile_ = machine::planning_profile(options_.profile);
+  if (options_.realization && options_.realization->ranges)
+    guard_ = std::make_unique<interp::EnvelopeGuard>(options_.realization->ranges->limits(), &prog_);
+  // The step at each row count this process's shards hold, compiled once.
+  StepSettings settings;
+  settings.realize = realize;
+  settings.remat = options_.remat;
+  settings.backend = options_.backend;
+  settings.threads = options_.threads;
+  settings.profile = &profile_;
+  settings.guard = guard_.get();
+  for (int s = first_shard_; s < first_shard_ + local_shards_; ++s) {
+    const int64_t rows = shard_rows_[static_cast<size_t>(s)].rows();
+    if (steps_.count(rows)) continue;
+    std::map<std::string, int64_t> dims = dims_;
+    dims[run_->batch_dim] = rows;
+    steps_[rows] = std::make_unique<StepProgram>(prog_, vjp_, std::move(dims), settings);
   }
-  // The held-out evaluation: its data checked now, its function compiled once.
-  if (run_->evaluate >= 0) {
+  realization_ = &steps_.begin()->second->realization();
+  // The held-out evaluation (rank 0's alone): its data checked now, its function compiled once.
+  if (run_->evaluate >= 0 && leader_) {
     const std::string path = training_file(prog_, run_->evaluate_path);
     held_out_.emplace(Dataset::open(path, spec));
     if (held_out_->samples() < run_->batch_size)
@@ -293,8 +321,15 @@ void Trainer::set_up() {
     // Under the run's policy (a solved realization is the objective's alone).
     precision::RealizeOptions held = realize;
     held.assignment = nullptr;
-    if (runner_) {
-      held_out_compiled_ = compile_entry(run_->evaluate, held);
+    if (compiled) {
+      compile::CompileRequest request;
+      request.entry = run_->evaluate;
+      request.dims = dims_;
+      request.realize = held;
+      request.remat = options_.remat;
+      request.profile = &profile_;
+      request.threads = options_.threads;
+      held_out_compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
       held_out_runner_ = native::make_runner(options_.backend, options_.threads);
       held_out_engine_ = std::make_unique<kernel::KernelEngine>(held_out_compiled_->catalog, *held_out_runner_,
                                                                 native::warn_native_unavailable);
@@ -305,16 +340,6 @@ void Trainer::set_up() {
       held_out_interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, held_out_realization_.get());
     }
   }
-  interp_ = std::make_unique<interp::Interpreter>(prog_, dims_, realization_);
-  interp_->set_remat(options_.remat);
-  if (options_.realization && options_.realization->ranges) {
-    guard_ = std::make_unique<interp::EnvelopeGuard>(options_.realization->ranges->limits(), &prog_);
-    if (executor_) executor_->set_guard(guard_.get());
-    interp_->set_guard(guard_.get());
-  }
-  // A failed step is walked again by the reference interpreter on the
-  // engine, each launch alone, so that every value exists to be checked.
-  if (engine_) interp_->set_launcher(engine_.get());
   master_ = realize.policy == precision::Policy::F64 ? FloatType::F64 : FloatType::F32;
   if (realize.policy == precision::Policy::F16) scaler_.emplace(options_.loss_scale);
 
@@ -352,11 +377,19 @@ void Trainer::set_up() {
   for (const auto& [path, t] : params_) elements += t.size();
   progress_->message(fmt::format(
       "training {}: objective `{}`, {} parameters ({} elements), {} {}, {} ({} samples, batch {}: {} steps × {} epochs "
-      "= {}), policy {}{}, remat {}",
+      "= {}), policy {}{}, remat {}{}",
       main_path, objective.name, params_.size(), elements, optimizer_kind_name(config.kind),
       fmt::format("lr {} {}", config.lr, config.schedule.to_string()), data_path_, data_->samples(), run_->batch_size,
       loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), policy_label_,
-      scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat)));
+      scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat),
+      shards_ == 1 ? std::string() : shards_text()));
+}
+
+std::string Trainer::shards_text() const {
+  std::string rows;
+  for (const RowRange& r : shard_rows_) rows += fmt::format("{}{}", rows.empty() ? "" : "+", r.rows());
+  return fmt::format(", {} shards of {} rows{}", shards_, rows,
+                     world_ ? fmt::format(" on {} ranks (one each)", world_->size()) : std::string(" in this process"));
 }
 
 nlohmann::json Trainer::trainer_state() const {
@@ -365,11 +398,12 @@ nlohmann::json Trainer::trainer_state() const {
           {"product_step", options_.fused_products ? "fma" : "separate"},
           {"total_steps", loader_->total_steps()},
           {"batch_size", run_->batch_size},
+          {"shards", shards_},
           {"optimizer", optimizer_->state_json()}};
 }
 
 void Trainer::start_fresh() {
-  if (checkpoint_dir_.empty()) return;
+  if (checkpoint_dir_.empty() || !leader_) return;
   // Starting over would interleave a new run's checkpoints with an old one's.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(checkpoint_dir_, ec))
@@ -383,14 +417,19 @@ void Trainer::start_fresh() {
 void Trainer::resume() {
   if (checkpoint_dir_.empty())
     throw TrainError("--resume: the training run writes no checkpoints (add `checkpoint every N steps to \"dir/\"`)");
-  LatestCheckpoint latest = find_latest(checkpoint_dir_);
-  for (const RefusedCheckpoint& r : latest.refused)
-    progress_->message(fmt::format("refused checkpoint {}", r.message()));
-  if (!latest.checkpoint) {
+  std::optional<Checkpoint> chosen;
+  if (leader_) {
+    LatestCheckpoint latest = find_latest(checkpoint_dir_);
+    for (const RefusedCheckpoint& r : latest.refused)
+      progress_->message(fmt::format("refused checkpoint {}", r.message()));
+    chosen = std::move(latest.checkpoint);
+  }
+  if (world_) chosen = share_checkpoint(*world_, std::move(chosen));
+  if (!chosen) {
     progress_->message(fmt::format("no valid checkpoint in {}: starting from step 0", checkpoint_dir_));
     return;
   }
-  const Checkpoint& c = *latest.checkpoint;
+  const Checkpoint& c = *chosen;
   auto refuse = [&](const std::string& why) { return TrainError(fmt::format("cannot resume from {}: {}", c.path, why)); };
   const nlohmann::json expected = trainer_state();
   for (const char* key : {"precision", "half_intermediates", "total_steps", "batch_size"}) {
@@ -460,6 +499,16 @@ void Trainer::resume() {
   } catch (const DataError& e) {
     throw refuse(e.what());
   }
+  // Another shard count sums other shards: the run goes on, but its bits
+  // from here are not the uninterrupted run's.
+  const int64_t before = c.state.trainer.value("shards", int64_t{1});
+  if (before != shards_)
+    progress_->message(fmt::format("note: {} was written by a run of {} shard{}, this one has {}: the steps from here "
+                                   "differ in their bits from those of the run never stopped (resume with {} for "
+                                   "its bits)",
+                                   c.path, before, before == 1 ? "" : "s", shards_,
+                                   before == 1 ? std::string("one process and no --shards")
+                                               : fmt::format("{} shards or ranks", before)));
   params_ = std::move(restored);
   retention_.trust(c.path);
   step_ = c.state.step;
@@ -468,38 +517,80 @@ void Trainer::resume() {
   progress_->message(fmt::format("resumed from {} (step {}, epoch {})", c.path, c.state.step, c.state.epoch));
 }
 
-std::string Trainer::explain_nonfinite(const std::vector<Value>& args) {
-  interp_->watch_nonfinite(true);
-  interp_->call(vjp_, args);
-  const std::optional<interp::NonFiniteSite> site = interp_->first_nonfinite();
-  interp_->watch_nonfinite(false);
-  if (!site) return "no stored value was found not finite when the step was evaluated again\n";
-  return source_note(prog_, site->loc,
-                     fmt::format("the first value that was not finite, in evaluation order: `{}` ({}) = {}",
-                                 site->site, site->op, number(site->value)));
+std::string Trainer::explain_nonfinite(const std::vector<std::vector<Value>>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int s = first_shard_ + static_cast<int>(i);
+    StepProgram& program = *steps_.at(shard_rows_[static_cast<size_t>(s)].rows());
+    const std::optional<interp::NonFiniteSite> site = program.first_nonfinite(args[i]);
+    if (!site) continue;
+    const std::string shard = shards_ == 1 ? std::string() : fmt::format(" of shard {} (rows {} to {})", s,
+                                                                         shard_rows_[static_cast<size_t>(s)].begin,
+                                                                         shard_rows_[static_cast<size_t>(s)].end - 1);
+    return source_note(prog_, site->loc,
+                       fmt::format("the first value{} that was not finite, in evaluation order: `{}` ({}) = {}", shard,
+                                   site->site, site->op, number(site->value)));
+  }
+  return fmt::format("no stored value{} was found not finite when the step was evaluated again\n",
+                     world_ ? fmt::format(" of rank {}'s shard", world_->rank()) : std::string());
+}
+
+void Trainer::agree_with_ranks() {
+  RunDescription what;
+  what.data_path = data_path_;
+  if (run_->evaluate >= 0) what.held_out_path = training_file(prog_, run_->evaluate_path);
+  what.dims = dims_;
+  what.run_dir = run_dir_;
+  try {
+    distributed::agree(*world_, describe_run(prog_, options_, what));
+  } catch (const distributed::HandshakeError& e) {
+    throw TrainError(e.what());
+  }
 }
 
 void Trainer::step() {
   const DataPosition at = loader_->position();
-  std::optional<std::vector<runtime::Tensor>> batch = loader_->next();
-  if (!batch) throw std::logic_error("internal: the loader ran out before the run's last step");
+  const std::vector<RowRange> mine(shard_rows_.begin() + first_shard_,
+                                   shard_rows_.begin() + first_shard_ + local_shards_);
+  std::optional<std::vector<std::vector<runtime::Tensor>>> parts = loader_->next_rows(mine);
+  if (!parts) throw std::logic_error("internal: the loader ran out before the run's last step");
   const double seed = scaler_ ? scaler_->scale() : 1.0;
-  std::vector<Value> args{Value::of_params(std::make_shared<const ParamMap>(params_)), batch_value(std::move(*batch))};
-  if (keyed_) args.push_back(Value::of_key(step_key(options_.seed, step_)));
-  args.push_back(Value::of(runtime::Tensor::scalar(seed)));
-  Value result;
+  auto params = std::make_shared<const ParamMap>(params_);
+  std::vector<std::vector<Value>> args(static_cast<size_t>(local_shards_));
+  double loss = 0;
+  ParamMap grads;
+  std::vector<distributed::ReductionBuffer> terms;
   if (guard_) guard_->reset();
-  if (executor_) {
-    executor_->reset_stats();
-    result = executor_->call(args);
-    outcome_.per_step = executor_->stats();
-  } else {
-    interp_->reset_stats();
-    result = interp_->call(vjp_, args);
-    outcome_.per_step = interp_->stats();
+  for (int i = 0; i < local_shards_; ++i) {
+    const int s = first_shard_ + i;
+    const RowRange rows = shard_rows_[static_cast<size_t>(s)];
+    std::vector<Value>& a = args[static_cast<size_t>(i)];
+    a = {Value::of_params(params), batch_value(std::move((*parts)[static_cast<size_t>(i)]))};
+    if (keyed_) a.push_back(Value::of_key(shard_key(options_.seed, step_, s, shards_)));
+    a.push_back(Value::of(runtime::Tensor::scalar(seed)));
+    StepProgram& program = *steps_.at(rows.rows());
+    const Value result = program.call(a);
+    outcome_.per_step = program.stats();
+    const double shard_loss = result.elements.at(0).tensor.reals.at(0);
+    if (shards_ == 1) {
+      loss = shard_loss;
+      grads = *result.elements.at(1).params;
+      continue;
+    }
+    if (grads.empty()) grads = *result.elements.at(1).params;  // the layout of the sum's gradient
+    const double weight = static_cast<double>(rows.rows()) / static_cast<double>(run_->batch_size);
+    terms.push_back(shard_term(*result.elements.at(1).params, shard_loss, weight, master_));
   }
-  const double loss = result.elements.at(0).tensor.reals.at(0);
-  ParamMap grads = *result.elements.at(1).params;
+  if (shards_ > 1) {
+    const auto started = std::chrono::steady_clock::now();
+    if (world_) distributed::sum_across_ranks(*world_, terms.front());
+    else distributed::sum_in_process(terms);
+    outcome_.reduction_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    outcome_.reduction_bytes = static_cast<int64_t>(terms.front().bytes());
+    loss = summed_loss(terms.front());
+    grads = summed_gradient(terms.front(), grads, master_);
+    terms.clear();
+  }
 
   StepRecord record;
   record.step = step_ + 1;
@@ -526,7 +617,7 @@ void Trainer::step() {
   // Under loss scaling, unscale() below checks the gradients itself.
   if (!std::isfinite(loss) || (!scaler_ && !all_finite(grads))) {
     record.grad_norm = joint_norm(grads);
-    metrics_->append(record);
+    if (metrics_) metrics_->append(record);
     progress_->finish();
     const std::string what = !std::isfinite(loss) ? fmt::format("the loss is {}", number(loss))
                                                   : fmt::format("the gradient is not finite (norm {})", number(record.grad_norm));
@@ -559,6 +650,7 @@ void Trainer::step() {
     // first, so that the update writes them in place instead of copying
     // every parameter (copy on write).
     args.clear();
+    params.reset();
     const StepReport report = optimizer_->step(params_, grads, master_, loader_->total_steps());
     record.lr = report.lr;
     record.grad_norm = report.grad_norm;
@@ -578,9 +670,9 @@ void Trainer::step() {
                                    number(*record.held_out_loss), prog_.functions[run_->evaluate].name,
                                    held_out_->samples()));
   }
-  metrics_->append(record);
+  if (metrics_) metrics_->append(record);
   progress_->step(record);
-  if (checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) write_checkpoint_now();
+  if (leader_ && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) write_checkpoint_now();
 }
 
 Value Trainer::batch_value(std::vector<runtime::Tensor> batch) const {
@@ -632,6 +724,7 @@ void Trainer::write_checkpoint_now() {
 void Trainer::finish(bool failed) {
   progress_->finish();
   outcome_.steps_done = step_;
+  if (!leader_) return;  // rank 0 writes the run's files
   // A run that stops (at its end or at --max-steps) leaves a checkpoint of where it stopped.
   if (!failed && !checkpoint_dir_.empty() && last_checkpoint_step_ != step_) write_checkpoint_now();
   const std::string metrics_path = metrics_->path();
@@ -649,10 +742,16 @@ void Trainer::finish(bool failed) {
                                    number(outcome_.last_loss), metrics_path, curve));
     if (step_ > outcome_.start_step)
       progress_->message(fmt::format(
-          "one step (remat {}): {} instructions evaluated, {} forward values reused, {} callee forwards evaluated "
+          "{} (remat {}): {} instructions evaluated, {} forward values reused, {} callee forwards evaluated "
           "again, {} bytes written at their sites, at most {} kept for the reverse sweep",
-          interp::remat_name(options_.remat), outcome_.per_step.evaluated, outcome_.per_step.reused,
+          shards_ == 1 ? "one step" : "one shard of a step", interp::remat_name(options_.remat), outcome_.per_step.evaluated, outcome_.per_step.reused,
           outcome_.per_step.forwards_repeated, outcome_.per_step.written_bytes, outcome_.per_step.stored_bytes_peak));
+    if (shards_ > 1 && step_ > outcome_.start_step)
+      progress_->message(fmt::format(
+          "the shards' sum{}: {} bytes a shard a step, {:.1f} µs a step on average{}", shards_text(),
+          outcome_.reduction_bytes,
+          1e6 * outcome_.reduction_seconds / static_cast<double>(step_ - outcome_.start_step),
+          world_ ? " on rank 0 (messages, waiting for the slowest rank included)" : " (additions in this process)"));
   }
 }
 

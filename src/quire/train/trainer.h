@@ -31,12 +31,32 @@
 // order (the forward sweep comes first), is named with its operation and
 // source line.
 //
+// SHARDS. `--shards N` splits every batch into N shards of contiguous rows,
+// evaluates the vjp on each (one after another, in shard order) and sums
+// their rows-weighted gradients and losses along a fixed tree; shards.h
+// states the split, the weights, the types and the order. N = 1 (the
+// default) is the step above, unchanged. An MPI run of N ranks
+// (`mpirun -n N quire train`, `world` below) computes shard r on rank r and
+// sums by messages along the same tree, so it ends with the bits of
+// `--shards N` in one process. Every rank holds θ and the optimizer state
+// and applies the same update; rank 0 alone writes metrics, checkpoints,
+// the loss curve and --params-out, evaluates the held-out loss (on whole
+// batches, as one process does) and prints progress; the others print only
+// errors. Before the first step the ranks compare what they are about to run
+// (the program's and the data's digests, quire's version, the policy, the
+// settings that decide the steps) and refuse to start if any differs
+// (distributed/handshake.h).
+//
 // RESUME. A checkpoint holds θ, the optimizer's state, the data position,
 // the loss scale and the settings a resume must repeat (the policy, and the
 // seed of a keyed objective's keys: they depend on the seed and the step
 // number only, so a resumed step draws the bits the first run drew). A run
 // resumed from step k evaluates exactly the steps a run never stopped
-// evaluates after step k, so it ends with the same bits.
+// evaluates after step k, so it ends with the same bits. A checkpoint
+// records the shard count; a run resumed with another one goes on, saying
+// that its steps from there differ in their bits from the uninterrupted run's.
+// Every rank of an MPI run reads the checkpoint rank 0 chose (the run folder
+// must be the same folder on every node) and checks its digest.
 
 #include <cstdint>
 #include <iosfwd>
@@ -46,6 +66,7 @@
 #include <string>
 
 #include "quire/core/program.h"
+#include "quire/distributed/communicator.h"
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/engine.h"
 #include "quire/realize/realization_file.h"
@@ -88,6 +109,12 @@ struct TrainOptions {
   /// their reads are rounded to the decision.
   std::optional<precision::RealizationFile> realization;
   std::string realization_path;  ///< for messages
+  /// `--shards N`: each batch split into N shards, computed one after
+  /// another and summed in a fixed order (SHARDS above). Under `world` it
+  /// must be 1 or the rank count.
+  int shards = 1;
+  /// The ranks of an MPI run (one shard each), or null for a run in one process.
+  distributed::Communicator* world = nullptr;
 };
 
 /// What a call of train() did.
@@ -99,6 +126,9 @@ struct TrainOutcome {
   double last_loss = 0;      ///< the loss of the last step taken (NaN if none)
   std::string checkpoint;    ///< the last checkpoint written or resumed from ("" if none)
   interp::EvalStats per_step;  ///< the interpreter's work and memory of one step (the last taken)
+  int shards = 1;              ///< the shards of each step (the rank count under MPI)
+  int64_t reduction_bytes = 0;     ///< bytes one shard's term of a step's sum holds (0 for one shard)
+  double reduction_seconds = 0;    ///< time this process spent summing the shards, over the steps of this call
   bool finished() const { return steps_done >= total_steps; }
 };
 

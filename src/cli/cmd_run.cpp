@@ -2,7 +2,12 @@
 //   [--backend native|kernels|interp] [--threads N] [--profile P.json] [--repeat N]
 //   [--half-intermediates] [--params F.safetensors] [--params-out F.safetensors]
 //   [--inputs F.npz] [--out F.npy|F.npz|F.safetensors] [--remat store|recompute]
-//   [--realize @realization.json [--strict-envelope]]
+//   [--realize @realization.json [--strict-envelope]] [--memory-limit BYTES]
+//
+// --memory-limit refuses the call before it runs when its inputs and its
+// peak of live bytes, as `quire memory` counts them from the compiled
+// program (compile/memory.h), pass the limit; the error names the figures
+// and the largest values live at the peak.
 //
 // Under --realize with the solver's ranges (a version 2 realization), every
 // value stored at a narrowed site is checked against the range its type was
@@ -25,6 +30,7 @@
 #include "common.h"
 #include "quire/compile/compile.h"
 #include "quire/compile/executor.h"
+#include "quire/compile/memory.h"
 #include "quire/exact/exact_interpreter.h"
 #include "quire/interp/envelope_guard.h"
 #include "quire/interp/inputs.h"
@@ -153,6 +159,7 @@ Handler setup_run(CLI::App& sub) {
     std::string profile;
     int repeat = 0;
     std::string realize;
+    std::string memory_limit;
     bool strict_envelope = false;
     int bits = 128;
   };
@@ -187,6 +194,9 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::Range(1, 256));
   sub.add_option("--profile", o->profile,
                  "the machine profile the kernels' layouts are planned under (default: the one that ships)");
+  sub.add_option("--memory-limit", o->memory_limit,
+                 "refuse the call, before it runs, if its inputs and peak of live bytes (as `quire memory` counts "
+                 "them) pass this many bytes (64MiB, 2GB, 1048576)");
   sub.add_option("--repeat", o->repeat,
                  "after the call, time N more calls of the entry and print the median (compilation excluded)")
       ->check(CLI::PositiveNumber);
@@ -206,6 +216,9 @@ Handler setup_run(CLI::App& sub) {
       throw UsageError(fmt::format("--backend {}: the exact reference runs in its own interpreter", o->backend));
     if (exact && product_step->count() > 0)
       throw UsageError("--product-step: the exact reference rounds nothing");
+    if (exact && !o->memory_limit.empty())
+      throw UsageError("--memory-limit: the exact reference's memory is not counted (it holds MPFR numbers)");
+    const int64_t memory_limit = o->memory_limit.empty() ? 0 : parse_bytes("--memory-limit", o->memory_limit);  // 0: none
     if (exact && o->half_intermediates)
       throw UsageError("--half-intermediates: the exact reference has no half values");
     if (!o->out.empty() && !ends_with(o->out, ".npy") && !ends_with(o->out, ".npz") &&
@@ -269,6 +282,23 @@ Handler setup_run(CLI::App& sub) {
     } else {
       reference_realization =
           std::make_unique<precision::Realization>(precision::realize(*prog, entry, options, dims));
+    }
+    if (memory_limit > 0) {
+      // The compiled program's count (`quire memory`), whichever backend
+      // runs the call: the interpreter's frames hold at least as much.
+      std::optional<compile::CompiledProgram> counted;
+      if (!compiled) {
+        compile::CompileRequest request;
+        request.entry = entry;
+        request.dims = dims;
+        request.realize = options;
+        request.remat = *interp::parse_remat(o->remat);
+        counted.emplace(compile::compile(*prog, request));
+      }
+      const compile::CompiledProgram& c = compiled ? *compiled : *counted;
+      const compile::CallMemory m = compile::count_call_memory(*prog, c);
+      if (auto refusal = compile::memory_limit_refusal(*prog, c, m, memory_limit, fmt::format("one call of `{}`", fn.name)))
+        throw compile::MemoryLimitError(*refusal);
     }
     const precision::Realization& realization = compiled ? *compiled->realization : *reference_realization;
     if (!o->params_out.empty()) {

@@ -2,7 +2,7 @@
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
 //   [--backend native|kernels|interp] [--threads N] [--profile P.json]
-//   [--realize @realization.json] [--shards N] [--rank-timeout SECONDS]
+//   [--realize @realization.json] [--shards N] [--rank-timeout SECONDS] [--memory-limit BYTES]
 // mpirun -n N quire train FILE …
 //
 // Runs the file's `training run` block (quire/train/trainer.h). The progress
@@ -31,6 +31,7 @@ Handler setup_train(CLI::App& sub) {
     std::string remat = "store";
     std::string backend = "native";
     std::string realize;
+    std::string memory_limit;
     double rank_timeout = 600;
     train::TrainOptions train;
   };
@@ -76,6 +77,9 @@ Handler setup_train(CLI::App& sub) {
                  "split each batch into N shards, computed one after another and summed in a fixed order: the bits "
                  "of `mpirun -n N quire train` (default 1: the batch whole)")
       ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--memory-limit", o->memory_limit,
+                 "refuse the run before its first step if one step needs more bytes than this: the vjp's inputs and "
+                 "peak (as `quire memory --grad` counts them) and the optimizer's state (64MiB, 2GB, 1048576)");
   sub.add_option("--rank-timeout", o->rank_timeout,
                  "under mpirun: the seconds a rank waits for another's message before it ends the run naming it "
                  "(default 600; a rank whose process ends is named at once)")
@@ -83,6 +87,7 @@ Handler setup_train(CLI::App& sub) {
   auto run = [o, precision_flag]() {
     if (!o->realize.empty() && precision_flag->count() > 0)
       throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
+    if (!o->memory_limit.empty()) o->train.memory_limit = parse_bytes("--memory-limit", o->memory_limit);
     auto prog = load_program(o->file);
     if (!prog) return 1;
     if (!o->realize.empty()) {

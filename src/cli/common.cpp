@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -25,6 +26,31 @@ std::unique_ptr<elab::Program> load_program(const std::string& path) {
     return nullptr;
   }
   return prog;
+}
+
+int64_t parse_bytes(const std::string& flag, const std::string& text) {
+  static const std::pair<const char*, int64_t> kUnits[] = {
+      {"", 1},           {"B", 1},
+      {"kB", 1000},      {"KB", 1000},           {"MB", 1000 * 1000}, {"GB", 1000LL * 1000 * 1000},
+      {"TB", 1000LL * 1000 * 1000 * 1000},       {"KiB", 1024},       {"MiB", 1024 * 1024},
+      {"GiB", 1024LL * 1024 * 1024},             {"TiB", 1024LL * 1024 * 1024 * 1024}};
+  auto refuse = [&](const std::string& why) {
+    return UsageError(fmt::format("{} {}: {}; give a whole number of bytes, optionally with a unit (64MiB, 2GB, 1048576)",
+                                  flag, text, why));
+  };
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) throw refuse("not a number of bytes");
+  if (digits > 15) throw refuse("too large");
+  const int64_t count = std::stoll(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name) {
+      if (count == 0) throw refuse("the limit must be above 0");
+      if (count > std::numeric_limits<int64_t>::max() / scale) throw refuse("too large");
+      return count * scale;
+    }
+  throw refuse(fmt::format("unknown unit `{}`", unit));
 }
 
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags, const elab::Program& prog) {

@@ -34,6 +34,11 @@ int report_error(const std::string& who = "quire");
 /// when it has errors.
 std::unique_ptr<elab::Program> load_program(const std::string& path);
 
+/// `--memory-limit`'s value: a whole number of bytes, with an optional unit
+/// (B; kB, MB, GB, TB by 1000; KiB, MiB, GiB, TiB by 1024), above 0. A
+/// UsageError naming the flag and the accepted forms otherwise.
+int64_t parse_bytes(const std::string& flag, const std::string& text);
+
 /// `B=4` flags → {B: 4}; each name must be a `dim` of the program and each size ≥ 1.
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& flags, const elab::Program& prog);
 

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "common.h"
+#include "quire/compile/memory.h"
 #include "quire/distributed/communicator.h"
 #include "quire/interp/interpreter.h"
 #include "quire/io/io_error.h"
@@ -34,6 +35,8 @@ int report_error(const std::string& who) {
   } catch (const train::SampleError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";
   } catch (const train::DataError& e) {
+    std::cerr << who << ": error: " << e.what() << "\n";
+  } catch (const compile::MemoryLimitError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";
   } catch (const distributed::CommunicatorError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";

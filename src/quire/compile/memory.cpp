@@ -63,6 +63,7 @@ class Replay {
     int64_t copy = -1;
     bool reverse = false;
     int64_t live_at_entry = 0;
+    const std::vector<int64_t>* counted = nullptr;  ///< the frame's bytes held, by value
   };
 
   /// After a store: the peak and each running frame's own peak.
@@ -77,6 +78,18 @@ class Replay {
     m_.peak_value = value;
     m_.peak_at.clear();
     for (const Active& a : stack_) m_.peak_at.push_back({a.instance, a.step, a.copy, a.reverse, live_ - a.live_at_entry});
+    // The largest values held now, largest first (the first held on ties).
+    std::vector<LiveValue>& largest = m_.largest_at_peak;
+    largest.clear();
+    for (const Active& a : stack_)
+      for (size_t v = 0; v < a.counted->size(); ++v) {
+        const int64_t b = (*a.counted)[v];
+        if (b <= 0 || (largest.size() == kLargestAtPeak && b <= largest.back().bytes)) continue;
+        auto at = std::upper_bound(largest.begin(), largest.end(), b,
+                                   [](int64_t x, const LiveValue& l) { return x > l.bytes; });
+        largest.insert(at, {a.instance, static_cast<int>(v), b});
+        if (largest.size() > kLargestAtPeak) largest.pop_back();
+      }
   }
 
   /// Runs one frame of instance `id`; returns the bytes that outlive it (a
@@ -92,9 +105,9 @@ class Replay {
       order_.push_back(id);
     }
     ++runs_[i];
-    stack_.push_back({id, -1, copy, reverse, live_});
     const bool kept = h.mode == FrameMode::Kept;
     std::vector<int64_t> counted(bytes_[i].size(), 0);
+    stack_.push_back({id, -1, copy, reverse, live_, &counted});
     int64_t owned = 0;  // kept forwards this frame's callees left behind
     auto hold = [&](int v) {
       const int64_t b = bytes_[i].at(static_cast<size_t>(v));
@@ -238,6 +251,37 @@ CallMemory count_call_memory(const elab::Program& prog, const CompiledProgram& c
   m.output_bytes = result_bytes(entry, root, entry.result_value);
   Replay(prog, host, m).call();
   return m;
+}
+
+std::optional<std::string> memory_limit_refusal(const elab::Program& prog, const CompiledProgram& compiled,
+                                                const CallMemory& m, int64_t limit, const std::string& what,
+                                                int64_t extra, const std::string& extra_what) {
+  const int64_t needs = m.input_bytes + m.peak_bytes + extra;
+  if (needs <= limit) return std::nullopt;
+  const HostProgram& host = compiled.host;
+  std::string out = fmt::format("{} needs {} bytes, over --memory-limit {}: its inputs {} (the parameters {}), "
+                                "its peak {} at {}",
+                                what, needs, limit, m.input_bytes, m.parameter_bytes, m.peak_bytes,
+                                site_text(prog, host, m));
+  if (host.remat == interp::Remat::Store && m.kept_at_peak > 0)
+    out += fmt::format(" ({} of them kept for a reverse sweep)", m.kept_at_peak);
+  if (extra > 0) out += fmt::format(", {} {}", extra_what, extra);
+  out += "\nthe largest values live at the peak:";
+  for (const LiveValue& l : m.largest_at_peak) {
+    const HostFunction& h = host.functions.at(static_cast<size_t>(l.instance));
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
+    const core::Instr* in = instr_at(fn, l.value);
+    std::string type;
+    for (const HostBuffer& b : h.buffers)
+      if (b.value == l.value)
+        type = fmt::format("{}{}",
+                           b.elem == runtime::ElemKind::Real ? runtime::float_type_name(b.type)
+                                                             : runtime::elem_kind_name(b.elem),
+                           runtime::shape_string(b.shape));
+    out += fmt::format("\n  {:>12} bytes  `{}` ({}) {}", l.bytes, core::site_name(fn, l.value),
+                       in ? core::op_info(in->op).spelling : "argument", type);
+  }
+  return out;
 }
 
 std::string print_call_memory(const elab::Program& prog, const CompiledProgram& compiled, const CallMemory& m,

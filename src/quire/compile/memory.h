@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,13 @@ struct InstanceMemory {
   int64_t own_peak = 0;      ///< the most any frame of it holds while it runs, its callees' included
 };
 
+/// A value live at the peak, in a frame that is running then.
+struct LiveValue {
+  int instance = -1;
+  int value = 0;  ///< in the instance's function
+  int64_t bytes = 0;
+};
+
 struct CallMemory {
   int64_t parameter_bytes = 0;  ///< every parameter at its stored type
   int64_t parameter_elements = 0;
@@ -60,12 +69,33 @@ struct CallMemory {
   int64_t kept_at_peak = 0;  ///< of which, the values of kept forwards (`--remat store`)
   std::vector<PeakFrame> peak_at;  ///< where the peak first occurs, the entry's frame first; empty when 0
   int peak_value = -1;             ///< the value stored at the peak (in the innermost frame's function)
+  /// The largest values live at the peak in running frames, largest first
+  /// (at most kLargestAtPeak; a kept frame's values are in kept_at_peak).
+  std::vector<LiveValue> largest_at_peak;
   std::vector<InstanceMemory> instances;  ///< in call-tree order, the entry's first
   int64_t steps = 0;                      ///< host steps the call runs, its callees' included
 };
 
+/// How many of the values live at the peak CallMemory names.
+inline constexpr size_t kLargestAtPeak = 5;
+
 /// Counts one call of `compiled`'s entry (`prog`: the program it was compiled from).
 CallMemory count_call_memory(const elab::Program& prog, const CompiledProgram& compiled);
+
+/// A call or a step refused by `--memory-limit` before it runs; what() is
+/// memory_limit_refusal's text.
+struct MemoryLimitError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// `--memory-limit`: the reason a call that needs more than `limit` bytes
+/// (its inputs and its peak) is refused, with the figures and the largest
+/// values live at the peak, each a site; nullopt when it fits. `what` names
+/// the call ("one call of `loss`", "the step's vjp"); `extra` bytes (an
+/// optimizer's state) are added to the need, described by `extra_what`.
+std::optional<std::string> memory_limit_refusal(const elab::Program& prog, const CompiledProgram& compiled,
+                                                const CallMemory& m, int64_t limit, const std::string& what,
+                                                int64_t extra = 0, const std::string& extra_what = "");
 
 /// `quire memory`'s printout and its JSON form (`label` names the realization: `f32`, `@r.json`).
 std::string print_call_memory(const elab::Program& prog, const CompiledProgram& compiled, const CallMemory& m,

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -59,6 +60,27 @@ Counted count_and_measure(elab::Program& prog, int fn, const std::vector<Value>&
       EXPECT_LE(out.counted.peak_at[k].bytes, out.counted.peak_at[k - 1].bytes);
   }
   for (const InstanceMemory& im : out.counted.instances) EXPECT_LE(im.share, im.own_peak);
+  // The largest values live at the peak: buffers of their instances, largest
+  // first, together no more than the peak.
+  const std::vector<LiveValue>& largest = out.counted.largest_at_peak;
+  EXPECT_LE(largest.size(), kLargestAtPeak);
+  if (out.counted.peak_bytes > out.counted.kept_at_peak) {
+    EXPECT_FALSE(largest.empty());
+  }
+  int64_t named = 0;
+  for (size_t k = 0; k < largest.size(); ++k) {
+    if (k > 0) {
+      EXPECT_LE(largest[k].bytes, largest[k - 1].bytes);
+    }
+    named += largest[k].bytes;
+    const HostFunction& h = c.host.functions.at(static_cast<size_t>(largest[k].instance));
+    auto b = std::find_if(h.buffers.begin(), h.buffers.end(), [&](const HostBuffer& x) { return x.value == largest[k].value; });
+    EXPECT_NE(b, h.buffers.end()) << "#" << largest[k].instance << " %" << largest[k].value;
+    if (b != h.buffers.end()) {
+      EXPECT_EQ(b->bytes, largest[k].bytes);
+    }
+  }
+  EXPECT_LE(named, out.counted.peak_bytes);
   EXPECT_LE(out.counted.kept_at_peak, out.counted.peak_bytes);
   if (remat == interp::Remat::Recompute) {
     EXPECT_EQ(out.counted.kept_at_peak, 0);
@@ -115,6 +137,32 @@ TEST(Memory, TheTutorialsFiguresAtB4InF64) {
   EXPECT_EQ(m.output_bytes, 8);
   ASSERT_GE(m.peak_at.size(), 2u);  // inside the tower
   EXPECT_EQ(m.peak_bytes % 8, 0);
+}
+
+// --memory-limit's refusal: a call that needs exactly the limit runs; one
+// byte less and it is refused with its figures and the values at the peak.
+TEST(Memory, ALimitBelowTheNeedRefusesTheCallWithItsFigures) {
+  auto e = elab::testing::elaborate_tutorial();
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  elab::Program& prog = *e->prog;
+  CompileRequest request;
+  request.entry = prog.find_function("loss");
+  request.dims = {{"B", 4}};
+  const CompiledProgram c = compile(prog, request);
+  const CallMemory m = count_call_memory(prog, c);
+  const int64_t needs = m.input_bytes + m.peak_bytes;
+  EXPECT_FALSE(memory_limit_refusal(prog, c, m, needs, "one call of `loss`"));
+  const auto refusal = memory_limit_refusal(prog, c, m, needs - 1, "one call of `loss`");
+  ASSERT_TRUE(refusal);
+  EXPECT_TRUE(refusal->starts_with(fmt::format("one call of `loss` needs {} bytes, over --memory-limit {}: its inputs {}",
+                                               needs, needs - 1, m.input_bytes)))
+      << *refusal;
+  EXPECT_NE(refusal->find("the largest values live at the peak:\n"), std::string::npos) << *refusal;
+  // State added on top (a training step's optimizer) is counted and named.
+  const auto with_state = memory_limit_refusal(prog, c, m, needs, "one training step", 64, "the adamw state");
+  ASSERT_TRUE(with_state);
+  EXPECT_NE(with_state->find(fmt::format("needs {} bytes", needs + 64)), std::string::npos) << *with_state;
+  EXPECT_NE(with_state->find("the adamw state 64"), std::string::npos) << *with_state;
 }
 
 std::unique_ptr<elab::testing::Elaborated> elaborate_gpt() {
@@ -191,6 +239,39 @@ TEST_F(Cli, MemoryRefusesBadInputInOneLine) {
   expect_error(tutorial_train() + " --entry loss --dim B=4 --realize @" + write("r.json", "{ not json"), "r.json");
   expect_error(tutorial_train() + " --entry loss --dim B=4 --realize @/no/such/file.json", "/no/such/file.json");
   expect_error(tutorial_train() + " --entry loss --dim B=4 --realize @x.json --precision f32", "--precision");
+}
+
+// `run` and `train` under --memory-limit: refused before anything runs (no
+// result, no step, no metrics), status 1, the figures `quire memory` prints.
+TEST_F(Cli, RunAndTrainRefuseWhatPassesTheMemoryLimit) {
+  Outcome counted = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --format json");
+  ASSERT_EQ(counted.status, 0) << counted.output;
+  const int64_t needs = nlohmann::json::parse(counted.output)["needs"].get<int64_t>();
+  for (const char* backend : {"native", "interp"}) {
+    const std::string run = fmt::format("run {} --entry loss --dim B=4 --backend {} --memory-limit ", tutorial_train(), backend);
+    Outcome over = quire::testing::run_quire(run + std::to_string(needs - 1));
+    EXPECT_EQ(over.status, 1) << over.output;
+    EXPECT_TRUE(over.output.starts_with(fmt::format("quire: error: one call of `loss` needs {} bytes", needs))) << over.output;
+    EXPECT_EQ(over.output.find("result ="), std::string::npos) << over.output;
+    Outcome fits = quire::testing::run_quire(run + std::to_string(needs));
+    EXPECT_EQ(fits.status, 0) << fits.output;
+  }
+  for (const char* bad : {"12XB", "0", "-5", "MiB", "99999999999999999TiB"}) {
+    Outcome o = quire::testing::run_quire("run " + tutorial_train() + " --entry loss --dim B=4 --memory-limit " + bad);
+    EXPECT_EQ(o.status, 1) << bad << ": " << o.output;
+    EXPECT_NE(o.output.find(fmt::format("--memory-limit {}: ", bad)), std::string::npos) << o.output;
+  }
+  Outcome unit = quire::testing::run_quire("run " + tutorial_train() + " --entry loss --dim B=4 --memory-limit 1KiB");
+  EXPECT_NE(unit.output.find("over --memory-limit 1024:"), std::string::npos) << unit.output;
+  const std::string dir = file("run");
+  Outcome train = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 2 --memory-limit 4KiB --run-dir " + dir);
+  EXPECT_EQ(train.status, 1) << train.output;
+  EXPECT_NE(train.output.find("quire: error: one training step needs "), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find(", the adamw state "), std::string::npos) << train.output;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir) / "metrics.jsonl"));
+  Outcome trains = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 2 --memory-limit 1MiB --run-dir " +
+                                             file("run2"));
+  EXPECT_EQ(trains.status, 0) << trains.output;
 }
 
 // A realization of the gradient (`solve --of gradient`) names the reverse

@@ -43,6 +43,8 @@ class StepProgram {
   interp::Value call(const std::vector<interp::Value>& args);
   /// The interpreter's work and memory of the last call.
   const interp::EvalStats& stats() const { return stats_; }
+  /// The compiled step under --backend native or kernels; null under interp.
+  const compile::CompiledProgram* compiled() const { return compiled_.get(); }
   /// The realization the vjp runs under (the compiled one, or the reference's).
   const precision::Realization& realization() const { return *realization_; }
   /// Evaluates `args` again with every stored value watched: the first site,

@@ -14,6 +14,7 @@
 
 #include "quire/compile/compile.h"
 #include "quire/compile/executor.h"
+#include "quire/compile/memory.h"
 #include "quire/distributed/handshake.h"
 #include "quire/distributed/reduction.h"
 #include "quire/grad/vjp.h"
@@ -106,6 +107,8 @@ class Trainer {
   void agree_with_ranks();
   /// ", 3 shards of 3+3+2 rows on 3 ranks (one each)": the start message's words for the shards.
   std::string shards_text() const;
+  /// --memory-limit: a MemoryLimitError when one step needs more (trainer.h, MEMORY).
+  void refuse_over_limit(int64_t limit, const precision::RealizeOptions& realize);
   void write_checkpoint_now();
   nlohmann::json trainer_state() const;
   /// Closes the run: a checkpoint of where it stopped (unless `failed`: the
@@ -370,6 +373,7 @@ void Trainer::set_up() {
   }
   optimizer_->set_threads(options_.threads);
   optimizer_->set_backend(options_.backend);
+  if (options_.memory_limit) refuse_over_limit(*options_.memory_limit, realize);
 
   progress_ = std::make_unique<Progress>(
       out_, tty_, options_.log_every > 0 ? options_.log_every : default_log_every(loader_->total_steps()));
@@ -383,6 +387,31 @@ void Trainer::set_up() {
       loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), policy_label_,
       scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat),
       shards_ == 1 ? std::string() : shards_text()));
+}
+
+void Trainer::refuse_over_limit(int64_t limit, const precision::RealizeOptions& realize) {
+  // The largest shard's step (the others need no more), compiled for the
+  // count where the run interprets it.
+  const auto largest = std::prev(steps_.end());
+  std::unique_ptr<compile::CompiledProgram> counted;
+  const compile::CompiledProgram* c = largest->second->compiled();
+  if (!c) {
+    compile::CompileRequest request;
+    request.entry = vjp_;
+    request.dims = dims_;
+    request.dims[run_->batch_dim] = largest->first;
+    request.realize = realize;
+    request.remat = options_.remat;
+    counted = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
+    c = counted.get();
+  }
+  const compile::CallMemory m = compile::count_call_memory(prog_, *c);
+  int64_t state = 0;
+  for (const auto& [name, t] : optimizer_->state_tensors())
+    state += t.size() * runtime::float_type_info(master_).storage_bits / 8;
+  if (auto refusal = compile::memory_limit_refusal(prog_, *c, m, limit, "one training step", state,
+                                                   fmt::format("the {} state", optimizer_kind_name(optimizer_->config().kind))))
+    throw compile::MemoryLimitError(*refusal);
 }
 
 std::string Trainer::shards_text() const {

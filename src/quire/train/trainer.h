@@ -47,6 +47,13 @@
 // settings that decide the steps) and refuse to start if any differs
 // (distributed/handshake.h).
 //
+// MEMORY. Under --memory-limit a step's need is counted before the first
+// step, from the compiled vjp as `quire memory --grad` counts it (its inputs:
+// θ, the batch of the largest shard; its peak of live bytes, the gradient
+// among them) plus the optimizer's state (the moments, at the master type);
+// a run that needs more stops there with the figures and the largest values
+// live at the peak.
+//
 // RESUME. A checkpoint holds θ, the optimizer's state, the data position,
 // the loss scale and the settings a resume must repeat (the policy, and the
 // seed of a keyed objective's keys: they depend on the seed and the step
@@ -113,6 +120,9 @@ struct TrainOptions {
   /// another and summed in a fixed order (SHARDS above). Under `world` it
   /// must be 1 or the rank count.
   int shards = 1;
+  /// `--memory-limit`: refuse the run before its first step when one step
+  /// needs more bytes than this (MEMORY below); none when unset.
+  std::optional<int64_t> memory_limit;
   /// The ranks of an MPI run (one shard each), or null for a run in one process.
   distributed::Communicator* world = nullptr;
 };

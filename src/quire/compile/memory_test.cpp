@@ -274,6 +274,48 @@ TEST_F(Cli, RunAndTrainRefuseWhatPassesTheMemoryLimit) {
   EXPECT_EQ(trains.status, 0) << trains.output;
 }
 
+// `memory --step`: the training step under both remats, its parts adding up
+// to what it needs, the same figure `train --memory-limit` checks.
+TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
+  Outcome o = quire::testing::run_quire("memory " + tutorial_train() + " --step --format json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto j = nlohmann::json::parse(o.output);
+  EXPECT_EQ(j["format"], "quire-memory-step");
+  EXPECT_EQ(j["optimizer"], "adamw");
+  EXPECT_EQ(j["dims"]["B"], 8);  // the run's batch
+  const auto& store = j["remat"]["store"];
+  const auto& recompute = j["remat"]["recompute"];
+  for (const auto* r : {&store, &recompute}) {
+    const auto& c = *r;
+    EXPECT_EQ(c["needs"].get<int64_t>(), c["parameters"].get<int64_t>() + c["batch"].get<int64_t>() +
+                                             c["peak"].get<int64_t>() + c["optimizer_state"].get<int64_t>());
+    EXPECT_EQ(c["optimizer_state"].get<int64_t>(), 2 * c["gradient"].get<int64_t>());  // AdamW's two moments, f64
+    EXPECT_EQ(c["gradient"].get<int64_t>(), c["parameters"].get<int64_t>());           // f64 masters, nothing frozen
+    EXPECT_EQ(c["peak"], c["call"]["peak"]["bytes"]);
+  }
+  EXPECT_GT(store["kept"].get<int64_t>(), 0);
+  EXPECT_EQ(recompute["kept"].get<int64_t>(), 0);
+  EXPECT_GT(store["peak"].get<int64_t>(), recompute["peak"].get<int64_t>());
+  // The step's peak is `memory --grad`'s at the run's batch.
+  Outcome grad = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=8 --grad --remat store --format json");
+  ASSERT_EQ(grad.status, 0) << grad.output;
+  EXPECT_EQ(nlohmann::json::parse(grad.output)["peak"]["bytes"], store["peak"]);
+  // train --memory-limit refuses one byte under the store step's need, and names it.
+  const int64_t needs = store["needs"].get<int64_t>();
+  Outcome train = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 1 --run-dir " + file("r") +
+                                            " --memory-limit " + std::to_string(needs - 1));
+  EXPECT_EQ(train.status, 1) << train.output;
+  EXPECT_NE(train.output.find(fmt::format("one training step needs {} bytes", needs)), std::string::npos) << train.output;
+  // Bad invocations, one line each.
+  for (const std::string& args : {tutorial_train() + " --step --entry loss", tutorial_train(),
+                                  tutorial_train() + " --step --grad", tutorial_train() + " --step --remat store",
+                                  write("plain.qr", "fn f(x : ℝ[3]) -> ℝ[] = sum(x)\n") + " --step"}) {
+    Outcome bad = quire::testing::run_quire("memory " + args);
+    EXPECT_EQ(bad.status, 1) << args << ": " << bad.output;
+    EXPECT_TRUE(bad.output.starts_with("quire: error: ")) << args << ": " << bad.output;
+  }
+}
+
 // A realization of the gradient (`solve --of gradient`) names the reverse
 // sweep's sites: `memory --grad` counts the step under it, narrower than
 // under f64; without --grad (the loss alone), like `run`, it is refused.

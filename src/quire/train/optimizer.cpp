@@ -717,6 +717,24 @@ bool Optimizer::holds(const StateKind& k, const ParamState& s) const {
   return config_.kind != OptimizerKind::Muon || k.muon == s.muon;
 }
 
+int64_t Optimizer::state_bytes(runtime::FloatType master) const {
+  int64_t elements = 0;
+  for (const StateKind& k : state_kinds())
+    for (const ParamState& s : states_)
+      if (holds(k, s)) elements += static_cast<int64_t>((k.in_first ? s.first : s.second).size());
+  return elements * runtime::float_type_info(master).storage_bits / 8;
+}
+
+std::map<std::string, int> stacked_copies(const elab::Program& prog, const elab::ParamsType& model) {
+  std::map<std::string, int> stacked;
+  const auto flat = prog.flatten(model);
+  const auto decls = prog.flatten_decls(model);
+  for (size_t i = 0; i < flat.size() && i < decls.size(); ++i)
+    if (const size_t copies = flat[i].second.axes.size() - decls[i]->type.axes.size(); copies > 0)
+      stacked[flat[i].first] = static_cast<int>(copies);
+  return stacked;
+}
+
 io::NamedTensors Optimizer::state_tensors() const {
   io::NamedTensors out;
   for (const StateKind& k : state_kinds())

@@ -162,6 +162,11 @@ struct StepReport {
   bool clipped = false;  ///< whether the gradients were scaled down
 };
 
+/// By parameter path, how many leading axes of the model's parameter are a
+/// stack's copies (`stack{L}`: the flattened parameter has them, its
+/// declaration does not); a parameter of no stack is absent.
+std::map<std::string, int> stacked_copies(const elab::Program& prog, const elab::ParamsType& model);
+
 /// An optimizer and its state: AdamW's exp_avg and exp_avg_sq, SGD's
 /// momentum buffer, or Muon's momentum buffer for its matrices and AdamW's
 /// moments for the rest, per trainable parameter, and the number of updates
@@ -203,6 +208,9 @@ class Optimizer {
   /// The paths of the parameters Muon takes, in path order (none for AdamW, SGD).
   std::vector<std::string> muon_params() const;
 
+  /// The bytes the state holds when kept at `master` (the moments; not the
+  /// parameters, the gradients or the step count).
+  int64_t state_bytes(runtime::FloatType master) const;
   /// The state tensors, by kind then path: "adamw.exp_avg.<path>",
   /// "adamw.exp_avg_sq.<path>", or "sgd.momentum_buffer.<path>" (none for SGD
   /// without momentum); Muon's "muon.momentum_buffer.<path>" for its

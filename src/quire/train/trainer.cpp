@@ -361,13 +361,8 @@ void Trainer::set_up() {
       for (double& x : t.reals) x = runtime::round_to(p->stored, x);
   // A stacked parameter's leading axes are its copies (`stack{L}`): Muon
   // takes each copy's matrix. The declaration has the copy's own axes.
-  std::map<std::string, int> stacked;
-  const auto flat = prog_.flatten(model);
-  const auto decls = prog_.flatten_decls(model);
-  for (size_t i = 0; i < flat.size() && i < decls.size(); ++i)
-    stacked[flat[i].first] = static_cast<int>(flat[i].second.axes.size() - decls[i]->type.axes.size());
   try {
-    optimizer_ = std::make_unique<Optimizer>(config, params_, frozen, stacked);
+    optimizer_ = std::make_unique<Optimizer>(config, params_, frozen, stacked_copies(prog_, model));
   } catch (const OptimizerError& e) {
     throw optimizer_diagnostic(e);
   }
@@ -406,9 +401,7 @@ void Trainer::refuse_over_limit(int64_t limit, const precision::RealizeOptions& 
     c = counted.get();
   }
   const compile::CallMemory m = compile::count_call_memory(prog_, *c);
-  int64_t state = 0;
-  for (const auto& [name, t] : optimizer_->state_tensors())
-    state += t.size() * runtime::float_type_info(master_).storage_bits / 8;
+  const int64_t state = optimizer_->state_bytes(master_);
   if (auto refusal = compile::memory_limit_refusal(prog_, *c, m, limit, "one training step", state,
                                                    fmt::format("the {} state", optimizer_kind_name(optimizer_->config().kind))))
     throw compile::MemoryLimitError(*refusal);

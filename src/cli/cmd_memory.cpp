@@ -1,6 +1,7 @@
 // quire memory FILE --entry E [--dim B=4 ...] [--precision f64|f32|bf16|f16 | --realize @r.json]
 //   [--grad] [--remat store|recompute] [--format text|json]
 // quire memory FILE --step [--dim …] [--precision …] [--format text|json]
+// quire memory FILE --entry E --dim … --symbolic [--grad] [--precision …] [--remat …] [--format …]
 //
 // What one call of the entry needs, counted from its compiled program at the
 // call's dimensions and realized types (compile/memory.h, docs/memory.md):
@@ -17,11 +18,13 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <utility>
 
 #include "commands.h"
 #include "common.h"
 #include "quire/compile/compile.h"
 #include "quire/compile/memory.h"
+#include "quire/compile/memory_symbolic.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/params.h"
 #include "quire/realize/realization.h"
@@ -142,7 +145,7 @@ Handler setup_memory(CLI::App& sub) {
   struct Options {
     std::string file, entry, precision = "f64", realize, remat = "recompute", format = "text";
     std::vector<std::string> dims;
-    bool grad = false, step = false;
+    bool grad = false, step = false, symbolic = false;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -162,6 +165,8 @@ Handler setup_memory(CLI::App& sub) {
       ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_flag("--grad", o->grad,
                "count the entry's gradient as a training step computes it (its vjp with respect to θ) instead");
+  sub.add_flag("--symbolic", o->symbolic,
+               "each count as a polynomial in the --dim dimensions, fitted on a grid of them and checked off it");
   sub.add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   return [o, precision_flag, entry_flag, step_flag, remat_flag]() {
     if (!o->realize.empty() && precision_flag->count() > 0)
@@ -174,6 +179,7 @@ Handler setup_memory(CLI::App& sub) {
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const auto dims = parse_dims(o->dims, *prog);
+    if (o->step && o->symbolic) throw UsageError("--symbolic counts one call (--entry), not --step");
     if (o->step) return print_step(*prog, dims, o->precision, o->format);
     const int entry = find_entry(*prog, o->entry);
     compile::CompileRequest request;
@@ -193,6 +199,20 @@ Handler setup_memory(CLI::App& sub) {
       // As training reads them: a trained parameter keeps its master, its reads rounded.
       request.realize.keep_masters = o->grad;
       label = "@" + (o->realize[0] == '@' ? o->realize.substr(1) : o->realize);
+    }
+    if (o->symbolic) {
+      // The vjp built once, then compiled as the entry at each point of the grid.
+      if (o->grad) {
+        request.entry = grad::vjp(*prog, entry, request.wrt);
+        request.wrt.clear();
+      }
+      const compile::SymbolicMemory s = compile::count_symbolic_memory(*prog, request);
+      const compile::CompiledProgram at_given = compile::compile(std::as_const(*prog), request);
+      if (o->format == "json")
+        std::cout << compile::symbolic_memory_json(*prog, at_given, s, label).dump(2) << "\n";
+      else
+        std::cout << compile::print_symbolic_memory(*prog, at_given, s, label);
+      return 0;
     }
     // Default layouts: what a call holds does not depend on the plan.
     const compile::CompiledProgram compiled = compile::compile(*prog, request);  // adds the vjp under --grad

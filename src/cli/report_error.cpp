@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "quire/compile/memory.h"
+#include "quire/compile/memory_symbolic.h"
 #include "quire/distributed/communicator.h"
 #include "quire/interp/interpreter.h"
 #include "quire/io/io_error.h"
@@ -35,6 +36,8 @@ int report_error(const std::string& who) {
   } catch (const train::SampleError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";
   } catch (const train::DataError& e) {
+    std::cerr << who << ": error: " << e.what() << "\n";
+  } catch (const compile::SymbolicError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";
   } catch (const compile::MemoryLimitError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";

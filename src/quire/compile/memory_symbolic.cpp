@@ -278,7 +278,8 @@ SymbolicMemory count_symbolic_memory(const elab::Program& prog, const CompileReq
   std::vector<std::map<std::pair<int, int>, int64_t>> bytes;
   for (const Point& p : grid) bytes.push_back(buffer_bytes(p.compiled.host));
   const auto check_bytes = buffer_bytes(check.compiled.host);
-  for (const auto& [key, at_given] : bytes.front()) {
+  for (const auto& [bound_key, at_given] : bytes.front()) {
+    const std::pair<int, int> key = bound_key;  // a lambda cannot capture a structured binding (C++20, clang 14)
     const HostFunction& h = first.functions.at(static_cast<size_t>(key.first));
     const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
     auto of = [&](const std::map<std::pair<int, int>, int64_t>& b) {

@@ -27,7 +27,7 @@ class ExportCli : public CliTest {
 };
 
 TEST_F(ExportCli, WritesOneModulePerFileTheRuntimeAndTheReadme) {
-  const Outcome o = run_quire(program() + " export --target pytorch --entry f -o " + file("out"));
+  const Outcome o = run_quire("export " + program() + " --target pytorch --entry f -o " + file("out"));
   ASSERT_EQ(o.status, 0) << o.output;
   EXPECT_NE(o.output.find("1 entry (f) as PyTorch: 3 files"), std::string::npos) << o.output;
   for (const char* name : {"p.py", "quire_runtime.py", "README.md"})
@@ -36,27 +36,27 @@ TEST_F(ExportCli, WritesOneModulePerFileTheRuntimeAndTheReadme) {
 }
 
 TEST_F(ExportCli, AnUnknownEntryIsNamed) {
-  const Outcome o = run_quire(program() + " export --target pytorch --entry nope -o " + file("out"));
+  const Outcome o = run_quire("export " + program() + " --target pytorch --entry nope -o " + file("out"));
   expect_one_line_error(o, "--entry nope: no such function (the program has: f, g");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out"));
 }
 
 TEST_F(ExportCli, AnUnwritableFolderIsRefused) {
   const std::string plain = write("plain", "a file, not a folder\n");
-  const Outcome o = run_quire(program() + " export --target pytorch --entry f -o " + plain + "/out");
+  const Outcome o = run_quire("export " + program() + " --target pytorch --entry f -o " + plain + "/out");
   expect_one_line_error(o, "cannot make the folder");
 }
 
 TEST_F(ExportCli, OnlyThePytorchTargetIsBuilt) {
-  expect_one_line_error(run_quire(program() + " export --target c --entry f -o " + file("out")),
+  expect_one_line_error(run_quire("export " + program() + " --target c --entry f -o " + file("out")),
                         "--target c: the C export is not built yet; --target pytorch is");
-  expect_one_line_error(run_quire(program() + " export --target onnx --entry f -o " + file("out")),
+  expect_one_line_error(run_quire("export " + program() + " --target onnx --entry f -o " + file("out")),
                         "--target onnx: unknown target");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out"));
 }
 
 TEST_F(ExportCli, TheReverseSweepIsRefusedAtItsSite) {
-  const Outcome o = run_quire(program() + " export --target pytorch --entry g -o " + file("out"));
+  const Outcome o = run_quire("export " + program() + " --target pytorch --entry g -o " + file("out"));
   expect_one_line_error(o, "cannot export to PyTorch: f.vjp/%");
   EXPECT_NE(o.output.find("is an operation of the reverse sweep"), std::string::npos) << o.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out"));

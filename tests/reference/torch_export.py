@@ -30,7 +30,6 @@ import tempfile
 
 import numpy as np
 
-import safetensors_file
 from require_torch import import_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,12 +45,12 @@ def run(quire, cwd, *args):
 
 
 def load_params(torch, path):
-    """The parameters by path, as float64 tensors (what safetensors.torch.load_file gives)."""
-    out = {}
-    for name, (dtype, values) in safetensors_file.read(path).items():
-        if dtype != "F64":
-            sys.exit(f"FAIL {path}: {name} is {dtype}, expected F64 under --precision f64")
-        out[name] = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64))
+    """The parameters by path, loaded as the exported README says (safetensors.torch.load_file)."""
+    import safetensors.torch  # installed by scripts/setup beside torch
+    out = safetensors.torch.load_file(path)
+    for name, t in out.items():
+        if t.dtype != torch.float64:
+            sys.exit(f"FAIL {path}: {name} is {t.dtype}, expected float64 under --precision f64")
     return out
 
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "quire/compile/build_host.h"
+#include "quire/compile/memory_placement.h"
 #include "quire/core/printer.h"
 
 namespace quire::compile {
@@ -46,7 +47,12 @@ class Replay {
   }
 
   void call() {
-    run(host_.root, -1, false);
+    run(host_.root, -1, false, nullptr);
+    // The arena: every stored value at one offset for its whole life.
+    const Placement placement = place_by_size(lives_);
+    m_.arena_bytes = placement.arena_bytes;
+    for (size_t r = 0; r < lives_.size(); ++r)
+      m_.placed.push_back({sites_[r].first, sites_[r].second, lives_[r], placement.offsets[r]});
     for (int id : order_) {
       const size_t i = static_cast<size_t>(id);
       m_.instances.push_back({id, depth_[i], runs_[i], 0, own_peak_[i]});
@@ -95,7 +101,9 @@ class Replay {
   /// Runs one frame of instance `id`; returns the bytes that outlive it (a
   /// kept frame's values and the forwards it kept in turn), which the frame
   /// that called it owns until it returns.
-  int64_t run(int id, int64_t copy, bool reverse) {
+  /// `outliving` receives the lives (indices into lives_) that a kept frame
+  /// leaves to the frame that called it.
+  int64_t run(int id, int64_t copy, bool reverse, std::vector<size_t>* outliving) {
     if (stack_.size() > static_cast<size_t>(interp::kMaxCallDepth))
       throw std::logic_error("internal: the host program's calls nest deeper than the executor allows");
     const size_t i = static_cast<size_t>(id);
@@ -109,11 +117,23 @@ class Replay {
     std::vector<int64_t> counted(bytes_[i].size(), 0);
     stack_.push_back({id, -1, copy, reverse, live_, &counted});
     int64_t owned = 0;  // kept forwards this frame's callees left behind
+    std::vector<size_t> owned_lives;                      // their lives, ended when this frame ends
+    std::vector<int64_t> life(bytes_[i].size(), -1);      // by value: its open life in lives_
     auto hold = [&](int v) {
       const int64_t b = bytes_[i].at(static_cast<size_t>(v));
       live_ += b - counted[static_cast<size_t>(v)];
       counted[static_cast<size_t>(v)] = b;
+      int64_t& open = life[static_cast<size_t>(v)];
+      if (b > 0 && open < 0) {
+        open = static_cast<int64_t>(lives_.size());
+        lives_.push_back({time_, -1, b});
+        sites_.emplace_back(id, v);
+      }
+      ++time_;
       observe(v);
+    };
+    auto end_life = [&](int64_t r) {
+      if (r >= 0) lives_[static_cast<size_t>(r)].end = time_;
     };
     for (size_t k = 0; k < h.steps.size(); ++k) {
       const HostStep& s = h.steps[k];
@@ -128,18 +148,21 @@ class Replay {
           for (int v : s.steps) hold(v);
           break;
         case HostStep::Kind::Call:
-          owned += run(s.callee, -1, false);
+          owned += run(s.callee, -1, false, &owned_lives);
           hold(s.value);
           break;
         case HostStep::Kind::Fold:
-          for (int64_t c = 0; c < s.count; ++c) owned += run(s.copies.at(static_cast<size_t>(c)), c, false);
+          for (int64_t c = 0; c < s.count; ++c)
+            owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives);
           hold(s.value);
           break;
         case HostStep::Kind::FoldVjp:
           // The forward again unless it was kept, then the vjps, last copy first.
           if (!s.copies.empty())
-            for (int64_t c = 0; c < s.count; ++c) owned += run(s.copies.at(static_cast<size_t>(c)), c, false);
-          for (int64_t c = s.count; c-- > 0;) owned += run(s.vjp_copies.at(static_cast<size_t>(c)), c, true);
+            for (int64_t c = 0; c < s.count; ++c)
+              owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives);
+          for (int64_t c = s.count; c-- > 0;)
+            owned += run(s.vjp_copies.at(static_cast<size_t>(c)), c, true, &owned_lives);
           hold(s.value);
           break;
       }
@@ -147,12 +170,23 @@ class Replay {
         for (int v : released_[i][k]) {
           live_ -= counted[static_cast<size_t>(v)];
           counted[static_cast<size_t>(v)] = 0;
+          end_life(life[static_cast<size_t>(v)]);
+          life[static_cast<size_t>(v)] = -1;
         }
     }
     int64_t held = 0;
     for (int64_t b : counted) held += b;
     stack_.pop_back();
-    if (kept) {
+    if (kept && outliving) {
+      kept_live_ += held;
+      for (int64_t r : life)
+        if (r >= 0) outliving->push_back(static_cast<size_t>(r));
+      outliving->insert(outliving->end(), owned_lives.begin(), owned_lives.end());
+      return held + owned;
+    }
+    for (int64_t r : life) end_life(r);
+    for (size_t r : owned_lives) end_life(static_cast<int64_t>(r));
+    if (kept) {  // the entry's own frame kept: everything ends with the call
       kept_live_ += held;
       return held + owned;
     }
@@ -171,6 +205,9 @@ class Replay {
   std::vector<Active> stack_;
   int64_t live_ = 0;
   int64_t kept_live_ = 0;
+  int64_t time_ = 0;                           ///< store events so far: the clock of the lives
+  std::vector<Lifetime> lives_;                ///< every stored value's life, in store order
+  std::vector<std::pair<int, int>> sites_;     ///< by life: (instance, value)
 };
 
 int64_t element_bytes(runtime::FloatType t) { return runtime::float_type_info(t).storage_bits / 8; }
@@ -206,6 +243,13 @@ std::string frame_text(const elab::Program& prog, const HostProgram& host, const
                                 h.steps.size());
   if (f.copy >= 0) out += fmt::format(", iteration {}{}", f.copy, f.reverse ? " of the reverse sweep" : "");
   return out;
+}
+
+/// "the peak exactly" or "4.8 % over the peak" (offsets aligned to 64 bytes count in it).
+std::string arena_excess(const CallMemory& m) {
+  if (m.arena_bytes == m.peak_bytes || m.peak_bytes == 0) return "the peak exactly";
+  return fmt::format("{:.1f} % over the peak",
+                     100.0 * static_cast<double>(m.arena_bytes - m.peak_bytes) / static_cast<double>(m.peak_bytes));
 }
 
 std::string site_text(const elab::Program& prog, const HostProgram& host, const CallMemory& m) {
@@ -302,6 +346,8 @@ std::string print_call_memory(const elab::Program& prog, const CompiledProgram& 
   out += "\n";
   for (const PeakFrame& f : m.peak_at) out += fmt::format("              in {}\n", frame_text(prog, host, f));
   out += fmt::format("  needs       {} bytes: the inputs and the peak\n", m.input_bytes + m.peak_bytes);
+  out += fmt::format("  arena       {} bytes: the {} stored values at fixed offsets, greedy by size: {}\n",
+                     m.arena_bytes, m.placed.size(), arena_excess(m));
   out += "calls: their shares of the peak and their own peaks (bytes, their callees' included)\n";
   size_t width = 4;
   for (const InstanceMemory& im : m.instances)
@@ -349,6 +395,17 @@ nlohmann::ordered_json call_memory_json(const elab::Program& prog, const Compile
   }
   j["peak"] = {{"bytes", m.peak_bytes}, {"kept", m.kept_at_peak}, {"site", site}, {"at", at}};
   j["needs"] = m.input_bytes + m.peak_bytes;
+  nlohmann::ordered_json placed = nlohmann::ordered_json::array();
+  for (const PlacedValue& p : m.placed) {
+    const HostFunction& h = host.functions.at(static_cast<size_t>(p.instance));
+    placed.push_back({{"instance", p.instance},
+                      {"site", core::site_name(prog.functions.at(static_cast<size_t>(h.function)), p.value)},
+                      {"offset", p.offset},
+                      {"bytes", p.life.bytes},
+                      {"from", p.life.start},
+                      {"to", p.life.end}});
+  }
+  j["arena"] = {{"bytes", m.arena_bytes}, {"alignment", kArenaAlignment}, {"values", placed}};
   j["steps"] = m.steps;
   nlohmann::ordered_json calls = nlohmann::ordered_json::array();
   for (const InstanceMemory& im : m.instances) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "quire/compile/compile.h"
+#include "quire/compile/memory_placement.h"
 
 namespace quire::compile {
 
@@ -58,6 +59,14 @@ struct LiveValue {
   int64_t bytes = 0;
 };
 
+/// A stored value's place in the arena (memory_placement.h).
+struct PlacedValue {
+  int instance = -1;
+  int value = 0;
+  Lifetime life;
+  int64_t offset = 0;
+};
+
 struct CallMemory {
   int64_t parameter_bytes = 0;  ///< every parameter at its stored type
   int64_t parameter_elements = 0;
@@ -72,6 +81,10 @@ struct CallMemory {
   /// The largest values live at the peak in running frames, largest first
   /// (at most kLargestAtPeak; a kept frame's values are in kept_at_peak).
   std::vector<LiveValue> largest_at_peak;
+  /// The arena: every stored value at a fixed offset for its life, in store
+  /// order, and the arena's size (at least the peak; memory_placement.h).
+  std::vector<PlacedValue> placed;
+  int64_t arena_bytes = 0;
   std::vector<InstanceMemory> instances;  ///< in call-tree order, the entry's first
   int64_t steps = 0;                      ///< host steps the call runs, its callees' included
 };

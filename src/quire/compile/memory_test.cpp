@@ -81,6 +81,21 @@ Counted count_and_measure(elab::Program& prog, int fn, const std::vector<Value>&
     }
   }
   EXPECT_LE(named, out.counted.peak_bytes);
+  // The arena: values whose lives overlap never share a byte, every offset is
+  // aligned, and it holds at least the peak.
+  const std::vector<PlacedValue>& placed = out.counted.placed;
+  EXPECT_GE(out.counted.arena_bytes, out.counted.peak_bytes);
+  for (size_t a = 0; a < placed.size(); ++a) {
+    EXPECT_EQ(placed[a].offset % kArenaAlignment, 0);
+    EXPECT_LT(placed[a].life.start, placed[a].life.end);
+    EXPECT_LE(placed[a].offset + placed[a].life.bytes, out.counted.arena_bytes);
+    for (size_t b = a + 1; b < placed.size(); ++b) {
+      const bool together = placed[a].life.start < placed[b].life.end && placed[b].life.start < placed[a].life.end;
+      const bool apart = placed[a].offset + placed[a].life.bytes <= placed[b].offset ||
+                         placed[b].offset + placed[b].life.bytes <= placed[a].offset;
+      if (together && !apart) ADD_FAILURE() << "values " << a << " and " << b << " overlap in the arena";
+    }
+  }
   EXPECT_LE(out.counted.kept_at_peak, out.counted.peak_bytes);
   if (remat == interp::Remat::Recompute) {
     EXPECT_EQ(out.counted.kept_at_peak, 0);
@@ -137,6 +152,16 @@ TEST(Memory, TheTutorialsFiguresAtB4InF64) {
   EXPECT_EQ(m.output_bytes, 8);
   ASSERT_GE(m.peak_at.size(), 2u);  // inside the tower
   EXPECT_EQ(m.peak_bytes % 8, 0);
+}
+
+TEST(Memory, TheArenaPlacesTheLargestFirstInTheLowestGap) {
+  // a [0, 4) 256 B, b [1, 3) 128 B, c [3, 6) 128 B, d [4, 6) 64 B, e [0, 1) 64 B.
+  const Placement p = place_by_size({{0, 4, 256}, {1, 3, 128}, {3, 6, 128}, {4, 6, 64}, {0, 1, 64}});
+  EXPECT_EQ(p.offsets, (std::vector<int64_t>{0, 256, 256, 0, 256}));
+  EXPECT_EQ(p.arena_bytes, 384);  // the peak: a, b and c's time, 256 + 128
+  // Sizes round up to the alignment; a value alone takes its aligned size.
+  EXPECT_EQ(place_by_size({{0, 1, 1}}).arena_bytes, kArenaAlignment);
+  EXPECT_THROW(place_by_size({{2, 2, 8}}), std::logic_error);
 }
 
 // --memory-limit's refusal: a call that needs exactly the limit runs; one

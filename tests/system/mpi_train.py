@@ -7,7 +7,9 @@ where the test runs as root):
 
   0. the tutorial (examples/tutorial/07_train.qr, f32, 40 steps) on 1 rank:
      the bits of one process;
-  1. the tutorial (f32, 40 steps) and the GPT
+  1. the tutorial (f32, 40 steps), the tutorial's run on an .npy of its
+     inputs alone (its targets computed; each rank reads only its rows of an
+     .npy, docs/distributed.md) and the GPT
      example (examples/gpt/gpt.qr, f32, 3 steps: dropout keys per shard, a
      held-out evaluation on rank 0) on 2 and 3 ranks: the final parameters
      equal those of --shards N in one process, byte for byte, and those of a
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIP = 77
@@ -103,6 +106,42 @@ def compare(case, program, cwd, quire, ranks, steps, extra):
     print(f"{case}, {ranks} ranks, {steps} steps: the bits of --shards {ranks} twice "
           f"({len(params)} bytes of parameters; {outs[local]:.1f} s in one process, "
           f"{outs[a]:.1f} s and {outs[b]:.1f} s under mpirun)")
+
+
+# The tutorial's run on an .npy, which each rank reads by rows (an .npz is
+# read whole): the inputs of data/pairs.npz, the targets computed as 2·x + 1.
+NPY_TUTORIAL = """-- The tutorial's run on an .npy of its inputs alone: y = 2·x + 1 computed.
+import "06_tower.qr" as t
+dim B
+
+fn loss(θ : params t.Tower, x : ℝ[batch: B, model: 4]) -> ℝ[] =
+  mean((t.Tower.apply(θ, x) - (2.0 * x + 1.0))^2)
+
+optimizer adamw {
+  lr       : f64 = 0.1
+  schedule : cosine(warmup = 20)
+}
+
+training run {
+  model     = t.Tower
+  objective = loss
+  optimizer = adamw
+  data      = stream "data/x.npy" |> shuffle(seed = 3) |> batch(B = 8)
+  epochs    : nat = 10
+}
+"""
+
+
+def write_npy_tutorial(tut):
+    """07_train_npy.qr and data/x.npy (an .npz's entry is an .npy file as it is)."""
+    with zipfile.ZipFile(os.path.join(tut, "data", "pairs.npz")) as z:
+        x = z.read("0.npy")
+    if not x.startswith(b"\x93NUMPY") or b"'fortran_order': False" not in x[:128]:
+        sys.exit("FAILED: the tutorial's inputs are not a C-ordered .npy entry")
+    with open(os.path.join(tut, "data", "x.npy"), "wb") as f:
+        f.write(x)
+    with open(os.path.join(tut, "07_train_npy.qr"), "w", encoding="utf-8") as f:
+        f.write(NPY_TUTORIAL)
 
 
 def one_rank(tut, quire):
@@ -221,6 +260,9 @@ def main():
             one_rank(tut, quire)
             for ranks in (2, 3):
                 compare("the tutorial", "07_train.qr", tut, quire, ranks, 40, [])
+            write_npy_tutorial(tut)
+            for ranks in (2, 3):
+                compare("the tutorial on an .npy", "07_train_npy.qr", tut, quire, ranks, 40, [])
         if args.only in (None, "gpt"):
             for ranks in (2, 3):
                 compare("the GPT example", "gpt.qr", gpt, quire, ranks, 3, ["--threads", "1"])

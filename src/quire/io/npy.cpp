@@ -1,7 +1,5 @@
 #include "quire/io/npy.h"
 
-#include "quire/io/byte_codec.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +11,8 @@
 #include <set>
 
 #include "quire/io/atomic_file.h"
+#include "quire/io/byte_codec.h"
+#include "quire/io/npy_format.h"
 #include "quire/runtime/float_types.h"
 
 namespace quire::io {
@@ -24,199 +24,23 @@ using runtime::Tensor;
 namespace {
 
 using bytes::append_le;
-using bytes::half_to_double;
 using bytes::load;
 
-/// Where an error is: the file, and for an .npz entry, "entry `NAME`: ".
-struct Where {
-  const std::string& path;
-  std::string prefix;
-
-  [[nodiscard]] IoError error(std::string_view reason) const { return IoError(path, prefix + std::string(reason)); }
-};
-
-// ---------------------------------------------------------------------------
-// Bytes. Every read goes through `require`, which is what keeps a truncated or
-// lying file from reading past its end.
+using npy_format::NpyHeader;
+using npy_format::Where;
 
 /// Throws unless bytes[offset, offset + length) exists; `what` names the part.
+/// Every read of an archive's bytes goes through it (npy_format.h).
 void require(std::string_view bytes, uint64_t offset, uint64_t length, std::string_view what, const Where& where) {
-  if (offset > bytes.size() || length > bytes.size() - offset) {
-    throw where.error(
-        fmt::format("truncated: {} needs bytes {}..{}, the file has {}", what, offset, offset + length, bytes.size()));
-  }
+  npy_format::require(bytes.size(), offset, length, what, where);
 }
-
 
 // ---------------------------------------------------------------------------
 // .npy
 
-/// An element type this reader understands, as NumPy spells it in 'descr'.
-struct NpyDtype {
-  std::string_view descr;
-  char kind;  ///< 'f' float, 'i' signed, 'b' bool, 'u' unsigned
-  size_t size;
-  bool big_endian;
-};
-
-constexpr std::array<NpyDtype, 12> kNpyDtypes{{
-    {"<f8", 'f', 8, false},
-    {"<f4", 'f', 4, false},
-    {"<f2", 'f', 2, false},
-    {"<i4", 'i', 4, false},
-    {"<i8", 'i', 8, false},
-    {"|b1", 'b', 1, false},
-    {"|u1", 'u', 1, false},
-    {">f8", 'f', 8, true},
-    {">f4", 'f', 4, true},
-    {">f2", 'f', 2, true},
-    {">i4", 'i', 4, true},
-    {">i8", 'i', 8, true},
-}};
-
-constexpr std::string_view kNpyMagic{"\x93NUMPY", 6};
 /// Headers are padded so the data starts on a 64-byte boundary (NumPy's
 /// ARRAY_ALIGN), which lets readers map the data aligned.
 constexpr size_t kNpyAlign = 64;
-
-/// What the header dict says.
-struct NpyHeader {
-  NpyDtype dtype{};
-  bool fortran_order = false;
-  Shape shape;
-};
-
-/// A parser of the one Python literal NumPy writes as a header:
-/// {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
-/// It accepts either quote, any spacing, trailing commas and Python 2's
-/// `3L`; it rejects everything else (structured dtypes, unknown keys).
-class NpyHeaderParser {
- public:
-  NpyHeaderParser(std::string_view text, const Where& where) : text_(text), where_(where) {}
-
-  NpyHeader parse() {
-    NpyHeader header;
-    std::set<std::string> seen;
-    expect('{');
-    while (!consume('}')) {
-      const std::string key = string_literal();
-      if (!seen.insert(key).second) fail(fmt::format("key '{}' appears twice", key));
-      expect(':');
-      if (key == "descr") {
-        skip_space();
-        if (pos_ < text_.size() && (text_[pos_] == '[' || text_[pos_] == '{')) {
-          fail("structured dtypes are not supported");
-        }
-        header.dtype = dtype(string_literal());
-      } else if (key == "fortran_order") {
-        header.fortran_order = boolean();
-      } else if (key == "shape") {
-        header.shape = shape_tuple();
-      } else {
-        fail(fmt::format("unexpected key '{}'", key));
-      }
-      if (!consume(',')) {
-        expect('}');
-        break;
-      }
-    }
-    skip_space();
-    if (pos_ != text_.size()) fail("text after the closing '}'");
-    for (const char* key : {"descr", "fortran_order", "shape"}) {
-      if (!seen.contains(key)) fail(fmt::format("missing key '{}'", key));
-    }
-    return header;
-  }
-
- private:
-  [[noreturn]] void fail(std::string_view what) const {
-    // The header is short (NumPy's are under 200 bytes); a long one is cut.
-    std::string shown(text_.substr(0, 120));
-    while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
-    throw where_.error(fmt::format("malformed header: {} (at character {} of \"{}\")", what, pos_, shown));
-  }
-
-  void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n')) ++pos_;
-  }
-
-  bool consume(char c) {
-    skip_space();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-
-  void expect(char c) {
-    if (!consume(c)) fail(fmt::format("expected '{}'", c));
-  }
-
-  std::string string_literal() {
-    skip_space();
-    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a string");
-    const char quote = text_[pos_++];
-    const size_t end = text_.find(quote, pos_);
-    if (end == std::string_view::npos) fail("unterminated string");
-    std::string s(text_.substr(pos_, end - pos_));
-    pos_ = end + 1;
-    return s;
-  }
-
-  bool boolean() {
-    skip_space();
-    for (auto [word, value] :
-         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
-      if (text_.substr(pos_, word.size()) == word) {
-        pos_ += word.size();
-        return value;
-      }
-    }
-    fail("expected True or False");
-  }
-
-  int64_t dimension() {
-    skip_space();
-    if (pos_ < text_.size() && text_[pos_] == '-') fail("negative dimension");
-    int64_t value = 0;
-    const size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      if (__builtin_mul_overflow(value, int64_t{10}, &value) ||
-          __builtin_add_overflow(value, int64_t{text_[pos_] - '0'}, &value)) {
-        fail("dimension too large");
-      }
-      ++pos_;
-    }
-    if (pos_ == start) fail("expected a dimension");
-    if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;
-    return value;
-  }
-
-  Shape shape_tuple() {
-    expect('(');
-    Shape shape;
-    while (!consume(')')) {
-      shape.push_back(dimension());
-      if (!consume(',')) {
-        expect(')');
-        break;
-      }
-    }
-    return shape;
-  }
-
-  NpyDtype dtype(const std::string& descr) {
-    for (const NpyDtype& d : kNpyDtypes) {
-      if (d.descr == descr) return d;
-    }
-    throw where_.error(fmt::format("dtype '{}' is not supported (supported: f8 f4 f2 i4 i8 b1 u1)", descr));
-  }
-
-  std::string_view text_;
-  const Where& where_;
-  size_t pos_ = 0;
-};
 
 /// Row-major copy of a column-major (Fortran) array of `shape`: walks the
 /// source in order, advancing a Fortran multi-index (axis 0 fastest) and its
@@ -241,70 +65,13 @@ std::vector<V> fortran_to_row_major(const std::vector<V>& source, const Shape& s
   return result;
 }
 
-/// The tensor of `count` elements of `dtype` starting at `data` (bounds
-/// already checked), in the file's element order.
-Tensor decode_elements(std::string_view data, const NpyDtype& dtype, Shape shape, int64_t count, const Where& where) {
-  const auto n = static_cast<size_t>(count);
-  const bool be = dtype.big_endian;
-  if (dtype.kind == 'f') {
-    Tensor t = Tensor::real(std::move(shape));
-    for (size_t i = 0; i < n; ++i) {
-      const size_t at = i * dtype.size;
-      if (dtype.size == 8) t.reals[i] = std::bit_cast<double>(load<uint64_t>(data, at, be));
-      if (dtype.size == 4) t.reals[i] = std::bit_cast<float>(load<uint32_t>(data, at, be));
-      if (dtype.size == 2) t.reals[i] = half_to_double(load<uint16_t>(data, at, be));
-    }
-    return t;
-  }
-  const ElemKind kind = dtype.kind == 'b' ? ElemKind::Bool : dtype.size == 8 ? ElemKind::I64 : ElemKind::I32;
-  Tensor t = Tensor::integer(kind, std::move(shape));
-  for (size_t i = 0; i < n; ++i) {
-    const size_t at = i * dtype.size;
-    switch (dtype.kind) {
-      case 'i':
-        t.ints[i] = dtype.size == 8 ? std::bit_cast<int64_t>(load<uint64_t>(data, at, be))
-                                    : std::bit_cast<int32_t>(load<uint32_t>(data, at, be));
-        break;
-      case 'u': t.ints[i] = static_cast<uint8_t>(data[at]); break;
-      case 'b': {
-        const auto byte = static_cast<uint8_t>(data[at]);
-        if (byte > 1) throw where.error(fmt::format("bool element {} is the byte {} (not 0 or 1)", i, byte));
-        t.ints[i] = byte;
-        break;
-      }
-    }
-  }
-  return t;
-}
-
 Tensor decode_npy_at(std::string_view bytes, const Where& where) {
-  require(bytes, 0, 8, "the magic string and version", where);
-  if (bytes.substr(0, 6) != kNpyMagic) throw where.error("bad magic: not an .npy file");
-  const int major = static_cast<uint8_t>(bytes[6]);
-  const int minor = static_cast<uint8_t>(bytes[7]);
-  if (!((major == 1 || major == 2 || major == 3) && minor == 0)) {
-    throw where.error(fmt::format("unsupported .npy version {}.{} (supported: 1.0 2.0 3.0)", major, minor));
-  }
-  // Version 1.0 has a 2-byte header length, 2.0 and 3.0 (UTF-8 header) 4.
-  const size_t length_size = major == 1 ? 2 : 4;
-  require(bytes, 8, length_size, "the header length", where);
-  const uint64_t header_length = major == 1 ? load<uint16_t>(bytes, 8) : load<uint32_t>(bytes, 8);
-  const size_t header_start = 8 + length_size;
-  require(bytes, header_start, header_length, "the header", where);
-  const NpyHeader header = NpyHeaderParser(bytes.substr(header_start, header_length), where).parse();
-
-  const std::string dtype_name(header.dtype.descr);
-  const std::optional<int64_t> count = runtime::allocatable_count(header.shape);
-  uint64_t data_size = 0;
-  if (!count || __builtin_mul_overflow(static_cast<uint64_t>(*count), header.dtype.size, &data_size)) {
-    throw where.error(fmt::format("shape {} is too large", runtime::shape_string(header.shape)));
-  }
-  const std::string_view data = bytes.substr(header_start + header_length);
-  if (data.size() != data_size) {
-    throw where.error(fmt::format("data size mismatch: shape {} of '{}' needs {} bytes, the file has {}",
-                                  runtime::shape_string(header.shape), dtype_name, data_size, data.size()));
-  }
-  Tensor t = decode_elements(data, header.dtype, header.shape, *count, where);
+  const npy_format::NpyPreamble preamble = npy_format::parse_npy_preamble(bytes, where);
+  require(bytes, preamble.header_start, preamble.header_length, "the header", where);
+  const NpyHeader header = npy_format::parse_npy_header(bytes.substr(preamble.header_start, preamble.header_length),
+                                                        preamble, bytes.size(), where);
+  Tensor t =
+      npy_format::decode_elements(bytes.substr(header.data_offset), header.dtype, header.shape, header.count, where);
   if (header.fortran_order && t.rank() > 1) {
     if (t.is_real())
       t.reals = fortran_to_row_major(t.reals.to_vector(), t.shape);
@@ -349,7 +116,7 @@ std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& whe
   dict.append((kNpyAlign - (prefix + dict.size() + 1) % kNpyAlign) % kNpyAlign, ' ');
   dict.push_back('\n');
 
-  std::string out(kNpyMagic);
+  std::string out(npy_format::kNpyMagic);
   out.push_back(static_cast<char>(version2 ? 2 : 1));
   out.push_back('\0');
   if (version2) append_le(out, static_cast<uint32_t>(dict.size()));

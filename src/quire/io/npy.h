@@ -19,6 +19,10 @@
 // more is an IoError) with a fixed 1980-01-01 timestamp, so equal tensors
 // give byte-identical files.
 //
+// Chosen rows of a C-ordered .npy, without reading the rest: npy_rows.h
+// (the header's parsing and the elements' decoding are npy_format.h's,
+// shared by both).
+//
 // Every malformed input is an IoError "PATH: reason" (for an .npz entry,
 // "PATH: entry `NAME.npy`: reason"); no input is read out of bounds.
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "quire/io/npy.h"
+#include "quire/io/npy_rows.h"
 #include "quire/runtime/random.h"
 
 namespace quire::train {
@@ -79,42 +80,58 @@ std::string names_text(size_t count, const std::string& prefix) {
   return text;
 }
 
-/// Checks one array against its element and gives it the element's kind.
-/// `label` is "array `1`: " in an .npz, "" in an .npy.
-void check_array(const std::string& path, const std::string& label, const SampleElement& element,
-                 runtime::Tensor& array) {
-  const bool shape_ok = array.rank() == static_cast<int64_t>(element.shape.size()) + 1 &&
-                        std::equal(element.shape.begin(), element.shape.end(), array.shape.begin() + 1);
+/// Checks an array's shape and element kind (its header's, when it is read
+/// by rows) against its element. `label` is "array `1`: " in an .npz, "" in
+/// an .npy.
+void check_layout(const std::string& path, const std::string& label, const SampleElement& element,
+                  const runtime::Shape& shape, runtime::ElemKind kind) {
+  const bool shape_ok = shape.size() == element.shape.size() + 1 &&
+                        std::equal(element.shape.begin(), element.shape.end(), shape.begin() + 1);
   if (!shape_ok)
-    throw io::IoError(path, fmt::format("{}expected shape {} for N samples of {}, found {}", label,
-                                        array_shape_text(element.shape), element.description,
-                                        runtime::shape_string(array.shape)));
+    throw io::IoError(
+        path, fmt::format("{}expected shape {} for N samples of {}, found {}", label, array_shape_text(element.shape),
+                          element.description, runtime::shape_string(shape)));
   const auto refuse = [&](const char* expected) {
     throw io::IoError(path, fmt::format("{}expected {} for samples of {}, found {}", label, expected,
-                                        element.description, runtime::elem_kind_name(array.kind)));
+                                        element.description, runtime::elem_kind_name(kind)));
   };
-  const bool is_integer = array.kind == runtime::ElemKind::I32 || array.kind == runtime::ElemKind::I64;
+  const bool is_integer = kind == runtime::ElemKind::I32 || kind == runtime::ElemKind::I64;
   switch (element.kind) {
     case runtime::ElemKind::Real:
-      if (!array.is_real()) refuse("real elements (f8, f4 or f2)");
+      if (kind != runtime::ElemKind::Real) refuse("real elements (f8, f4 or f2)");
       return;
     case runtime::ElemKind::Bool:
-      if (array.kind != runtime::ElemKind::Bool) refuse("boolean elements (b1)");
+      if (kind != runtime::ElemKind::Bool) refuse("boolean elements (b1)");
       return;
     case runtime::ElemKind::I64:
       if (!is_integer) refuse("integer elements (i8, i4 or u1)");
-      array.kind = runtime::ElemKind::I64;
       return;
     case runtime::ElemKind::I32:
       if (!is_integer) refuse("integer elements (i4 or u1, or i8 within the range of i32)");
-      // The kernels trust a tensor's kind: an i8 array must fit before it is called i32.
-      for (size_t i = 0; i < array.ints.size(); ++i)
-        if (array.ints[i] < std::numeric_limits<int32_t>::min() || array.ints[i] > std::numeric_limits<int32_t>::max())
-          throw io::IoError(path, fmt::format("{}holds {} (element {}), outside the range of i32 for samples of {}",
-                                              label, array.ints[i], i, element.description));
-      array.kind = runtime::ElemKind::I32;
       return;
   }
+}
+
+/// Checks `count` values of an array of a kind check_layout accepted for
+/// `element` (the whole array's, or a row's whose first value is the file's
+/// element `first_element`): the values the element's kind cannot hold.
+void check_values(const std::string& path, const std::string& label, const SampleElement& element,
+                  const int64_t* values, int64_t count, int64_t first_element) {
+  if (element.kind != runtime::ElemKind::I32) return;
+  // The kernels trust a tensor's kind: an i8 array must fit before it is called i32.
+  for (int64_t i = 0; i < count; ++i)
+    if (values[i] < std::numeric_limits<int32_t>::min() || values[i] > std::numeric_limits<int32_t>::max())
+      throw io::IoError(path, fmt::format("{}holds {} (element {}), outside the range of i32 for samples of {}", label,
+                                          values[i], first_element + i, element.description));
+}
+
+/// Checks one array against its element and gives it the element's kind.
+void check_array(const std::string& path, const std::string& label, const SampleElement& element,
+                 runtime::Tensor& array) {
+  check_layout(path, label, element, array.shape, array.kind);
+  if (!array.is_real())
+    check_values(path, label, element, array.ints.data(), static_cast<int64_t>(array.ints.size()), 0);
+  array.kind = element.kind;
 }
 
 /// Checks named arrays (one per element, in element order) and builds the dataset's parts.
@@ -177,7 +194,7 @@ SampleSpec sample_spec(const elab::Program& prog, const elab::Type& batch_type, 
   return spec;
 }
 
-Dataset Dataset::open(const std::string& path, const SampleSpec& spec) {
+Dataset Dataset::open(const std::string& path, const SampleSpec& spec, DataReading reading) {
   const std::string ext = lowercase_extension(path);
   std::vector<std::pair<std::string, runtime::Tensor>> named;
   if (ext == ".npy") {
@@ -185,6 +202,19 @@ Dataset Dataset::open(const std::string& path, const SampleSpec& spec) {
       throw io::IoError(path, fmt::format("an .npy file holds one array, but a sample has {} elements: give an .npz "
                                           "with arrays {}",
                                           spec.elements.size(), names_text(spec.elements.size(), "")));
+    std::error_code ec;
+    if (reading == DataReading::Rows && std::filesystem::is_regular_file(path, ec)) {
+      auto rows = std::make_shared<io::NpyRows>(io::NpyRows::open(path));
+      if (rows->rows_readable()) {
+        // What open checks of a whole array before its values, from the header.
+        check_layout(path, "", spec.elements[0], rows->shape(), rows->kind());
+        if (rows->rows() == 0)
+          throw io::IoError(path, fmt::format("holds no samples (shape {})", runtime::shape_string(rows->shape())));
+        Dataset data(path, spec, {}, rows->rows());
+        data.rows_ = std::move(rows);
+        return data;
+      }
+    }
     named.emplace_back("", io::read_npy(path));
   } else if (ext == ".npz") {
     io::NamedTensors entries = io::read_npz(path);
@@ -227,12 +257,27 @@ Dataset Dataset::from_arrays(const std::string& origin, const SampleSpec& spec, 
   return Dataset(origin, spec, std::move(checked), samples);
 }
 
+uint64_t Dataset::bytes_read() const { return rows_ ? rows_->bytes_read() : 0; }
+
 std::vector<runtime::Tensor> Dataset::gather(const std::vector<int64_t>& indices) const {
   std::vector<runtime::Tensor> batch;
   const int64_t count = static_cast<int64_t>(indices.size());
   for (int64_t sample : indices)
     if (sample < 0 || sample >= samples_)
       throw DataError(fmt::format("{}: sample {} is out of range (it holds {})", path_, sample, samples_));
+  if (rows_) {
+    // An .npy: one element. Each row's values checked as open checks a whole
+    // array's, naming each element by its index in the file.
+    const SampleElement& element = spec_.elements[0];
+    runtime::Tensor rows = rows_->read(indices);
+    const int64_t row = runtime::element_count(element.shape);
+    if (!rows.is_real())
+      for (int64_t k = 0; k < count; ++k)
+        check_values(path_, "", element, rows.ints.data() + k * row, row, indices[static_cast<size_t>(k)] * row);
+    rows.kind = element.kind;
+    batch.push_back(std::move(rows));
+    return batch;
+  }
   // Samples in order (an unshuffled stream) are a window onto the arrays'
   // elements, shared rather than copied (runtime::RealStorage::window).
   bool in_order = true;

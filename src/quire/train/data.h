@@ -43,6 +43,16 @@
 // The counter t runs over the whole epoch, rejected draws included (a
 // rejection has probability below n / 2^64, so in practice never happens).
 //
+// READING. Dataset::open reads the file whole and checks every value before
+// the first step, unless asked for DataReading::Rows and the file is an .npy
+// whose rows lie contiguous (C order, io/npy_rows.h): then it checks the
+// header (shape, kind) at open and reads each sample's row when gather asks
+// for it, checking its values then, with the same checks and words (an i8
+// value outside i32 is found when its row is first read, not before the
+// run). Each rank of an MPI run opens its data so (trainer.cpp), and so
+// reads only its shards' rows. An .npz, or a Fortran-ordered .npy, is read
+// whole whatever is asked.
+//
 // BATCHES. `batch(B = b)` cuts the epoch's order into batches of b
 // consecutive samples: batch k holds perm_e[k·b], …, perm_e[k·b + b − 1]. The
 // last N mod b samples of each epoch form no batch (a partial batch would
@@ -52,6 +62,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -60,6 +71,10 @@
 
 #include "quire/core/program.h"
 #include "quire/runtime/tensor.h"
+
+namespace quire::io {
+class NpyRows;
+}
 
 namespace quire::train {
 
@@ -97,14 +112,22 @@ struct SampleSpec {
 SampleSpec sample_spec(const elab::Program& prog, const elab::Type& batch_type, const std::string& batch_dim,
                        const std::map<std::string, int64_t>& dims);
 
-/// The samples of one data file, checked against a spec and held in memory.
-/// Invariant: arrays()[i] has kind spec.elements[i].kind and shape
-/// [samples()] + spec.elements[i].shape.
+/// How a Dataset reads its file (READING above).
+enum class DataReading {
+  Whole,  ///< all of it at open, every value checked before the first step
+  Rows,   ///< an .npy in C order: each row when gathered (anything else: whole)
+};
+
+/// The samples of one data file, checked against a spec: held in memory, or
+/// read row by row from the file (reads_rows()).
+/// Invariant: unless reads_rows(), arrays()[i] has kind spec.elements[i].kind
+/// and shape [samples()] + spec.elements[i].shape; when it does, arrays() is
+/// empty and gather's tensors are of that kind and shape.
 class Dataset {
  public:
   /// Reads `path` (`.npy` or `.npz`, resolved by the caller) and checks it
   /// against `spec`: IoError "PATH: reason" on any mismatch (see above).
-  static Dataset open(const std::string& path, const SampleSpec& spec);
+  static Dataset open(const std::string& path, const SampleSpec& spec, DataReading reading = DataReading::Whole);
   /// Checks arrays already in memory, one per element in order; `origin`
   /// names them in errors (as PATH) and in `array `N`` as their position.
   static Dataset from_arrays(const std::string& origin, const SampleSpec& spec, std::vector<runtime::Tensor> arrays);
@@ -113,9 +136,16 @@ class Dataset {
   const SampleSpec& spec() const { return spec_; }
   int64_t samples() const { return samples_; }
   const std::vector<runtime::Tensor>& arrays() const { return arrays_; }
+  /// Whether samples are read from the file as gathered (READING above).
+  bool reads_rows() const { return rows_ != nullptr; }
+  /// The bytes read from the file so far when reads_rows() (its header's
+  /// included), else 0: what a test counts to see a rank read its rows only.
+  uint64_t bytes_read() const;
 
   /// The samples `indices` (each in [0, samples())), stacked: one tensor per
-  /// element, of shape [indices.size()] + the element's shape.
+  /// element, of shape [indices.size()] + the element's shape. When
+  /// reads_rows(), reads those rows and checks their values: IoError
+  /// "PATH: reason" as open would have thrown for them.
   std::vector<runtime::Tensor> gather(const std::vector<int64_t>& indices) const;
 
  private:
@@ -124,6 +154,9 @@ class Dataset {
   std::string path_;
   SampleSpec spec_;
   std::vector<runtime::Tensor> arrays_;
+  /// The file's rows when they are read as gathered; shared so that a copy
+  /// of the Dataset reads the same open file.
+  std::shared_ptr<const io::NpyRows> rows_;
   int64_t samples_ = 0;
 };
 

@@ -25,8 +25,11 @@ struct RunDescription {
 
 /// What decides a rank's steps, as named fields for distributed::agree:
 /// quire's version, the rank count, the digests of the program's own files
-/// (the prelude is quire's and comes with its version), of the data, the
-/// held-out data, --params and --realize files (size and SHA-256 of each),
+/// (the prelude is quire's and comes with its version), of the data and the
+/// held-out data (an .npy in C order: its size and the SHA-256 of its header
+/// and of a spread sample of its rows, since a rank reads only its rows of
+/// it; any other: size and SHA-256), of --params and --realize files (size
+/// and SHA-256),
 /// the policy, the seed, the dimensions, --resume, --max-steps, the run
 /// folder and the loss scale's settings. Threads and the backend are left
 /// out: they do not change the bits, so ranks may differ in them. io::IoError

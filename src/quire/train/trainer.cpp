@@ -238,9 +238,12 @@ void Trainer::set_up() {
   }
 
   // The data, relative to the program's file, checked before anything runs.
+  // A rank of an MPI run reads only its shards' rows where the file allows
+  // (data.h, READING); one process reads every row of every batch anyway,
+  // --shards or not, so it reads the file whole and checks it before step 1.
   data_path_ = training_file(prog_, run_->data.front().path);
   const SampleSpec spec = sample_spec(prog_, objective.args.at(1).type, run_->batch_dim, dims_);
-  data_ = Dataset::open(data_path_, spec);
+  data_ = Dataset::open(data_path_, spec, world_ ? DataReading::Rows : DataReading::Whole);
   loader_ = std::make_unique<Loader>(*data_, loader_options(*run_));
 
   // Outputs: the run folder, and the checkpoint folder inside it unless absolute.

@@ -26,7 +26,6 @@
 #include "quire/compile/memory.h"
 #include "quire/compile/memory_symbolic.h"
 #include "quire/grad/vjp.h"
-#include "quire/interp/params.h"
 #include "quire/realize/realization.h"
 #include "quire/train/data.h"
 #include "quire/train/optimizer.h"
@@ -64,22 +63,23 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
     compile::CallMemory m = compile::count_call_memory(prog, compiled);
     counts.push_back({std::move(compiled), std::move(m)});
   }
-  // The optimizer's state, made as the trainer makes it (zeros: only its size counts).
+  // The optimizer's state by the trainer's rule, sized from the parameters'
+  // extents (none is allocated: a model's state can be gigabytes).
   const precision::Realization& realization = *counts.front().compiled.realization;
-  std::set<std::string> frozen;
+  std::map<std::string, int64_t> rank;
+  for (const auto& [path, type] : prog.flatten(model)) rank[path] = static_cast<int64_t>(type.axes.size());
+  std::vector<train::ParamExtent> trainable;
   int64_t gradient = 0;
-  for (const precision::ParamStorage& p : realization.params) {
-    if (p.frozen)
-      frozen.insert(p.path);
-    else
+  for (const precision::ParamStorage& p : realization.params)
+    if (!p.frozen) {
+      trainable.push_back({p.path, rank.count(p.path) ? rank.at(p.path) : 0, p.elements});
       gradient += p.elements * runtime::float_type_info(master).storage_bits / 8;
-  }
-  const interp::ParamMap params = interp::init_params(prog, model, 0, dims);
+    }
   int64_t state = 0;
   train::OptimizerConfig config;
   try {
     config = train::OptimizerConfig::from(prog.optimizers.at(run->optimizer));
-    state = train::Optimizer(config, params, frozen, train::stacked_copies(prog, model)).state_bytes(master);
+    state = train::state_bytes_of(config, trainable, train::stacked_copies(prog, model), master);
   } catch (const train::OptimizerError& e) {
     throw UsageError(fmt::format("--step: the optimizer block: {} (`quire train` says where)", e.what()));
   }

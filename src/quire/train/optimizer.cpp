@@ -559,30 +559,57 @@ OptimizerConfig OptimizerConfig::from(const elab::OptimizerInfo& info) {
 
 // ---------------------------------------------------------------- Optimizer
 
+namespace {
+
+// An adamw_params entry names a parameter's path or a sub-module's: `embed` names embed.table.
+bool names(const std::string& entry, const std::string& path) {
+  return path == entry || path.rfind(entry + ".", 0) == 0;
+}
+
+/// The state a trainable parameter of `rank` axes (`copies` of them a
+/// stack's) and `elements` elements takes: Muon's momentum (a 2-D matrix
+/// not listed in adamw_params, under Muon) or AdamW's two moments, or SGD's
+/// momentum; the elements of each of its two buffers.
+struct StatePlan {
+  bool muon = false;
+  size_t first = 0, second = 0;
+};
+StatePlan plan_state(const OptimizerConfig& c, const std::string& path, int64_t rank, int copies, size_t elements) {
+  const bool listed =
+      std::ranges::any_of(c.adamw_params, [&](const std::string& entry) { return names(entry, path); });
+  StatePlan p;
+  p.muon = c.kind == OptimizerKind::Muon && rank - copies == 2 && !listed;
+  const bool adam = c.kind == OptimizerKind::AdamW || (c.kind == OptimizerKind::Muon && !p.muon);
+  p.first = adam || p.muon || c.momentum != 0 ? elements : 0;
+  p.second = adam ? elements : 0;
+  return p;
+}
+
+}  // namespace
+
+int64_t state_bytes_of(const OptimizerConfig& config, const std::vector<ParamExtent>& trainable,
+                       const std::map<std::string, int>& stacked, runtime::FloatType master) {
+  int64_t elements = 0;
+  for (const ParamExtent& p : trainable) {
+    auto copies = stacked.find(p.path);
+    const StatePlan plan = plan_state(config, p.path, p.rank, copies == stacked.end() ? 0 : copies->second,
+                                      static_cast<size_t>(p.elements));
+    elements += static_cast<int64_t>(plan.first + plan.second);
+  }
+  return elements * runtime::float_type_info(master).storage_bits / 8;
+}
+
 Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std::set<std::string> frozen,
                      const std::map<std::string, int>& stacked)
     : config_(std::move(config)), frozen_(std::move(frozen)) {
-  const bool muon = config_.kind == OptimizerKind::Muon;
-  // An adamw_params entry names a parameter's path or a sub-module's: `embed` names embed.table.
-  auto names = [](const std::string& entry, const std::string& path) {
-    return path == entry || path.rfind(entry + ".", 0) == 0;
-  };
-  auto listed = [&](const std::string& path) {
-    return std::ranges::any_of(config_.adamw_params, [&](const std::string& entry) { return names(entry, path); });
-  };
   for (const auto& [path, tensor] : params) {
     if (frozen_.count(path)) continue;
     if (!tensor.is_real())
       throw OptimizerError(fmt::format("optimizer `{}`: parameter `{}` is not real", config_.name, path));
-    const size_t n = static_cast<size_t>(tensor.size());
-    // The axes of one copy: a matrix has two.
     auto copies = stacked.find(path);
-    const int64_t own_axes = static_cast<int64_t>(tensor.shape.size()) - (copies == stacked.end() ? 0 : copies->second);
-    ParamState s{path, tensor.shape, muon && own_axes == 2 && !listed(path), {}, {}};
-    const bool adam = config_.kind == OptimizerKind::AdamW || (muon && !s.muon);
-    s.first = runtime::RealStorage(adam || s.muon || config_.momentum != 0 ? n : 0);
-    s.second = runtime::RealStorage(adam ? n : 0);
-    states_.push_back(std::move(s));
+    const StatePlan plan = plan_state(config_, path, tensor.rank(), copies == stacked.end() ? 0 : copies->second,
+                                      static_cast<size_t>(tensor.size()));
+    states_.push_back({path, tensor.shape, plan.muon, runtime::RealStorage(plan.first), runtime::RealStorage(plan.second)});
   }
   for (const std::string& entry : config_.adamw_params)
     if (!std::ranges::any_of(states_, [&](const ParamState& s) { return names(entry, s.path); }))

@@ -162,6 +162,19 @@ struct StepReport {
   bool clipped = false;  ///< whether the gradients were scaled down
 };
 
+/// A trainable parameter's path, axes (a stack's copies included) and elements.
+struct ParamExtent {
+  std::string path;
+  int64_t rank = 0;
+  int64_t elements = 0;
+};
+
+/// The bytes an Optimizer made over parameters of these extents would hold
+/// in state at `master` (the rule of its constructor, without making it:
+/// `quire memory --step` sizes a model whose parameters it never allocates).
+int64_t state_bytes_of(const OptimizerConfig& config, const std::vector<ParamExtent>& trainable,
+                       const std::map<std::string, int>& stacked, runtime::FloatType master);
+
 /// By parameter path, how many leading axes of the model's parameter are a
 /// stack's copies (`stack{L}`: the flattened parameter has them, its
 /// declaration does not); a parameter of no stack is absent.

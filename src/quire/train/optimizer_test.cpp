@@ -689,5 +689,31 @@ TEST(OptimizerConfigTest, ErrorsCarryTheFieldsLocation) {
   }
 }
 
+// state_bytes_of sizes the state by the constructor's rule without making
+// it: the same bytes as the state an Optimizer holds, for every kind.
+TEST(OptimizerStateBytes, TheRuleWithoutTheStateIsTheStatesSize) {
+  interp::ParamMap params;
+  params.emplace("w", runtime::Tensor::real({4, 3}));     // a matrix: Muon's
+  params.emplace("b", runtime::Tensor::real({3}));        // a vector: AdamW's under Muon
+  params.emplace("s", runtime::Tensor::real({2, 4, 3}));  // a stack of 2 matrices: Muon's
+  params.emplace("e.t", runtime::Tensor::real({5, 3}));   // a matrix listed in adamw_params
+  const std::map<std::string, int> stacked = {{"s", 1}};
+  std::vector<ParamExtent> extents;
+  for (const auto& [path, t] : params) extents.push_back({path, t.rank(), t.size()});
+  OptimizerConfig sgd_momentum = OptimizerConfig::defaults(OptimizerKind::Sgd);
+  sgd_momentum.momentum = 0.9;
+  OptimizerConfig muon = OptimizerConfig::defaults(OptimizerKind::Muon);
+  muon.adamw_params = {"e"};
+  for (const OptimizerConfig& c : {OptimizerConfig::defaults(OptimizerKind::AdamW),
+                                   OptimizerConfig::defaults(OptimizerKind::Sgd), sgd_momentum, muon})
+    for (runtime::FloatType master : {runtime::FloatType::F64, runtime::FloatType::F32}) {
+      const int64_t made = Optimizer(c, params, {}, stacked).state_bytes(master);
+      EXPECT_EQ(state_bytes_of(c, extents, stacked, master), made) << optimizer_kind_name(c.kind);
+    }
+  // By hand: Muon keeps one buffer for w and s (12 + 24), two for b and e.t (3 + 15), in f32.
+  EXPECT_EQ(state_bytes_of(muon, extents, stacked, runtime::FloatType::F32), 4 * (12 + 24 + 2 * (3 + 15)));
+  EXPECT_EQ(state_bytes_of(OptimizerConfig::defaults(OptimizerKind::Sgd), extents, stacked, runtime::FloatType::F64), 0);
+}
+
 }  // namespace
 }  // namespace quire::train

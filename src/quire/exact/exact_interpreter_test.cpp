@@ -272,6 +272,30 @@ fn dt(x : ℝ[a: 6], w : ℝ[q: 3, j: 2], t : ℝ[v: 4, q: 3], ids : i32[2]) -> 
     EXPECT_TRUE(ops.contains(op)) << "the program does not exercise " << op;
 }
 
+// pick copies, and its cotangent pick_grad places each element of ct at its
+// id: the exact reference gives the f64 bits, forward and reverse, also
+// under a `...` and along a middle axis.
+TEST(ExactInterpret, PickAndItsAdjointAgreeWithF64) {
+  Program p(R"(fn pk(x : ℝ[2, v: 4, 3], ids : i32[2, 3]) -> ℝ[2, 3] = pick(axis v, x, ids)
+fn pr{N}(x : ℝ[..., n: N], ids : i32[...]) -> ℝ[...] = pick(axis n, x, ids)
+fn ce(x : ℝ[b: 2, t: 3, v: 5], ids : i32[b: 2, t: 3]) -> ℝ[] = cross_entropy(x, ids) + sum(pr(x, ids) * pr(x, ids))
+fn dce(x : ℝ[b: 2, t: 3, v: 5], ids : i32[b: 2, t: 3]) -> ℝ[b: 2, t: 3, v: 5] = grad(ce)(x, ids)
+)");
+  ASSERT_TRUE(p.e->ok()) << p.e->rendered();
+  Tensor x = Tensor::real({2, 4, 3});
+  for (size_t i = 0; i < x.reals.size(); ++i) x.reals[i] = 0.3 * static_cast<double>(i) - 1.7;
+  expect_agree(p, "pk", {v(x), v(ints(ElemKind::I32, {2, 3}, {3, 0, 1, 2, 2, 0}))});
+  Tensor logits = Tensor::real({2, 3, 5});
+  for (size_t i = 0; i < logits.reals.size(); ++i) logits.reals[i] = 0.37 * static_cast<double>(i % 7) - 0.9;
+  const Tensor ids = ints(ElemKind::I32, {2, 3}, {4, 0, 2, 2, 1, 3});
+  expect_agree(p, "ce", {v(logits), v(ids)}, 64);
+  expect_agree(p, "dce", {v(logits), v(ids)}, 64);
+  std::set<std::string> ops;
+  for (const core::Function& fn : p.prog().functions)
+    for (const core::Instr& in : fn.body) ops.insert(core::op_info(in.op).spelling);
+  EXPECT_TRUE(ops.contains("pick_grad")) << "the program does not exercise pick_grad";
+}
+
 TEST(ExactInterpret, PrecisionIsNBits) {
   Program p(R"(fn s(x : ℝ[3]) -> ℝ[] = sum(x)
 fn tiny(x : ℝ[], y : ℝ[]) -> ℝ[] = (x + y) - x

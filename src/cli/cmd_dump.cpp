@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <memory>
 
 #include "commands.h"
 #include "common.h"
@@ -45,7 +46,10 @@ int dump_syntax(const std::string& path, const std::string& stage) {
 
 struct DumpOptions {
   std::string file, stage, format = "text", entry, precision = "f64", profile, remat = "recompute", inputs;
+  std::string realize;  ///< --realize @FILE: a solver's decisions in place of --precision
   std::vector<std::string> dims;
+  /// The decisions --realize names, read once the program is loaded.
+  std::shared_ptr<const precision::RealizationFile> solved;
   bool half_intermediates = false;
   bool fused_products = true;  // --product-step fma, the default
   bool grad = false;
@@ -70,6 +74,12 @@ precision::RealizeOptions realize_options(const DumpOptions& o) {
   options.policy = *precision::parse_policy(o.precision);
   options.half_intermediates = o.half_intermediates;
   options.fused_products = o.fused_products;
+  if (o.solved) {
+    options.policy = o.solved->assignment.policy;
+    options.assignment = &o.solved->assignment;
+    // As training reads them: a trained parameter keeps its master, its reads rounded.
+    options.keep_masters = o.grad;
+  }
   return options;
 }
 
@@ -210,8 +220,13 @@ Handler setup_dump(CLI::App& sub) {
                  "core: only the functions this one reaches; vjp: the function differentiated; "
                  "precision: the entry realized; sensitivity: the scalar L differentiated; realize: the entry whose "
                  "fusion groups are printed; kernel, host: the entry compiled for one call");
-  sub.add_option("--precision", o->precision, "precision, kernel, host: the run policy (f64, f32, bf16, f16)")
-      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  CLI::Option* precision_flag =
+      sub.add_option("--precision", o->precision, "precision, kernel, host: the run policy (f64, f32, bf16, f16)")
+          ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_option("--realize", o->realize,
+                 "precision, kernel, host: the types a solver chose (`quire solve --out`), @FILE, in place of "
+                 "--precision")
+      ->check(non_empty("--realize names a file", "@FILE"));
   sub.add_flag("--half-intermediates", o->half_intermediates, "precision: reductions accumulate in the half itself");
   add_product_step_option(sub, o->fused_products);
   sub.add_option("--dim", o->dims,
@@ -235,7 +250,7 @@ Handler setup_dump(CLI::App& sub) {
                  "integer arguments (token ids, class targets) must be given so");
   sub.add_option("--sites", o->sites, "sensitivity: how many sites the second table lists (default 30)")
       ->check(CLI::NonNegativeNumber);
-  return [o]() {
+  return [o, precision_flag]() {
     const DumpStage& stage = *find_stage(o->stage);
     if (!o->entry.empty() && stage.entry == EntryUse::None) {
       std::string with;
@@ -253,10 +268,21 @@ Handler setup_dump(CLI::App& sub) {
           fmt::format("--inputs applies to --stage sensitivity (the only stage that evaluates), not to "
                       "--stage {}",
                       o->stage));
+    if (!o->realize.empty() && o->stage != "precision" && o->stage != "kernel" && o->stage != "host")
+      throw UsageError(fmt::format("--realize applies to --stage precision, kernel and host, not to --stage {}",
+                                   o->stage));
+    if (!o->realize.empty() && precision_flag->count() > 0)
+      throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     if (!stage.print) return dump_syntax(o->file, o->stage);
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const int root = o->entry.empty() ? -1 : find_entry(*prog, o->entry);
+    if (!o->realize.empty()) {
+      // Under --grad the step's vjp is what is compiled: a gradient's decisions are checked against it.
+      const int vjp = o->grad ? grad::vjp(*prog, root, gradient_wrt(*prog, root)) : -1;
+      o->solved = std::make_shared<const precision::RealizationFile>(
+          load_realization(o->realize, *prog, root, parse_dims(o->dims, *prog), vjp));
+    }
     stage.print(*o, *prog, root);
     return 0;
   };

@@ -1,4 +1,4 @@
-// quire plan FILE --entry E [--dim B=4] [--precision P] [--profile P.json] [--threads N]
+// quire plan FILE --entry E [--dim B=4] [--precision P | --realize @r.json] [--profile P.json] [--threads N]
 //   [--cost] [--out plan.json]
 //
 // The layout plan of one call of the entry (kernel/layout.h): every kernel
@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -19,6 +20,7 @@
 #include "quire/io/atomic_file.h"
 #include "quire/kernel/layout.h"
 #include "quire/realize/realization.h"
+#include "quire/support/sha256.h"
 
 namespace quire::cli {
 
@@ -49,7 +51,7 @@ nlohmann::ordered_json cost_json(const kernel::CostTerms& c) {
 
 Handler setup_plan(CLI::App& sub) {
   struct Options {
-    std::string file, entry, precision = "f64", profile, out;
+    std::string file, entry, precision = "f64", profile, out, realize;
     std::vector<std::string> dims;
     std::optional<int> threads;
     bool cost = false;
@@ -59,15 +61,20 @@ Handler setup_plan(CLI::App& sub) {
   sub.add_option("file", o->file, "the program (.qr)")->required();
   sub.add_option("--entry", o->entry, "the function whose call is planned")->required();
   sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
-  sub.add_option("--precision", o->precision, "the run policy (f64, f32, bf16, f16)")
-      ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  CLI::Option* precision_flag = sub.add_option("--precision", o->precision, "the run policy (f64, f32, bf16, f16)")
+                                     ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  sub.add_option("--realize", o->realize,
+                 "the types a solver chose (`quire solve --out`), @FILE, in place of --precision")
+      ->check(non_empty("--realize names a file", "@FILE"));
   sub.add_option("--profile", o->profile, "the machine profile (default: the one that ships, profiles/ci-2core-avx512.json)");
   sub.add_option("--threads", o->threads, "threads a split may use (default: the profile's cores)")
       ->check(CLI::Range(1, 256));
   add_product_step_option(sub, o->fused_products);
   sub.add_flag("--cost", o->cost, "print every point's prediction in its terms");
   add_output_option(sub, "--out", o->out, "write the plan as JSON");
-  return [o]() {
+  return [o, precision_flag]() {
+    if (!o->realize.empty() && precision_flag->count() > 0)
+      throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const auto dims = parse_dims(o->dims, *prog);
@@ -82,6 +89,18 @@ Handler setup_plan(CLI::App& sub) {
     request.dims = dims;
     request.realize.policy = *precision::parse_policy(o->precision);
     request.realize.fused_products = o->fused_products;
+    nlohmann::ordered_json realization;  // null unless --realize
+    std::optional<precision::RealizationFile> solved;
+    if (!o->realize.empty()) {
+      solved = load_realization(o->realize, *prog, entry, dims);
+      request.realize.policy = solved->assignment.policy;
+      request.realize.assignment = &solved->assignment;
+      // The plan names its realization by content: a path would make the same
+      // plan's bytes depend on where the file was.
+      const std::string path = o->realize[0] == '@' ? o->realize.substr(1) : o->realize;
+      realization = {{"file", std::filesystem::path(path).filename().string()},
+                     {"sha256", support::sha256_hex(io::read_file(path))}};
+    }
     request.profile = &profile;
     request.threads = threads;
     const compile::CompiledProgram compiled = compile::compile(*prog, request);
@@ -157,7 +176,8 @@ Handler setup_plan(CLI::App& sub) {
       j["version"] = 1;
       j["entry"] = o->entry;
       j["dims"] = dims;
-      j["precision"] = o->precision;
+      j["precision"] = solved ? "realized" : o->precision;
+      if (solved) j["realization"] = realization;
       j["profile"] = profile.name;
       j["threads"] = threads;
       j["u"] = m.error;

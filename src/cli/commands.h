@@ -19,6 +19,7 @@ struct Command {
 Handler setup_calibrate(CLI::App& sub);
 Handler setup_check(CLI::App& sub);
 Handler setup_dump(CLI::App& sub);
+Handler setup_explain(CLI::App& sub);
 Handler setup_export(CLI::App& sub);
 Handler setup_memory(CLI::App& sub);
 Handler setup_plan(CLI::App& sub);

@@ -29,6 +29,8 @@ const quire::cli::Command kCommands[] = {
     {"train", "run the file's training run: optimizer, data, checkpoints, metrics", quire::cli::setup_train},
     {"sample", "generate text from trained parameters: the program's sampling entry, one call per character",
      quire::cli::setup_sample},
+    {"explain", "the document of what the compiler does to one entry, every stage with its reasons: `-o DIR`",
+     quire::cli::setup_explain},
     {"export", "write the functions an entry reaches as PyTorch modules, one per source file: `--target pytorch -o DIR`",
      quire::cli::setup_export},
     {"profile", "measure this machine for the layout plan: `quire profile calibrate -o profile.json`",

@@ -4,6 +4,7 @@
 #   make test-sanitize the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz          every fuzzer (front end, each reader) for FUZZ_SECONDS each (default 45)
 #   make golden        rewrite the golden printouts (review the diff before committing)
+#   make explain       rewrite docs/explain/, the tutorial's explain document (a test holds it current)
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -15,7 +16,10 @@ FUZZ_SECONDS ?= 45
 FUZZ_TARGETS := fuzz_frontend fuzz_safetensors fuzz_numpy fuzz_artifacts
 TUTORIAL := examples/tutorial
 
-.PHONY: setup build demo test test-sanitize fuzz golden clean
+# The tutorial's explain document: the one docs/explain/ holds and `make demo` writes.
+EXPLAIN_ARGS := 07_train.qr --entry loss --dim B=4 --budget 1e-3
+
+.PHONY: setup build demo test test-sanitize fuzz golden explain clean
 
 setup:
 	@scripts/setup
@@ -33,6 +37,9 @@ demo: build
 	@rm -rf $(BUILD)/demo-run
 	@cd $(TUTORIAL) && ../../$(BUILD)/quire train 07_train.qr --run-dir ../../$(BUILD)/demo-run \
 		--params-out ../../$(BUILD)/demo-run/trained.safetensors
+	@echo "== quire explain $(TUTORIAL)/$(EXPLAIN_ARGS) -o $(BUILD)/demo-run/explain"
+	@cd $(TUTORIAL) && ../../$(BUILD)/quire explain $(EXPLAIN_ARGS) -o ../../$(BUILD)/demo-run/explain
+	@echo "The explain document: $(BUILD)/demo-run/explain/explain.html (and explain.md beside it)"
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -50,6 +57,9 @@ fuzz: setup
 
 golden: build
 	@scripts/golden --quire $(BUILD)/quire --update
+
+explain: build
+	@cd $(TUTORIAL) && ../../$(BUILD)/quire explain $(EXPLAIN_ARGS) -o ../../docs/explain
 
 clean:
 	rm -rf build build-sanitize build-fuzz

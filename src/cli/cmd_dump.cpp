@@ -239,7 +239,8 @@ Handler setup_dump(CLI::App& sub) {
                  "(default) or store")
       ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_flag("--grad", o->grad,
-               "kernel, host: compile the entry's gradient as a training step does (with respect to θ, or to every "
+               "precision, realize: the stage of the entry's vjp; kernel, host: compile the entry's gradient as a "
+               "training step does (with respect to θ, or to every "
                "differentiable argument of an entry without parameters)");
   sub.add_option("--bits", o->bits, "sensitivity: the bits of every real in the exact reference (default 128)");
   sub.add_option("--seed", o->seed,
@@ -261,8 +262,9 @@ Handler setup_dump(CLI::App& sub) {
     if (o->entry.empty() && stage.entry == EntryUse::Required)
       throw UsageError(fmt::format("--stage {} prints {}: give --entry NAME", o->stage, stage.what));
     if (o->format == "json" && !stage.json) throw UsageError(fmt::format("--stage {} prints text only", o->stage));
-    if (o->grad && o->stage != "kernel" && o->stage != "host")
-      throw UsageError(fmt::format("--grad applies to --stage kernel and host, not to --stage {}", o->stage));
+    if (o->grad && o->stage != "kernel" && o->stage != "host" && o->stage != "precision" && o->stage != "realize")
+      throw UsageError(
+          fmt::format("--grad applies to --stage precision, realize, kernel and host, not to --stage {}", o->stage));
     if (!o->inputs.empty() && o->stage != "sensitivity")
       throw UsageError(
           fmt::format("--inputs applies to --stage sensitivity (the only stage that evaluates), not to "
@@ -277,13 +279,18 @@ Handler setup_dump(CLI::App& sub) {
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const int root = o->entry.empty() ? -1 : find_entry(*prog, o->entry);
+    // precision and realize print a function's own stage: under --grad, the
+    // vjp's (kernel and host compile the entry with its gradient instead).
+    const int printed = o->grad && (o->stage == "precision" || o->stage == "realize")
+                            ? grad::vjp(*prog, root, gradient_wrt(*prog, root))
+                            : root;
     if (!o->realize.empty()) {
       // Under --grad the step's vjp is what is compiled: a gradient's decisions are checked against it.
       const int vjp = o->grad ? grad::vjp(*prog, root, gradient_wrt(*prog, root)) : -1;
       o->solved = std::make_shared<const precision::RealizationFile>(
           load_realization(o->realize, *prog, root, parse_dims(o->dims, *prog), vjp));
     }
-    stage.print(*o, *prog, root);
+    stage.print(*o, *prog, printed);
     return 0;
   };
 }

@@ -14,12 +14,14 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <utility>
 #include <set>
 #include <sstream>
 
 #include "commands.h"
 #include "common.h"
 #include "explain_builder.h"
+#include "quire/compile/compile.h"
 #include "quire/exact/big.h"
 #include "quire/explain/document.h"
 #include "quire/io/atomic_file.h"
@@ -176,8 +178,15 @@ Handler setup_explain(CLI::App& sub) {
     } else if (r.entry.empty()) {
       throw UsageError("give --entry NAME (the function explained), or --step for the training run's step");
     }
-    find_entry(*prog, r.entry);
-    parse_dims(r.dims, *prog);
+    {
+      // Every stage compiles the entry at its dimensions: compiled once here,
+      // a dimension left unbound is refused now, not after the commands that
+      // need no size have run.
+      compile::CompileRequest request;
+      request.entry = find_entry(*prog, r.entry);
+      request.dims = parse_dims(r.dims, *prog);
+      compile::compile(std::as_const(*prog), request);
+    }
     if (!r.profile.empty()) machine::planning_profile(r.profile);  // a profile that does not parse, refused now
     if (r.bits < exact::kMinBits || r.bits > exact::kMaxBits)
       throw UsageError(

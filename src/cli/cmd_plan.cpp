@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "common.h"
 #include "quire/compile/compile.h"
+#include "quire/grad/vjp.h"
 #include "quire/io/atomic_file.h"
 #include "quire/kernel/layout.h"
 #include "quire/realize/realization.h"
@@ -55,6 +56,7 @@ Handler setup_plan(CLI::App& sub) {
     std::vector<std::string> dims;
     std::optional<int> threads;
     bool cost = false;
+    bool grad = false;
     bool fused_products = true;  // --product-step fma, the default
   };
   auto o = std::make_shared<Options>();
@@ -71,6 +73,9 @@ Handler setup_plan(CLI::App& sub) {
       ->check(CLI::Range(1, 256));
   add_product_step_option(sub, o->fused_products);
   sub.add_flag("--cost", o->cost, "print every point's prediction in its terms");
+  sub.add_flag("--grad", o->grad,
+               "plan the entry's gradient as a training step computes it (with respect to θ, or to every "
+               "differentiable argument of an entry without parameters)");
   add_output_option(sub, "--out", o->out, "write the plan as JSON");
   return [o, precision_flag]() {
     if (!o->realize.empty() && precision_flag->count() > 0)
@@ -89,12 +94,16 @@ Handler setup_plan(CLI::App& sub) {
     request.dims = dims;
     request.realize.policy = *precision::parse_policy(o->precision);
     request.realize.fused_products = o->fused_products;
+    if (o->grad) request.wrt = gradient_wrt(*prog, entry);
     nlohmann::ordered_json realization;  // null unless --realize
     std::optional<precision::RealizationFile> solved;
     if (!o->realize.empty()) {
-      solved = load_realization(o->realize, *prog, entry, dims);
+      // Under --grad the step's vjp is what runs: a gradient's decisions are checked against it.
+      solved = load_realization(o->realize, *prog, entry, dims, o->grad ? grad::vjp(*prog, entry, request.wrt) : -1);
       request.realize.policy = solved->assignment.policy;
       request.realize.assignment = &solved->assignment;
+      // As training reads them: a trained parameter keeps its master, its reads rounded.
+      request.realize.keep_masters = o->grad;
       // The plan names its realization by content: a path would make the same
       // plan's bytes depend on where the file was.
       const std::string path = o->realize[0] == '@' ? o->realize.substr(1) : o->realize;
@@ -107,8 +116,8 @@ Handler setup_plan(CLI::App& sub) {
     const std::vector<kernel::KernelRecord>& records = compiled.catalog->kernels();
 
     const machine::LayoutModel& m = *profile.layout;
-    std::cout << fmt::format("plan of `{}` under the profile `{}` ({} cores, {} threads allowed): u = {:.3g}, p = {:.3g}\n\n",
-                             o->entry, profile.name, profile.cores, threads, m.error, m.p);
+    std::cout << fmt::format("plan of {} under the profile `{}` ({} cores, {} threads allowed): u = {:.3g}, p = {:.3g}\n\n",
+                             o->grad ? fmt::format("`{}`'s gradient", o->entry) : fmt::format("`{}`", o->entry), profile.name, profile.cores, threads, m.error, m.p);
     std::cout << fmt::format("{:<5} {:<34} {:<22} {:>9} {:>13} {:>18}  {}\n", "nest", "sites", "operands", "space",
                              "predicted", "undecided", "layout");
     int points = 0;
@@ -175,6 +184,7 @@ Handler setup_plan(CLI::App& sub) {
       j["format"] = "quire-plan";
       j["version"] = 1;
       j["entry"] = o->entry;
+      if (o->grad) j["grad"] = true;
       j["dims"] = dims;
       j["precision"] = solved ? "realized" : o->precision;
       if (solved) j["realization"] = realization;

@@ -115,8 +115,12 @@ class Builder {
     replace_all(ran.output.out, doc_, "$DOC");
     replace_all(ran.output.err, doc_, "$DOC");
     if (ran.output.status != 0 && required)
-      throw UsageError(fmt::format("`{}` failed (exit status {}):\n{}", ran.line, ran.output.status,
-                                   first_lines(ran.output.err, 6)));
+    {
+      // The child's own "quire: error: " prefix would repeat this message's.
+      std::string why = first_lines(ran.output.err, 6);
+      replace_all(why, "quire: error: ", "");
+      throw UsageError(fmt::format("`{}` failed (exit status {}): {}", ran.line, ran.output.status, why));
+    }
     if (ran.output.status == 0) io::write_file_atomically(doc_ + "/listings/" + name + ".txt", ran.output.out);
     ran_.push_back(std::move(ran));
     return ran_.back();
@@ -163,6 +167,11 @@ class Builder {
   std::vector<std::string> types() const {
     if (r_.solved()) return {"--realize", "@$DOC/artifacts/realization.json"};
     return {"--precision", r_.precision};
+  }
+  /// Under --step the stages print the objective's gradient, as training runs it.
+  std::vector<std::string> grad() const {
+    if (!r_.step) return {};
+    return {"--grad"};
   }
   /// The arguments of the commands that evaluate the entry.
   std::vector<std::string> inputs() const {
@@ -445,22 +454,31 @@ class Builder {
           "first-order estimate stays under the budget, then measures the candidate against the exact reference "
           "and widens until the measurement holds."});
       if (!have_envelope_) throw std::runtime_error("--budget: the envelope (§6.1) could not be computed for this entry");
+      // Under --step the budget bounds the gradient, which training computes.
+      std::vector<std::string> of;
+      if (r_.step) of = {"--of", "gradient"};
       const Ran& solve = run("solve", "§6.3",
                              cat(cat({"solve", r_.file, "--precision", "$DOC/artifacts/envelope.json", "--budget",
                                       r_.budget},
-                                     profile()),
+                                     cat(of, profile())),
                                  {"--out", "$DOC/artifacts/realization.json"}),
                              true);
       show(real, solve);
     }
     real.blocks.push_back(Paragraph{"Every site's type, and why it has it:"});
-    const std::vector<std::string> prec_args = cat(with_dims({"dump", r_.file, "--stage", "precision", "--entry", r_.entry}), types());
+    const std::vector<std::string> prec_args =
+        cat(cat(with_dims({"dump", r_.file, "--stage", "precision", "--entry", r_.entry}), types()), grad());
     show(real, run("precision", "§6.3", prec_args, true));
     precision_json_ = figures("precision-json", "§6.3", cat(prec_args, {"--format", "json"}));
     out.push_back(std::move(real));
 
     Section bound{"bound", "§6.4 The bound and the measurement", 3, {}};
-    if (have_envelope_) {
+    if (r_.step && r_.solved()) {
+      bound.blocks.push_back(Paragraph{
+          "The budget bounds the gradient here: `solve --of gradient` measured the gradient's gap against the "
+          "exact reference itself (§6.3's `measured` and `held-out` lines). `check --precision` bounds an entry's "
+          "output, so it has no bound to give for this realization."});
+    } else if (have_envelope_) {
       bound.blocks.push_back(Paragraph{fmt::format(
           "Under {}, each rule's bound on the output's error, beside the gap measured against the exact reference.",
           types_text())});
@@ -516,7 +534,8 @@ class Builder {
     s.blocks.push_back(Paragraph{
         "Fusion groups the element-wise operations that can share one loop nest: a value inside a group never "
         "reaches memory. Each value that does is listed with the reason."});
-    const std::vector<std::string> args = with_dims({"dump", r_.file, "--stage", "realize", "--entry", r_.entry});
+    const std::vector<std::string> args =
+        cat(with_dims({"dump", r_.file, "--stage", "realize", "--entry", r_.entry}), grad());
     show(s, run("fusion", "§7", args, true));
     fusion_json_ = figures("fusion-json", "§7", cat(args, {"--format", "json"}));
     return s;
@@ -530,7 +549,7 @@ class Builder {
         "points the model cannot tell from the best."});
     const Ran& plan = run("plan", "§8",
                           cat(cat(with_dims({"plan", r_.file, "--entry", r_.entry}), cat(types(), profile())),
-                              {"--out", "$DOC/artifacts/plan.json"}),
+                              cat(grad(), {"--cost", "--out", "$DOC/artifacts/plan.json"})),
                           true);
     show(s, plan);
     try {
@@ -556,8 +575,8 @@ class Builder {
     s.blocks.push_back(Paragraph{
         "Each launch lowered to a kernel at the shapes and types it runs at, then the host program: the steps "
         "one call runs, in order."});
-    std::vector<std::string> extra = cat(types(), profile());
-    if (r_.step) extra = cat(extra, {"--grad", "--remat", r_.remat});
+    std::vector<std::string> extra = cat(cat(types(), profile()), grad());
+    if (r_.step) extra = cat(extra, {"--remat", r_.remat});
     show(s, run("kernels", "§9", cat(with_dims({"dump", r_.file, "--stage", "kernel", "--entry", r_.entry}), extra), true));
     show(s, run("host", "§9", cat(with_dims({"dump", r_.file, "--stage", "host", "--entry", r_.entry}), extra), true));
     return s;
@@ -622,7 +641,16 @@ class Builder {
     Section s{"sites", "§12 Sites through every stage", 2, {}};
     // The sites --site names, then the most sensitive (or, without
     // sensitivities, the stored values in body order) up to --sites.
-    std::vector<std::string> chosen;
+    // --site's sites first; then, in turn, the largest shares of the
+    // solver's estimate (with --budget), the sites of the costliest nests and
+    // the largest sensitivities, until --sites more are chosen. Each row says
+    // why its site was chosen.
+    std::vector<std::string> chosen, why;
+    auto choose = [&](const std::string& site, const std::string& reason) {
+      if (std::find(chosen.begin(), chosen.end(), site) != chosen.end()) return;
+      chosen.push_back(site);
+      why.push_back(reason);
+    };
     for (const std::string& site : r_.follow) {
       bool known = false;
       if (precision_json_)
@@ -630,22 +658,27 @@ class Builder {
       if (!known)
         throw UsageError(fmt::format("--site {}: `{}` reaches no such site (§6.3 lists them, as `function/%n`)", site,
                                      r_.entry));
-      chosen.push_back(site);
+      choose(site, "--site");
     }
-    std::vector<std::string> ranked = sensitive_sites_;
-    if (ranked.empty() && precision_json_)
+    std::vector<std::pair<std::string, std::string>> shares, nests, sensitive;
+    for (const auto& [site, rank] : largest_shares())
+      shares.push_back({site, fmt::format("share of the estimate, #{}", rank)});
+    for (const auto& [site, nest] : costliest_nests()) nests.push_back({site, "costliest nests: " + nest});
+    for (size_t i = 0; i < sensitive_sites_.size(); ++i)
+      sensitive.push_back({sensitive_sites_[i], fmt::format("sensitivity, #{}", i + 1)});
+    if (sensitive.empty() && precision_json_)
       for (const json& site : (*precision_json_)["sites"])
-        if (site.value("reason", "") != "carried") ranked.push_back(site["site"]);
-    for (const std::string& site : ranked)
-      if (chosen.size() < r_.follow.size() + static_cast<size_t>(r_.sites) &&
-          std::find(chosen.begin(), chosen.end(), site) == chosen.end())
-        chosen.push_back(site);
+        if (site.value("reason", "") != "carried") sensitive.push_back({site["site"], "stored, in body order"});
+    const size_t wanted = r_.follow.size() + static_cast<size_t>(r_.sites);
+    for (size_t i = 0; chosen.size() < wanted && (i < shares.size() || i < nests.size() || i < sensitive.size()); ++i)
+      for (const auto* list : {&shares, &nests, &sensitive})
+        if (i < list->size() && chosen.size() < wanted) choose((*list)[i].first, (*list)[i].second);
     s.blocks.push_back(Paragraph{fmt::format(
-        "{} sites{} followed through the stages: the operation and type (§6.3), the sensitivity (§6.2), "
-        "whether the value reaches memory (§7) and the nest that computes it (§8).",
-        chosen.size(),
-        std::string(r_.follow.empty() ? "" : ", those --site names first, then those") +
-            (sensitive_sites_.empty() ? " stored first in the body," : " with the largest sensitivities,"))});
+        "{} sites followed through the stages: {}in turn the largest shares of the solver's estimate (§6.3, with "
+        "--budget), the values the costliest nests compute (§8) and the largest sensitivities (§6.2). Each row gives "
+        "the operation and type (§6.3), the sensitivity, whether the value reaches memory (§7) and the nests that "
+        "compute it.",
+        chosen.size(), r_.follow.empty() ? "" : "those --site names first, then ")});
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> ids;
     for (const std::string& site : chosen) {
@@ -687,11 +720,11 @@ class Builder {
       const std::string id = fmt::format("site-{}", ids.size() + 1);
       ids.push_back(id);
       site_links_[site] = id;
-      rows.push_back({"`" + site + "`", op, type, sens, memory, nest,
+      rows.push_back({"`" + site + "`", why[ids.size() - 1], op, type, sens, memory, nest,
                       "[§6.2](#sensitivities) [§6.3](#realization) [§7](#fusion) [§8](#layout) [§9](#kernels)"});
     }
-    s.blocks.push_back(Table{{"Site", "Operation", "Type and why (§6.3)", "‖∂L/∂v‖₁ (§6.2)", "Memory (§7)",
-                              "Nest (§8)", "Stages"},
+    s.blocks.push_back(Table{{"Site", "Followed for", "Operation", "Type and why (§6.3)", "‖∂L/∂v‖₁ (§6.2)",
+                              "Memory (§7)", "Nest (§8)", "Stages"},
                              rows, ids});
     s.blocks.push_back(Paragraph{
         "In the HTML document each of these names is a link wherever a listing shows it, to its row here."});
@@ -746,6 +779,46 @@ class Builder {
   }
 
   // ---- helpers ----
+
+  /// The solver's decisions on sites by their term of the estimate, largest
+  /// first, with their rank (from the realization it wrote; none without --budget).
+  std::vector<std::pair<std::string, int>> largest_shares() const {
+    std::vector<std::pair<std::string, int>> out;
+    if (!r_.solved()) return out;
+    json realization;
+    try {
+      realization = json::parse(io::read_file(doc_ + "/artifacts/realization.json"));
+    } catch (const std::exception&) {
+      return out;
+    }
+    std::vector<std::pair<double, std::string>> terms;
+    for (const json& c : realization["report"]["choices"])
+      if (c.value("kind", "") == "site" && c["term"].is_number()) terms.push_back({c["term"], c["name"]});
+    std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = 0; i < terms.size(); ++i) out.push_back({terms[i].second, static_cast<int>(i) + 1});
+    return out;
+  }
+
+  /// The value each nest stores (the last site of its label), the nests by
+  /// their predicted time a call, costliest first.
+  std::vector<std::pair<std::string, std::string>> costliest_nests() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!plan_json_) return out;
+    std::vector<std::pair<double, std::pair<std::string, std::string>>> nests;
+    for (const json& n : (*plan_json_)["nests"]) {
+      const double t = n["launches"].get<double>() * n["ranked"][0]["cost"]["seconds"].get<double>();
+      for (const json& label : n["sites"]) {
+        const std::string text = label.get<std::string>();
+        const size_t slash = text.rfind('/'), plus = text.rfind('+');
+        if (slash == std::string::npos) continue;
+        const std::string site = text.substr(0, slash + 1) + text.substr(plus == std::string::npos ? slash + 1 : plus + 1);
+        nests.push_back({t, {site, n["nest"].get<std::string>()}});
+      }
+    }
+    std::stable_sort(nests.begin(), nests.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& n : nests) out.push_back(n.second);
+    return out;
+  }
 
   /// Whether a nest's site label (`layer_norm/%12+%13+%14`, a group's
   /// steps in one function) names `site` (`layer_norm/%13`).

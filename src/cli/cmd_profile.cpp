@@ -1,4 +1,5 @@
 // quire profile calibrate -o profile.json [--quick] [--name NAME]
+// quire profile show [FILE]
 //
 // Measures this machine and fits the layout plan's cost model
 // (quire/calibrate/calibrate.h), then writes the version 2 profile atomically
@@ -17,6 +18,7 @@
 #include "quire/io/io_error.h"
 #include "quire/calibrate/calibrate.h"
 #include "quire/machine/profile.h"
+#include "quire/machine/profile_print.h"
 #include "quire/native/c_compiler.h"
 
 namespace quire::cli {
@@ -39,7 +41,7 @@ void check_writable(const std::string& path) {
 
 Handler setup_profile(CLI::App& sub) {
   struct Options {
-    std::string out, name;
+    std::string out, name, shown;
     bool quick = false;
   };
   auto o = std::make_shared<Options>();
@@ -49,7 +51,15 @@ Handler setup_profile(CLI::App& sub) {
   add_output_option(*calibrate, "-o,--out", o->out, "write the profile here (atomically)")->required();
   calibrate->add_flag("--quick", o->quick, "a small calibration set and short measurements (seconds, for tests)");
   calibrate->add_option("--name", o->name, "the profile's name (default: the output file's stem)");
-  return [o]() {
+  CLI::App* show = sub.add_subcommand(
+      "show", "print a profile as the cost models read it: the machine and the layout model's fitted constants");
+  show->add_option("file", o->shown, "the profile (default: the one that ships)")
+      ->check(non_empty("the profile is a file", "FILE"));
+  return [o, show]() {
+    if (show->parsed()) {
+      std::cout << machine::print_profile(o->shown.empty() ? machine::shipped_profile() : machine::read_profile(o->shown));
+      return 0;
+    }
     check_writable(o->out);
     machine::CalibrationOptions options;
     options.name = o->name.empty() ? std::filesystem::path(o->out).stem().string() : o->name;

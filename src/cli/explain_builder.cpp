@@ -547,6 +547,12 @@ class Builder {
         "Each nest has a space of layouts (vector lanes, a split over workers, for a product a register tile and "
         "packing). The plan takes the point the profile's cost model predicts fastest; \"within 1 + u\" counts the "
         "points the model cannot tell from the best."});
+    s.blocks.push_back(Paragraph{"The profile describes the machine as the cost model sees it, with the constants "
+                                 "fitted on its calibration:"});
+    std::vector<std::string> profile_args = {"profile", "show"};
+    if (!r_.profile.empty()) profile_args.push_back(r_.profile);
+    show(s, run("profile", "§8", profile_args, true));
+    s.blocks.push_back(Paragraph{"The plan, with every point's prediction in its terms (`--cost`):"});
     const Ran& plan = run("plan", "§8",
                           cat(cat(with_dims({"plan", r_.file, "--entry", r_.entry}), cat(types(), profile())),
                               cat(grad(), {"--cost", "--out", "$DOC/artifacts/plan.json"})),

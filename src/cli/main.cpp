@@ -33,7 +33,7 @@ const quire::cli::Command kCommands[] = {
      quire::cli::setup_explain},
     {"export", "write the functions an entry reaches as PyTorch modules, one per source file: `--target pytorch -o DIR`",
      quire::cli::setup_export},
-    {"profile", "measure this machine for the layout plan: `quire profile calibrate -o profile.json`",
+    {"profile", "measure this machine for the layout plan (`profile calibrate -o P.json`), or print a profile (`profile show`)",
      quire::cli::setup_profile},
 };
 

@@ -158,6 +158,61 @@ nlohmann::ordered_json elab_json(const Program& prog) {
   return root;
 }
 
+namespace {
+
+/// Whether an initializer draws from its key (zeros and ones do not).
+bool init_draws(const InitExpr& init) { return init.kind != "zeros" && init.kind != "ones"; }
+
+/// Whether initializing module `m` draws: one of its parameters' initializers
+/// does, or one of the modules it uses does.
+bool module_init_draws(const Program& prog, int m, std::vector<int>& seen) {
+  if (std::find(seen.begin(), seen.end(), m) != seen.end()) return false;
+  seen.push_back(m);
+  const ModuleInfo& mod = prog.modules[static_cast<size_t>(m)];
+  for (const ParamInfo& p : mod.params)
+    if (init_draws(p.init)) return true;
+  for (const UseInfo& u : mod.uses)
+    if (module_init_draws(prog, u.type.module, seen)) return true;
+  return false;
+}
+
+bool module_has_params(const Program& prog, int m) {
+  const ModuleInfo& mod = prog.modules[static_cast<size_t>(m)];
+  if (!mod.params.empty()) return true;
+  for (const UseInfo& u : mod.uses)
+    if (module_has_params(prog, u.type.module)) return true;
+  return false;
+}
+
+std::string print_builtin_effects(const Program& prog) {
+  // The built-in functions a program's parameters and training run call:
+  // each module's initializer (`init = …` on its parameters and those of the
+  // modules it uses) and the training run's optimizer. They are not Core, so
+  // they carry no regularity class; their arguments and effects are stated.
+  std::string out;
+  for (size_t m = 0; m < prog.modules.size(); ++m) {
+    const ModuleInfo& mod = prog.modules[m];
+    if (prog.files[static_cast<size_t>(mod.file)].prelude || !module_has_params(prog, static_cast<int>(m))) continue;
+    std::vector<int> seen;
+    const bool draws = module_init_draws(prog, static_cast<int>(m), seen);
+    std::vector<std::string> inits;
+    for (const ParamInfo& p : mod.params) inits.push_back(fmt::format("{}: {}", p.name, p.init.kind));
+    for (const UseInfo& u : mod.uses)
+      if (module_has_params(prog, u.type.module))
+        inits.push_back(fmt::format("{}: {}.init", u.name, prog.modules[static_cast<size_t>(u.type.module)].name));
+    out += fmt::format("{}.init : [key] uses {}  (built in; {})\n", mod.name, draws ? "Rand" : "none",
+                       fmt::join(inits, ", "));
+  }
+  const TrainingInfo* t = prog.training();
+  if (t && t->optimizer >= 0) {
+    const std::string& name = prog.optimizers[static_cast<size_t>(t->optimizer)].name;
+    out += fmt::format("{}.step : [θ, state, g, step] uses none  (built in: the update, deterministic)\n", name);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string print_summary(const Program& prog) {
   TypePrinter tp = prog.printer();
   std::string out;
@@ -183,6 +238,7 @@ std::string print_summary(const Program& prog) {
                                  a < fn.arg_regularity.size() ? core::regularity_name(fn.arg_regularity[a]) : "?"));
     out += fmt::format("{} : [{}] uses {}\n", fn.name, fmt::join(regs, ", "), fn.uses_rand ? "Rand" : "none");
   }
+  out += print_builtin_effects(prog);
   const TrainingInfo* t = prog.training();
   if (t && t->model >= 0) {
     ParamsType model{t->model, {}, {}};

@@ -464,6 +464,16 @@ class Builder {
                                  {"--out", "$DOC/artifacts/realization.json"}),
                              true);
       show(real, solve);
+      const std::vector<std::pair<std::string, int>> shares = largest_shares();
+      if (!shares.empty()) {
+        BarChart chart{"Each decision's term of the solver's estimate, the largest first", "term", {}, {}};
+        for (const auto& [site, rank] : shares) {
+          if (static_cast<size_t>(rank) > kChartBars) break;
+          chart.labels.push_back(site);
+          chart.values.push_back(term_of(site));
+        }
+        real.blocks.push_back(std::move(chart));
+      }
     }
     real.blocks.push_back(Paragraph{"Every site's type, and why it has it:"});
     const std::vector<std::string> prec_args =
@@ -803,6 +813,14 @@ class Builder {
     std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (size_t i = 0; i < terms.size(); ++i) out.push_back({terms[i].second, static_cast<int>(i) + 1});
     return out;
+  }
+
+  /// A decision's term of the solver's estimate (0 when it has none).
+  double term_of(const std::string& site) const {
+    const json realization = json::parse(io::read_file(doc_ + "/artifacts/realization.json"));
+    for (const json& c : realization["report"]["choices"])
+      if (c.value("name", "") == site && c["term"].is_number()) return c["term"].get<double>();
+    return 0;
   }
 
   /// The value each nest stores (the last site of its label), the nests by

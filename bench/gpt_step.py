@@ -14,7 +14,14 @@ backward, clip, update), in the same dtype. Both train on the example's data,
 batches in file order.
 
     python3 bench/gpt_step.py --quire build/quire [--threads 1,2] [--steps 60]
-                              [--precision f32] [--rounds 3]
+                              [--precision f32] [--rounds 3] [--config example|gpt2-small]
+
+--config gpt2-small runs GPT-2 small's shape instead (V = 50257, T = 64,
+D = 768, 12 heads, 12 blocks, B = 4: 124M parameters) on random token ids
+(seed 0, 64 windows), both sides on the same ids. Each side runs in a process
+of its own (PyTorch in a child of this script), so that each one's peak
+resident memory (getrusage's ru_maxrss, from wait4) is reported beside its
+step time.
 
 --rounds R alternates quire and PyTorch R times per thread count and reports
 each round's ratio (PyTorch's step time / quire's: above 1, quire is faster)
@@ -37,12 +44,29 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "gpt")
 V, T, D, H, L, B, P = 76, 32, 64, 4, 2, 16, 0.1
+CONFIGS = {"example": (76, 32, 64, 4, 2, 16), "gpt2-small": (50257, 64, 768, 12, 12, 4)}
 
 
-def quire_copy(tmp):
+def use_config(name):
+    global V, T, D, H, L, B
+    V, T, D, H, L, B = CONFIGS[name]
+
+
+def write_random_tokens(path):
+    """64 windows of T + 1 random token ids in [0, V), seed 0: ids and next ids."""
+    ids = np.random.default_rng(0).integers(0, V, size=(64, T + 1)).astype(np.int32)
+    np.savez(path, **{"0": ids[:, :T], "1": ids[:, 1:]})
+
+
+def quire_copy(tmp, config):
     shutil.copytree(os.path.join(EXAMPLE, "data"), os.path.join(tmp, "data"))
     with open(os.path.join(EXAMPLE, "gpt.qr"), encoding="utf-8") as f:
         source = f.read()
+    if config != "example":
+        for name, value in zip("VTDHL", (V, T, D, H, L)):
+            source = re.sub(rf"^const {name} : nat = \d+", f"const {name} : nat = {value}", source, flags=re.M)
+        source = re.sub(r"batch\(B = \d+\)", f"batch(B = {B})", source)
+        write_random_tokens(os.path.join(tmp, "data", "train.npz"))
     source = re.sub(r"^\s*evaluate .*\n", "", source, flags=re.M)
     source = re.sub(r"^\s*checkpoint every .*\n", "", source, flags=re.M)
     source = re.sub(r"\|> shuffle\(seed = \d+\) ", "", source)
@@ -52,16 +76,30 @@ def quire_copy(tmp):
     return path
 
 
+def run_measured(cmd):
+    """Runs cmd; returns its standard output and its peak resident bytes."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} exited {p.returncode}:\n{err.read().decode()[-3000:]}")
+        return out.read().decode(), usage.ru_maxrss * 1024
+
+
 def quire_step_seconds(quire, program, tmp, threads, precision, steps, warmup):
+    """The median step time, and the process's peak resident bytes."""
     run_dir = os.path.join(tmp, f"run-{threads}-{time.monotonic_ns()}")
-    subprocess.run([quire, "train", program, "--precision", precision, "--threads", str(threads), "--max-steps",
-                    str(steps), "--run-dir", run_dir], check=True, capture_output=True)
+    _, rss = run_measured([quire, "train", program, "--precision", precision, "--threads", str(threads),
+                           "--max-steps", str(steps), "--run-dir", run_dir])
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         elapsed = [json.loads(line)["elapsed_s"] for line in f if line.strip()]
-    return statistics.median([b - a for a, b in zip(elapsed, elapsed[1:])][warmup:])
+    return statistics.median([b - a for a, b in zip(elapsed, elapsed[1:])][warmup:]), rss
 
 
-def torch_step_seconds(torch, threads, precision, steps, warmup):
+def torch_step_seconds(torch, threads, precision, steps, warmup, data_path):
     torch.set_num_threads(threads)
     F = torch.nn.functional
     dtype = torch.float32 if precision == "f32" else torch.float64
@@ -93,7 +131,7 @@ def torch_step_seconds(torch, threads, precision, steps, warmup):
         logits = F.layer_norm(x, (D,), p["lnf_g"], p["lnf_b"]) @ p["wte"].T
         return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
-    with np.load(os.path.join(EXAMPLE, "data", "train.npz")) as data:
+    with np.load(data_path) as data:
         ids_all, targets_all = torch.tensor(data["0"], dtype=torch.int64), torch.tensor(data["1"], dtype=torch.int64)
     times = []
     for step in range(steps):
@@ -109,32 +147,52 @@ def torch_step_seconds(torch, threads, precision, steps, warmup):
     return statistics.median(times[warmup:])
 
 
+def torch_child(args):
+    """Run as a child (--torch-child DATA): PyTorch's side alone, its step time printed as JSON."""
+    import torch
+    use_config(args.config)
+    t = torch_step_seconds(torch, int(args.threads), args.precision, args.steps, args.warmup, args.torch_child)
+    print(json.dumps({"step_s": t}))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quire", required=True)
+    ap.add_argument("--quire")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--precision", default="f32", choices=["f32", "f64"])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--config", default="example", choices=sorted(CONFIGS))
+    ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.torch_child:
+        return torch_child(args)
+    if not args.quire:
+        sys.exit("--quire BUILD/quire is required")
     try:
-        import torch
+        import torch  # noqa: F401 (checked here, used in the child)
     except ImportError:
         sys.exit("PyTorch is needed for the comparison (scripts/setup installs it into .venv)")
+    use_config(args.config)
     with tempfile.TemporaryDirectory() as tmp:
-        program = quire_copy(tmp)
+        program = quire_copy(tmp, args.config)
+        data = os.path.join(tmp, "data", "train.npz")
         for threads in [int(t) for t in args.threads.split(",")]:
             ratios = []
             for r in range(args.rounds):
-                q = quire_step_seconds(os.path.abspath(args.quire), program, tmp, threads, args.precision, args.steps,
-                                       args.warmup)
-                t = torch_step_seconds(torch, threads, args.precision, args.steps, args.warmup)
+                q, q_rss = quire_step_seconds(os.path.abspath(args.quire), program, tmp, threads, args.precision,
+                                              args.steps, args.warmup)
+                out, t_rss = run_measured([sys.executable, os.path.abspath(__file__), "--torch-child", data,
+                                           "--config", args.config, "--threads", str(threads), "--precision",
+                                           args.precision, "--steps", str(args.steps), "--warmup", str(args.warmup)])
+                t = json.loads(out.strip().splitlines()[-1])["step_s"]
                 ratios.append(t / q)
-                print(f"threads {threads} round {r + 1}: quire {q * 1e3:.2f} ms/step, PyTorch eager {t * 1e3:.2f} "
-                      f"ms/step, PyTorch / quire {t / q:.2f}", flush=True)
-            print(f"threads {threads} {args.precision}: median PyTorch / quire {statistics.median(ratios):.2f} "
-                  f"(above 1: quire is faster)")
+                print(f"threads {threads} round {r + 1}: quire {q * 1e3:.2f} ms/step (peak resident "
+                      f"{q_rss / 1e6:.0f} MB), PyTorch eager {t * 1e3:.2f} ms/step ({t_rss / 1e6:.0f} MB), "
+                      f"PyTorch / quire {t / q:.2f}", flush=True)
+            print(f"threads {threads} {args.precision} {args.config}: median PyTorch / quire "
+                  f"{statistics.median(ratios):.2f} (above 1: quire is faster)")
 
 
 if __name__ == "__main__":

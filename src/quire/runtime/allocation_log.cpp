@@ -71,8 +71,8 @@ void AllocationLog::reset_peak() {
 void AllocationLog::record_allocated(const void* elements, int64_t bytes, HeldAs held) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!live_.emplace(elements, LoggedAllocation{bytes, held}).second)
-    throw std::logic_error(fmt::format("internal: the allocation log saw {} allocated twice without a release",
-                                       fmt::ptr(elements)));
+    throw std::logic_error(
+        fmt::format("internal: the allocation log saw {} allocated twice without a release", fmt::ptr(elements)));
   ++allocations_;
   live_bytes_ += bytes;
   if (live_bytes_ > peak_bytes_) snapshot_at_peak();

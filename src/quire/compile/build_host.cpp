@@ -684,6 +684,23 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
     HostFunction& h = host.functions[i];
     const core::Function& f = prog.functions[static_cast<size_t>(h.function)];
     const std::vector<Value>& env = walk.env(static_cast<int>(i));
+    // A value read out of an argument (θ.w, a fold copy's slice of the
+    // stacked parameters, an element of an input tuple), directly or through
+    // such reads, is the caller's storage shared (runtime/real_storage.h),
+    // not a copy: it holds no bytes of its own, as the argument holds none in
+    // this frame. A tuple's element keeps its type; a parameter read at a
+    // half type is rounded from its master into storage of its own, one read
+    // at f64 or f32 is not (interp::store_at_site), which takes an f32 site
+    // to read an f32 master (as every uniform policy stores them).
+    std::vector<bool> borrowed(env.size(), false);
+    for (size_t a = 0; a < f.args.size(); ++a) borrowed.at(a + 1) = true;
+    for (const core::Instr& in : f.body) {
+      const Value& x = env.at(static_cast<size_t>(in.id));
+      const bool rounded =
+          in.op == Op::Field && x.kind == Value::Kind::Tensor && x.tensor.is_real() && precision::is_half(x.type);
+      if ((in.op == Op::Field || in.op == Op::TupleGet) && !rounded && borrowed.at(static_cast<size_t>(in.args.at(0))))
+        borrowed.at(static_cast<size_t>(in.id)) = true;
+    }
     std::map<int, HostBuffer> buffers;
     auto buffer = [&](int v) -> HostBuffer& {
       HostBuffer& b = buffers[v];
@@ -694,7 +711,8 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
         b.elem = x.tensor.kind;
         b.type = x.type;
         b.shape = x.tensor.shape;
-        b.bytes = buffer_bytes(x);
+        const bool argument = static_cast<size_t>(v) <= f.args.size();  // printed at its bytes, held by the caller
+        b.bytes = borrowed.at(static_cast<size_t>(v)) && !argument ? 0 : buffer_bytes(x);
       }
       return b;
     };

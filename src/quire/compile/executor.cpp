@@ -119,7 +119,8 @@ Value Executor::call(const std::vector<Value>& args) {
   return run(host_.root, std::move(cast), 0);
 }
 
-Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reuse, std::shared_ptr<const Saved>* keep) {
+Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reuse, std::shared_ptr<const Saved>* keep,
+                    int64_t carried) {
   if (depth > interp::kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
   const HostFunction& h = host_.functions.at(static_cast<size_t>(id));
   const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
@@ -147,6 +148,10 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
   // values (counted in the frame that kept them) count nothing here.
   const std::vector<int64_t>& buffer_bytes = buffer_bytes_[static_cast<size_t>(id)];
   std::vector<int64_t> counted(env.size(), 0);
+  if (carried > 0) {
+    counted.at(kCarriedArgument) = carried;  // live already: the previous copy's result, moved in
+    live_bytes_ += carried;
+  }
   auto hold = [&](int v) {
     const int64_t b = buffer_bytes.at(static_cast<size_t>(v));
     live_bytes_ += b - counted[static_cast<size_t>(v)];
@@ -272,7 +277,16 @@ struct Executor::Callees : interp::ValueStructure {
       throw std::logic_error(fmt::format("internal: {}: the host program compiled no {} instance for this evaluation",
                                          core::site_name(fn, in.id), frame_mode_name(mode)));
     if (e.role == core::CallRole::VjpForward) ++self.stats_.forwards_repeated;
-    return self.run(instance, std::move(args), depth + 1, e.reuse ? e.reuse->get() : nullptr, e.keep);
+    // A fold's carried value after the first copy is the previous copy's
+    // result, moved in (a kept copy's result stays with its kept frame).
+    int64_t carried = 0;
+    if (e.role == core::CallRole::FoldCopy && e.copy > 0) {
+      const size_t previous = static_cast<size_t>(step.copies.at(copy - 1));
+      if (self.host_.functions.at(previous).mode != FrameMode::Kept)
+        carried = self.buffer_bytes_.at(previous).at(static_cast<size_t>(
+            self.prog_.functions.at(static_cast<size_t>(self.host_.functions[previous].function)).result_value));
+    }
+    return self.run(instance, std::move(args), depth + 1, e.reuse ? e.reuse->get() : nullptr, e.keep, carried);
   }
 };
 

@@ -79,8 +79,11 @@ class Executor {
   /// Runs instance `id` on `args`. `reuse` (a kept forward of the vjp's
   /// primal) supplies a reusing instance's forward values; `keep`, when
   /// given, receives this run's values for a later reverse sweep.
+  /// `carried` (a fold copy after the first): the bytes of the previous
+  /// copy's result, moved in as this frame's carried argument, which the
+  /// frame holds until that argument's last reader.
   interp::Value run(int id, std::vector<interp::Value> args, int depth, const Saved* reuse = nullptr,
-                    std::shared_ptr<const Saved>* keep = nullptr);
+                    std::shared_ptr<const Saved>* keep = nullptr, int64_t carried = 0);
   /// This executor as the Core walker's domain (core/walk.h).
   struct Callees;
   interp::Value call_step(const HostStep& s, const core::Instr& in, const HostFunction& h, std::vector<interp::Value>& env,

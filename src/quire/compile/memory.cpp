@@ -36,6 +36,7 @@ class Replay {
       const HostFunction& h = host.functions[i];
       const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
       bytes_[i].assign(static_cast<size_t>(fn.value_count()) + 1, 0);
+      result_value_.push_back(fn.result_value);
       released_[i].resize(h.steps.size());
       for (const HostBuffer& b : h.buffers) {
         bytes_[i].at(static_cast<size_t>(b.value)) = b.bytes;
@@ -47,7 +48,7 @@ class Replay {
   }
 
   void call() {
-    run(host_.root, -1, false, nullptr);
+    run(host_.root, -1, false, nullptr, kNothingCarried, nullptr);
     // The arena: every stored value at one offset for its whole life.
     const Placement placement = place_by_size(lives_);
     m_.arena_bytes = placement.arena_bytes;
@@ -63,6 +64,15 @@ class Replay {
   }
 
  private:
+  /// A fold copy's result passed on as the next copy's carried argument:
+  /// its bytes and its open life. None from a kept copy, whose frame holds
+  /// its result until the keeper returns (the next copy shares it).
+  struct Carried {
+    int64_t bytes;
+    int64_t life;  ///< index into lives_, or -1
+  };
+  static constexpr Carried kNothingCarried{0, -1};
+
   struct Active {
     int instance;
     int step = -1;
@@ -103,7 +113,13 @@ class Replay {
   /// that called it owns until it returns.
   /// `outliving` receives the lives (indices into lives_) that a kept frame
   /// leaves to the frame that called it.
-  int64_t run(int id, int64_t copy, bool reverse, std::vector<size_t>* outliving) {
+  /// `carried_in` (a fold copy after the first): the previous copy's
+  /// result, which this frame holds as its carried argument until that
+  /// argument's last reader (the executor's fold moves it in); its life goes
+  /// on. `carried_out`, when given, receives this frame's result to pass on
+  /// so (its life left open), unless the frame is kept.
+  int64_t run(int id, int64_t copy, bool reverse, std::vector<size_t>* outliving, Carried carried_in,
+              Carried* carried_out) {
     if (stack_.size() > static_cast<size_t>(interp::kMaxCallDepth))
       throw std::logic_error("internal: the host program's calls nest deeper than the executor allows");
     const size_t i = static_cast<size_t>(id);
@@ -115,10 +131,15 @@ class Replay {
     ++runs_[i];
     const bool kept = h.mode == FrameMode::Kept;
     std::vector<int64_t> counted(bytes_[i].size(), 0);
-    stack_.push_back({id, -1, copy, reverse, live_, &counted});
+    if (carried_in.bytes > 0) {
+      counted.at(kCarriedArgument) = carried_in.bytes;  // already live: the previous copy's result
+      live_ += carried_in.bytes;
+    }
+    stack_.push_back({id, -1, copy, reverse, live_ - carried_in.bytes, &counted});
     int64_t owned = 0;  // kept forwards this frame's callees left behind
     std::vector<size_t> owned_lives;                      // their lives, ended when this frame ends
     std::vector<int64_t> life(bytes_[i].size(), -1);      // by value: its open life in lives_
+    if (carried_in.life >= 0) life.at(kCarriedArgument) = carried_in.life;
     auto hold = [&](int v) {
       const int64_t b = bytes_[i].at(static_cast<size_t>(v));
       live_ += b - counted[static_cast<size_t>(v)];
@@ -148,21 +169,27 @@ class Replay {
           for (int v : s.steps) hold(v);
           break;
         case HostStep::Kind::Call:
-          owned += run(s.callee, -1, false, &owned_lives);
+          owned += run(s.callee, -1, false, &owned_lives, kNothingCarried, nullptr);
           hold(s.value);
           break;
-        case HostStep::Kind::Fold:
-          for (int64_t c = 0; c < s.count; ++c)
-            owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives);
+        case HostStep::Kind::Fold: {
+          Carried carried = kNothingCarried;
+          for (int64_t c = 0; c < s.count; ++c) {
+            Carried next = kNothingCarried;
+            owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives, carried,
+                         c + 1 < s.count ? &next : nullptr);
+            carried = next;
+          }
           hold(s.value);
           break;
+        }
         case HostStep::Kind::FoldVjp:
           // The forward again unless it was kept, then the vjps, last copy first.
           if (!s.copies.empty())
             for (int64_t c = 0; c < s.count; ++c)
-              owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives);
+              owned += run(s.copies.at(static_cast<size_t>(c)), c, false, &owned_lives, kNothingCarried, nullptr);
           for (int64_t c = s.count; c-- > 0;)
-            owned += run(s.vjp_copies.at(static_cast<size_t>(c)), c, true, &owned_lives);
+            owned += run(s.vjp_copies.at(static_cast<size_t>(c)), c, true, &owned_lives, kNothingCarried, nullptr);
           hold(s.value);
           break;
       }
@@ -184,6 +211,11 @@ class Replay {
       outliving->insert(outliving->end(), owned_lives.begin(), owned_lives.end());
       return held + owned;
     }
+    if (carried_out && !kept) {
+      const size_t result = static_cast<size_t>(result_value_[i]);
+      *carried_out = {counted[result], life[result]};
+      life[result] = -1;  // it goes on in the next copy
+    }
     for (int64_t r : life) end_life(r);
     for (size_t r : owned_lives) end_life(static_cast<int64_t>(r));
     if (kept) {  // the entry's own frame kept: everything ends with the call
@@ -197,6 +229,7 @@ class Replay {
 
   const HostProgram& host_;
   CallMemory& m_;
+  std::vector<int> result_value_;  ///< by instance: its function's result value
   std::vector<std::vector<int64_t>> bytes_;
   std::vector<std::vector<std::vector<int>>> released_;
   std::vector<int64_t> own_peak_, runs_;

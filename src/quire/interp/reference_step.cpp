@@ -128,6 +128,10 @@ void store_at_site(const core::Function& fn, const core::Instr& in, const precis
                                          runtime::float_type_name(site.storage), runtime::float_type_name(v.type)));
     return;
   }
+  // Already of the site's type (an element of an input tuple, a parameter
+  // read at its stored type): rounding changes no bit, and a half's rounding
+  // would copy the storage it shares with its source.
+  if (v.type == site.storage) return;
   const bool via_f32 = precision::is_half(site.storage) && !half_intermediates && !core::op_info(in.op).stored_directly;
   if (via_f32) round_in_place(v.tensor, FloatType::F32);
   round_in_place(v.tensor, site.storage);

@@ -140,6 +140,12 @@ class RealStorage {
     std::unique_ptr<double[]> wide;
     std::unique_ptr<float[]> narrow;
     size_t size = 0;
+    Block() = default;
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    /// Reports its views released to the allocation log (allocation_log.h),
+    /// as every allocation and release of a view is.
+    ~Block();
   };
 
   double* own_wide();

@@ -1,0 +1,182 @@
+// The memory of one call (memory.h) against every allocation of a real run:
+// the native backend runs the call with the allocation log installed
+// (runtime/allocation_log.h), which sees every f64 and f32 view of a real
+// tensor's elements allocated and released, and the most bytes live at once
+// must be the peak that count_call_memory finds without running anything.
+// memory_test.cpp checks the count against the executor's own count of the
+// bytes its frames hold; this checks it against the allocator.
+//
+// The log is installed after the caller's values exist (θ, the batch, cast
+// to the realization's input types ahead of the call), so it measures the
+// call's allocations on top of them: what the count calls the peak, its
+// inputs apart. A first call runs before, unlogged: whatever a call leaves
+// made on the caller's values (a view of one) is the caller's after it.
+//
+// The runtime holds a real tensor as f64, as f32, or both (real_storage.h),
+// and the count gives it its storage type's bytes. So the count is made
+// again at the widths the native backend holds values at (`held_widths`):
+// a bf16 or f16 value as f32 (4 bytes), never 2. Integer, boolean and key
+// tensors are not in the log (their elements are not a RealStorage), so
+// they count 0 there too. Beyond that the two must agree, byte for byte, or
+// by a difference the case states and explains.
+//
+// The calls compared are the loss's, of the tutorial at B = 4 and 32 and of
+// the GPT example at B = 2, under both remats. Their vjps (the training
+// step's gradient) do not agree yet, and are not here: the count leaves out
+// what a fold's vjp holds for its reverse sweep (each copy's input, each
+// copy's gradient tree, their stack) and every parameter tree the call makes
+// (docs/memory.md, "Not yet built", gives the figures).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "quire/compile/executor.h"
+#include "quire/compile/memory.h"
+#include "quire/compile/memory_testing.h"
+#include "quire/elab/elab_testing.h"
+#include "quire/interp/reference_step.h"
+#include "quire/kernel/kernel_testing.h"
+#include "quire/native/native_runner.h"
+#include "quire/native/native_testing.h"
+#include "quire/runtime/allocation_log.h"
+
+namespace quire::compile {
+namespace {
+
+using interp::Value;
+
+/// The host program's buffers at the bytes the native backend holds them
+/// in: a real value in its one view (f64 for f64, f32 for a narrower
+/// type); an integer, boolean or key tensor at 0, since the log does not
+/// see its elements.
+CompiledProgram held_widths(const CompiledProgram& c) {
+  CompiledProgram held;
+  held.entry = c.entry;
+  held.dims = c.dims;
+  held.catalog = c.catalog;
+  held.host = c.host;
+  for (HostFunction& h : held.host.functions)
+    for (HostBuffer& b : h.buffers) {
+      if (b.kind != Value::Kind::Tensor) continue;
+      // 0 stays 0: a value read out of an argument holds no storage of its own.
+      const int64_t elements = b.bytes == 0 ? 0 : runtime::element_count(b.shape);
+      b.bytes = b.elem != runtime::ElemKind::Real ? 0 : b.type == runtime::FloatType::F64 ? 8 * elements : 4 * elements;
+    }
+  return held;
+}
+
+struct Logged {
+  CallMemory counted;  ///< at the storage types, as `quire memory` prints it
+  CallMemory held;     ///< at the widths the native backend holds values in
+  int64_t peak = 0;    ///< the log's peak over one call
+  std::vector<runtime::LoggedAllocation> at_peak;
+  int64_t left = 0;  ///< what the call left allocated (its result)
+};
+
+Logged count_and_log(elab::Program& prog, int fn, const std::vector<Value>& args,
+                     const std::map<std::string, int64_t>& dims, precision::Policy policy, interp::Remat remat) {
+  CompileRequest request;
+  request.entry = fn;
+  request.dims = dims;
+  request.realize.policy = policy;
+  request.remat = remat;
+  request.arguments = &args;
+  const CompiledProgram c = compile(prog, request);
+  Logged out;
+  out.counted = count_call_memory(prog, c);
+  out.held = count_call_memory(prog, held_widths(c));
+  native::NativeRunner runner;
+  kernel::KernelEngine engine(c.catalog, runner);
+  EXPECT_EQ(engine.fell_back(), "") << "the native backend did not run";
+  Executor executor(prog, c, engine);
+  // The caller's values as the call takes them, so that the call casts nothing.
+  std::vector<Value> cast;
+  for (const Value& a : args) cast.push_back(c.realization ? interp::cast_entry_argument(*c.realization, a) : a);
+  executor.call(cast);
+  {
+    runtime::AllocationLog log;
+    Value result = executor.call(cast);
+    out.peak = log.peak_bytes();
+    out.at_peak = log.live_at_peak();
+    out.left = log.live_bytes();
+  }
+  // The entry's result, the loss, is all the call leaves allocated.
+  EXPECT_EQ(out.left, out.held.output_bytes);
+  return out;
+}
+
+const char* remat_label(interp::Remat r) { return r == interp::Remat::Store ? "store" : "recompute"; }
+
+std::string figures(const Logged& l) {
+  std::string live;
+  for (const runtime::LoggedAllocation& a : l.at_peak)
+    live += fmt::format("{}{} {}", live.empty() ? "" : ", ", a.bytes, runtime::held_as_name(a.held));
+  return fmt::format("counted {} (at the storage types {}), logged {}: {}", l.held.peak_bytes, l.counted.peak_bytes,
+                     l.peak, live);
+}
+
+/// The log's peak is the count's plus `beyond` (a difference the caller
+/// states and explains), and what was live at it adds up to it.
+void expect_agree(const Logged& l, const std::string& what, int64_t beyond = 0) {
+  EXPECT_EQ(l.peak, l.held.peak_bytes + beyond) << what << ": " << figures(l);
+  int64_t sum = 0;
+  for (const runtime::LoggedAllocation& a : l.at_peak) sum += a.bytes;
+  EXPECT_EQ(sum, l.peak) << what;
+  EXPECT_GT(l.peak, 0) << what;
+}
+
+class MemoryAllocation : public native::testing::FreshCacheTest {};
+
+TEST_F(MemoryAllocation, TheTutorialsLoggedPeakIsItsCountedPeak) {
+  for (int64_t b : {4, 32})
+    for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store})
+      for (precision::Policy policy : {precision::Policy::F64, precision::Policy::F32, precision::Policy::BF16}) {
+        const std::string what =
+            fmt::format("tutorial B = {}, {}, {}", b, precision::policy_name(policy), remat_label(remat));
+        SCOPED_TRACE(what);
+        auto e = elab::testing::elaborate_tutorial();
+        ASSERT_TRUE(e->ok()) << e->rendered();
+        elab::Program& prog = *e->prog;
+        const std::map<std::string, int64_t> dims = {{"B", b}};
+        const int loss = prog.find_function("loss");
+        const std::vector<Value> args = kernel::testing::drawn_arguments(prog, loss, dims);
+        expect_agree(count_and_log(prog, loss, args, dims, policy, remat), what);
+      }
+}
+
+TEST_F(MemoryAllocation, TheGptsLoggedPeakIsItsCountedPeak) {
+  for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store})
+    for (precision::Policy policy : {precision::Policy::F32, precision::Policy::BF16}) {
+      const std::string what = fmt::format("gpt B = 2, {}, {}", precision::policy_name(policy), remat_label(remat));
+      SCOPED_TRACE(what);
+      auto e = testing::elaborate_gpt();
+      ASSERT_TRUE(e->ok()) << e->rendered();
+      elab::Program& prog = *e->prog;
+      const std::map<std::string, int64_t> dims = {{"B", 2}};
+      const int loss = prog.find_function("loss");
+      const std::vector<Value> args = testing::gpt_loss_arguments(prog, loss);
+      const Logged l = count_and_log(prog, loss, args, dims, policy, remat);
+      if (policy == precision::Policy::F32) {
+        expect_agree(l, what);
+        continue;
+      }
+      // Under bf16 the token embedding (V·D = 76·64 elements) is read at
+      // bf16 from its f32 master into a copy of its own (counted, 4 bytes an
+      // element), which the embedding's gather, a reference kernel, reads in
+      // f64: that copy then holds an f64 view beside its f32 one until it
+      // is released, 8 bytes an element the count does not know of.
+      const int64_t embedding_f64_view = 8 * 76 * 64;
+      expect_agree(l, what, embedding_f64_view);
+      EXPECT_NE(std::find(l.at_peak.begin(), l.at_peak.end(),
+                          runtime::LoggedAllocation{embedding_f64_view, runtime::HeldAs::F64}),
+                l.at_peak.end())
+          << figures(l);
+    }
+}
+
+}  // namespace
+}  // namespace quire::compile

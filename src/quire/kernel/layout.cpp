@@ -122,11 +122,25 @@ std::string layout_text(const Layout& l) {
                      l.split > 1 ? std::to_string(l.split) : "none");
 }
 
-double packed_flops(const PackedProduct& p) {
+int64_t product_tile_columns(const machine::Profile& profile) {
+  // The tile of the machine the profile describes, read from its widest
+  // vector register, never from the processor making the plan: a plan
+  // depends on its profile alone (an AVX2 machine planning under the shipped
+  // AVX-512 profile makes the AVX-512 machine's plan).
+  native::GemmPath path = native::GemmPath::Portable;
+  if (profile.vector_bytes >= 64) path = native::GemmPath::Avx512;
+  if (profile.vector_bytes == 32) path = native::GemmPath::Avx2;
+#if defined(__aarch64__)
+  if (profile.vector_bytes == 16) path = native::GemmPath::Neon;
+#endif
+  return native::sgemm_tile_columns(path);
+}
+
+double packed_flops(const PackedProduct& p, const machine::Profile& profile) {
   const double batch = static_cast<double>(runtime::element_count(p.batch));
   // sgemm computes whole register tiles across the columns: a product
   // narrower than a tile pays for the tile (its panels are zero-padded).
-  const int64_t tile = native::sgemm_tile_columns(native::sgemm_path());
+  const int64_t tile = product_tile_columns(profile);
   const int64_t columns = (p.n + tile - 1) / tile * tile;
   return 2 * batch * static_cast<double>(p.m) * static_cast<double>(columns) * static_cast<double>(p.k);
 }
@@ -226,7 +240,7 @@ KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, 
       }
   if (packed && packed->product && p.layout->packed_flops > 0) {
     plan.packed_facts = nest_facts(*packed);
-    const double flops = packed_flops(*packed->product);
+    const double flops = packed_flops(*packed->product, p);
     // The product divides its rows over the split's threads: offered up to the cores.
     NestFacts space = *plan.packed_facts;
     space.split_extent = std::max(space.split_extent, packed->product->m);

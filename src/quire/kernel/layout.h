@@ -108,9 +108,15 @@ struct KernelPlan {
 /// when the profile has no layout model.
 KernelPlan plan_kernel(const Kernel& k, const machine::Profile& p, int threads, const Kernel* packed = nullptr);
 
+/// The columns of sgemm's register tile on the machine `profile` describes,
+/// by its widest vector register: 32 for 64 bytes (AVX-512), 16 for 32
+/// (AVX2), 12 for 16 on aarch64 (NEON), else 1 (runtime/gemm.h).
+int64_t product_tile_columns(const machine::Profile& profile);
+
 /// 2·batch·m·n′·k: the floating-point operations the packed product
-/// performs, n′ being n rounded up to sgemm's register tile (runtime/gemm.h).
-double packed_flops(const PackedProduct& p);
+/// performs on the profile's machine, n′ being n rounded up to its register
+/// tile (product_tile_columns).
+double packed_flops(const PackedProduct& p, const machine::Profile& profile);
 
 /// The kernel with its layout: its loops reordered and tiled
 /// (nest_order.h), lanes marked on its innermost independent loop, the

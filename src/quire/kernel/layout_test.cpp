@@ -216,9 +216,14 @@ TEST(Layout, APackedVariantJoinsTheSpaceWhereTheProfileKnowsItsRate) {
       EXPECT_EQ(layout_text(r.layout), "packed product, lanes 1, split none");
     }
   EXPECT_TRUE(found);
-  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 32 * 64);
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product, p), 2.0 * 64 * 32 * 64);
   packed.product->n = 33;  // two tiles
-  EXPECT_DOUBLE_EQ(packed_flops(*packed.product), 2.0 * 64 * 64 * 64);
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product, p), 2.0 * 64 * 64 * 64);
+  // The tile is the profile's machine's, whatever processor plans: AVX2's 16 columns.
+  machine::Profile avx2 = p;
+  avx2.vector_bytes = 32;
+  EXPECT_DOUBLE_EQ(packed_flops(*packed.product, avx2), 2.0 * 64 * 48 * 64);
+  EXPECT_EQ(product_tile_columns(avx2), 16);
 }
 
 TEST(Layout, TheSpaceOffersLanesWhereALoopFillsThemAndSplitsUpToTheCores) {

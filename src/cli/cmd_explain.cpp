@@ -14,9 +14,9 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <utility>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "commands.h"
 #include "common.h"
@@ -44,9 +44,10 @@ std::vector<std::string> parse_targets(const std::string& text) {
     bool known = false;
     for (const char* k : kTargets) known = known || t == k;
     if (!known)
-      throw UsageError(fmt::format("--target {}: `{}` is not a target; give native, pytorch or both, "
-                                   "comma-separated",
-                                   text, t));
+      throw UsageError(
+          fmt::format("--target {}: `{}` is not a target; give native, pytorch or both, "
+                      "comma-separated",
+                      text, t));
     if (t == "c")
       throw UsageError(
           "--target c: quire has no standalone C export yet (docs/export.md); give native, pytorch or both");
@@ -120,8 +121,9 @@ Handler setup_explain(CLI::App& sub) {
   sub.add_option("--dim", r.dims, "bind a dimension, NAME=SIZE (repeatable)");
   CLI::Option* budget_flag = sub.add_option(
       "--budget", r.budget, "solve every stored value's type under this error, relative to the output (e.g. 1e-3)");
-  CLI::Option* precision_flag = sub.add_option("--precision", r.precision, "the run policy when no --budget is given (default f64)")
-                                    ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  CLI::Option* precision_flag =
+      sub.add_option("--precision", r.precision, "the run policy when no --budget is given (default f64)")
+          ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_option("--profile", r.profile,
                  "the machine profile the layouts are planned under (default: the one that ships)")
       ->check(non_empty("--profile names a file", "FILE"));
@@ -163,12 +165,11 @@ Handler setup_explain(CLI::App& sub) {
     if (!prog) return 1;
     const elab::FileInfo& main = prog->files.at(static_cast<size_t>(prog->main_file));
     if (r.step) {
-      if (!main.training)
-        throw UsageError(fmt::format("--step: {} has no training run to explain", r.file));
+      if (!main.training) throw UsageError(fmt::format("--step: {} has no training run to explain", r.file));
       const std::string objective = prog->functions.at(static_cast<size_t>(main.training->objective)).name;
       if (entry_flag->count() > 0 && r.entry != objective)
-        throw UsageError(fmt::format("--step explains the training run's objective `{}`: leave out --entry {}",
-                                     objective, r.entry));
+        throw UsageError(
+            fmt::format("--step explains the training run's objective `{}`: leave out --entry {}", objective, r.entry));
       r.entry = objective;
       // The step runs at the batch its training run binds, unless --dim says.
       const std::string& batch = main.training->batch_dim;

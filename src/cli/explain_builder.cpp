@@ -9,9 +9,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "common.h"
 #include "quire/io/atomic_file.h"
 #include "quire/support/sha256.h"
-#include "common.h"
 #include "self_command.h"
 
 namespace quire::cli {
@@ -60,8 +60,8 @@ std::string sci(double v) { return fmt::format("{:.3e}", v); }
 
 /// One command the document ran: what it printed and where that was kept.
 struct Ran {
-  std::string name;   ///< its listing: listings/NAME.txt
-  std::string line;   ///< the command line, $DOC unexpanded
+  std::string name;  ///< its listing: listings/NAME.txt
+  std::string line;  ///< the command line, $DOC unexpanded
   std::string section;
   CommandOutput output;
 };
@@ -114,8 +114,7 @@ class Builder {
     Ran ran{name, command_line(args), section, run_self(expanded)};
     replace_all(ran.output.out, doc_, "$DOC");
     replace_all(ran.output.err, doc_, "$DOC");
-    if (ran.output.status != 0 && required)
-    {
+    if (ran.output.status != 0 && required) {
       // The child's own "quire: error: " prefix would repeat this message's.
       std::string why = first_lines(ran.output.err, 6);
       replace_all(why, "quire: error: ", "");
@@ -129,8 +128,8 @@ class Builder {
   /// A printout as the document shows it, or why there is none.
   void show(Section& s, const Ran& ran) {
     if (ran.output.status != 0) {
-      s.blocks.push_back(Paragraph{fmt::format("Not available for this program: the command ended with exit status {}:",
-                                               ran.output.status)});
+      s.blocks.push_back(Paragraph{
+          fmt::format("Not available for this program: the command ended with exit status {}:", ran.output.status)});
       s.blocks.push_back(Listing{ran.output.err});
     } else if (count_lines(ran.output.out) > kInlineLines) {
       s.blocks.push_back(Listing{first_lines(ran.output.out, kShownLines) + "…\n"});
@@ -201,7 +200,8 @@ class Builder {
     for (int f : prog_.file_order) {
       const elab::FileInfo& file = prog_.files.at(static_cast<size_t>(f));
       if (file.prelude) continue;
-      for (const elab::ConstInfo& c : file.consts) consts += (consts.empty() ? "" : ", ") + fmt::format("{} = {}", c.name, c.value);
+      for (const elab::ConstInfo& c : file.consts)
+        consts += (consts.empty() ? "" : ", ") + fmt::format("{} = {}", c.name, c.value);
     }
     std::string dim_flags;
     for (const std::string& d : r_.dims) dim_flags += (dim_flags.empty() ? "" : " ") + ("--dim " + d);
@@ -215,7 +215,7 @@ class Builder {
          r_.inputs.empty() ? "no --inputs" : "--inputs " + r_.inputs},
         {"Realization",
          r_.solved() ? fmt::format("solved under a budget of {} relative to the output", r_.budget)
-                   : fmt::format("the policy {}", r_.precision),
+                     : fmt::format("the policy {}", r_.precision),
          r_.solved() ? "--budget " + r_.budget : "--precision " + r_.precision},
         {"Exact reference", fmt::format("MPFR at {} bits", r_.bits), fmt::format("--bits {}", r_.bits)},
         {"Machine", r_.profile.empty() ? "the profile that ships with quire" : "the profile `" + r_.profile + "`",
@@ -247,7 +247,8 @@ class Builder {
     artifact("the envelope", "artifacts/envelope.json", "computed in this run");
     if (r_.solved()) artifact("the realization", "artifacts/realization.json", "computed in this run");
     artifact("the layout plan", "artifacts/plan.json", "computed in this run");
-    if (wants("pytorch")) artifact("the PyTorch module's README", "artifacts/pytorch/README.md", "computed in this run");
+    if (wants("pytorch"))
+      artifact("the PyTorch module's README", "artifacts/pytorch/README.md", "computed in this run");
     s.blocks.push_back(Paragraph{"The artifacts it was made from or wrote:"});
     s.blocks.push_back(Table{{"What", "Path", "Provenance", "SHA-256"}, artifacts, {}});
     return s;
@@ -266,13 +267,16 @@ class Builder {
       }
       std::string types;
       for (const auto& [t, n] : by_type) types += (types.empty() ? "" : ", ") + fmt::format("{} in {}", n, t);
-      rows.push_back({"Realization", fmt::format("{} stored values: {}", stored, types), "decision", "[§6.3](#realization)"});
+      rows.push_back(
+          {"Realization", fmt::format("{} stored values: {}", stored, types), "decision", "[§6.3](#realization)"});
     }
-    if (r_.solved()) rows.push_back({"Budget", r_.budget + " relative to the output", "parameter", "[§6.3](#realization)"});
+    if (r_.solved())
+      rows.push_back({"Budget", r_.budget + " relative to the output", "parameter", "[§6.3](#realization)"});
     for (const auto& [label, line] : check_lines_) rows.push_back({label, line.first, line.second, "[§6.4](#bound)"});
     if (fusion_json_ && (*fusion_json_)["launches"].is_number()) {
       const int64_t without = (*fusion_json_)["launches"], with = (*fusion_json_)["fused_launches"];
-      rows.push_back({"Fusion", fmt::format("{} launches a call without it, {} with it: {} saved", without, with, without - with),
+      rows.push_back({"Fusion",
+                      fmt::format("{} launches a call without it, {} with it: {} saved", without, with, without - with),
                       "decision", "[§7](#fusion)"});
     }
     if (plan_json_) {
@@ -284,14 +288,16 @@ class Builder {
         predicted += nest["launches"].get<double>() * nest["ranked"][0]["cost"]["seconds"].get<double>();
       }
       rows.push_back({"Layout plan",
-                      fmt::format("{} nests, {} points costed; predicted {:.4g} µs a call over the nests", (*plan_json_)["nests"].size(),
-                                  points, predicted * 1e6),
+                      fmt::format("{} nests, {} points costed; predicted {:.4g} µs a call over the nests",
+                                  (*plan_json_)["nests"].size(), points, predicted * 1e6),
                       "decision, estimate", "[§8](#layout)"});
-      rows.push_back({"Kernels", fmt::format("{} distinct, {} launches a call", (*plan_json_)["nests"].size(), launches),
-                      "fact", "[§9](#kernels)"});
+      rows.push_back({"Kernels",
+                      fmt::format("{} distinct, {} launches a call", (*plan_json_)["nests"].size(), launches), "fact",
+                      "[§9](#kernels)"});
     }
     if (!pytorch_files_.empty())
-      rows.push_back({"PyTorch module", fmt::format("{} files, {} lines", pytorch_files_.size(), pytorch_lines_), "fact", "[§10](#targets)"});
+      rows.push_back({"PyTorch module", fmt::format("{} files, {} lines", pytorch_files_.size(), pytorch_lines_),
+                      "fact", "[§10](#targets)"});
     if (memory_json_)
       rows.push_back({"Memory",
                       fmt::format("{} bytes a call: the inputs, {}, and the peak of live bytes, {}",
@@ -329,8 +335,9 @@ class Builder {
       s.blocks.push_back(Listing{numbered});
     }
     const Ran& check = run("check", "§1", {"check", r_.file}, true);
-    s.blocks.push_back(Paragraph{check.output.err.empty() ? "Diagnostics: none (`quire check` reports no error and no warning)."
-                                                          : "Diagnostics, as `quire check` prints them:"});
+    s.blocks.push_back(Paragraph{check.output.err.empty()
+                                     ? "Diagnostics: none (`quire check` reports no error and no warning)."
+                                     : "Diagnostics, as `quire check` prints them:"});
     if (!check.output.err.empty()) s.blocks.push_back(Listing{check.output.err});
     s.blocks.push_back(Commands{{check.line}});
     return s;
@@ -362,10 +369,10 @@ class Builder {
 
   Section differentiation() {
     Section s{"differentiation", "§4 Differentiation", 2, {}};
-    s.blocks.push_back(Paragraph{
-        "Differentiation turns each gradient into a reverse sweep: a `.vjp` function that runs the function "
-        "forward, keeps what the sweep needs (`--remat store`) or recomputes it (`--remat recompute`), and "
-        "propagates the cotangents back."});
+    s.blocks.push_back(
+        Paragraph{"Differentiation turns each gradient into a reverse sweep: a `.vjp` function that runs the function "
+                  "forward, keeps what the sweep needs (`--remat store`) or recomputes it (`--remat recompute`), and "
+                  "propagates the cotangents back."});
     if (r_.step) {
       s.blocks.push_back(Paragraph{fmt::format(
           "The training step differentiates `{}` with respect to its parameters; its reverse sweep:", r_.entry)});
@@ -385,10 +392,10 @@ class Builder {
 
   Section egraph() {
     Section s{"egraph", "§5 The e-graph optimizer", 2, {}};
-    s.blocks.push_back(Paragraph{
-        "Not run: quire has no e-graph optimizer yet. Every function is compiled as Core (§3) states it; no "
-        "rewrite changes an operation or its order, which is what lets the kernels give the reference "
-        "interpreter's bits."});
+    s.blocks.push_back(
+        Paragraph{"Not run: quire has no e-graph optimizer yet. Every function is compiled as Core (§3) states it; no "
+                  "rewrite changes an operation or its order, which is what lets the kernels give the reference "
+                  "interpreter's bits."});
     return s;
   }
 
@@ -397,13 +404,13 @@ class Builder {
     Section top{"precision", "§6 Precision: from a budget to a type per site", 2, {}};
     top.blocks.push_back(Paragraph{
         r_.solved() ? "A budget bounds the distance between what the machine computes and the mathematics. Four "
-                    "steps turn it into types: measure how large the values get (the envelope), rank where error "
-                    "matters (the sensitivities), solve for the cheapest types the estimate allows, then measure "
-                    "the candidate against the exact reference."
-                  : fmt::format("No --budget: every value takes its type from the policy {}. The envelope and the "
-                                "sensitivities say where that policy's error comes from, and §6.4 bounds and "
-                                "measures it.",
-                                r_.precision)});
+                      "steps turn it into types: measure how large the values get (the envelope), rank where error "
+                      "matters (the sensitivities), solve for the cheapest types the estimate allows, then measure "
+                      "the candidate against the exact reference."
+                    : fmt::format("No --budget: every value takes its type from the policy {}. The envelope and the "
+                                  "sensitivities say where that policy's error comes from, and §6.4 bounds and "
+                                  "measures it.",
+                                  r_.precision)});
     out.push_back(std::move(top));
 
     Section env{"envelope", "§6.1 The envelope", 3, {}};
@@ -411,18 +418,18 @@ class Builder {
         "The exact interpreter runs the entry once at {} bits and records the largest |x| at every site, and at "
         "each sum and contraction its condition number.",
         r_.bits)});
-    const Ran& calibrate =
-        run("envelope", "§6.1",
-            cat(with_dims({"calibrate", r_.file, "--precision", "--entry", r_.entry}),
-                cat({"--bits", std::to_string(r_.bits), "--seed", std::to_string(r_.seed)},
-                    cat(inputs(), {"--out", "$DOC/artifacts/envelope.json"}))),
-            false);
+    const Ran& calibrate = run("envelope", "§6.1",
+                               cat(with_dims({"calibrate", r_.file, "--precision", "--entry", r_.entry}),
+                                   cat({"--bits", std::to_string(r_.bits), "--seed", std::to_string(r_.seed)},
+                                       cat(inputs(), {"--out", "$DOC/artifacts/envelope.json"}))),
+                               false);
     have_envelope_ = calibrate.output.status == 0;
     show(env, calibrate);
     out.push_back(std::move(env));
 
     Section sens{"sensitivities", "§6.2 The sensitivities", 3, {}};
-    sens.blocks.push_back(Paragraph{"‖∂L/∂v‖₁ at each site, from one reverse sweep: how much an error at the site moves the output."});
+    sens.blocks.push_back(
+        Paragraph{"‖∂L/∂v‖₁ at each site, from one reverse sweep: how much an error at the site moves the output."});
     const std::vector<std::string> sens_args =
         cat(with_dims({"dump", r_.file, "--stage", "sensitivity", "--entry", r_.entry}),
             cat({"--bits", std::to_string(r_.bits), "--seed", std::to_string(r_.seed)}, inputs()));
@@ -453,16 +460,17 @@ class Builder {
           "The solver ranks the values the program stores by sensitivity, narrows the cheapest first while its "
           "first-order estimate stays under the budget, then measures the candidate against the exact reference "
           "and widens until the measurement holds."});
-      if (!have_envelope_) throw std::runtime_error("--budget: the envelope (§6.1) could not be computed for this entry");
+      if (!have_envelope_)
+        throw std::runtime_error("--budget: the envelope (§6.1) could not be computed for this entry");
       // Under --step the budget bounds the gradient, which training computes.
       std::vector<std::string> of;
       if (r_.step) of = {"--of", "gradient"};
-      const Ran& solve = run("solve", "§6.3",
-                             cat(cat({"solve", r_.file, "--precision", "$DOC/artifacts/envelope.json", "--budget",
-                                      r_.budget},
-                                     cat(of, profile())),
-                                 {"--out", "$DOC/artifacts/realization.json"}),
-                             true);
+      const Ran& solve =
+          run("solve", "§6.3",
+              cat(cat({"solve", r_.file, "--precision", "$DOC/artifacts/envelope.json", "--budget", r_.budget},
+                      cat(of, profile())),
+                  {"--out", "$DOC/artifacts/realization.json"}),
+              true);
       show(real, solve);
       const std::vector<std::pair<std::string, int>> shares = largest_shares();
       if (!shares.empty()) {
@@ -557,8 +565,9 @@ class Builder {
         "Each nest has a space of layouts (vector lanes, a split over workers, for a product a register tile and "
         "packing). The plan takes the point the profile's cost model predicts fastest; \"within 1 + u\" counts the "
         "points the model cannot tell from the best."});
-    s.blocks.push_back(Paragraph{"The profile describes the machine as the cost model sees it, with the constants "
-                                 "fitted on its calibration:"});
+    s.blocks.push_back(
+        Paragraph{"The profile describes the machine as the cost model sees it, with the constants "
+                  "fitted on its calibration:"});
     std::vector<std::string> profile_args = {"profile", "show"};
     if (!r_.profile.empty()) profile_args.push_back(r_.profile);
     show(s, run("profile", "§8", profile_args, true));
@@ -579,7 +588,8 @@ class Builder {
         std::string label = nest["nest"].get<std::string>();
         if (!nest["sites"].empty()) label += " " + nest["sites"][0].get<std::string>();
         chart.labels.push_back(label);
-        chart.values.push_back(nest["launches"].get<double>() * nest["ranked"][0]["cost"]["seconds"].get<double>() * 1e6);
+        chart.values.push_back(nest["launches"].get<double>() * nest["ranked"][0]["cost"]["seconds"].get<double>() *
+                               1e6);
       }
       s.blocks.push_back(std::move(chart));
     }
@@ -593,7 +603,8 @@ class Builder {
         "one call runs, in order."});
     std::vector<std::string> extra = cat(cat(types(), profile()), grad());
     if (r_.step) extra = cat(extra, {"--remat", r_.remat});
-    show(s, run("kernels", "§9", cat(with_dims({"dump", r_.file, "--stage", "kernel", "--entry", r_.entry}), extra), true));
+    show(s, run("kernels", "§9", cat(with_dims({"dump", r_.file, "--stage", "kernel", "--entry", r_.entry}), extra),
+                true));
     show(s, run("host", "§9", cat(with_dims({"dump", r_.file, "--stage", "host", "--entry", r_.entry}), extra), true));
     return s;
   }
@@ -601,17 +612,17 @@ class Builder {
   Section targets() {
     Section s{"targets", "§10 Targets", 2, {}};
     if (wants("native"))
-      s.blocks.push_back(Paragraph{
-          "native: the kernels of §9, written as C and compiled by the system's C compiler when a call first "
-          "needs them (cached by the digest of their source and compiler), run by the host program of §9."});
+      s.blocks.push_back(
+          Paragraph{"native: the kernels of §9, written as C and compiled by the system's C compiler when a call first "
+                    "needs them (cached by the digest of their source and compiler), run by the host program of §9."});
     if (wants("pytorch")) {
-      const Ran& exported = run("pytorch", "§10",
-                                {"export", r_.file, "--target", "pytorch", "-o", "$DOC/artifacts/pytorch", "--entry", r_.entry},
-                                false);
+      const Ran& exported =
+          run("pytorch", "§10",
+              {"export", r_.file, "--target", "pytorch", "-o", "$DOC/artifacts/pytorch", "--entry", r_.entry}, false);
       if (exported.output.status == 0) {
-        s.blocks.push_back(Paragraph{
-            "pytorch: one module per source file, parameters loaded from a safetensors file by path "
-            "(docs/export.md), in `$DOC/artifacts/pytorch`:"});
+        s.blocks.push_back(
+            Paragraph{"pytorch: one module per source file, parameters loaded from a safetensors file by path "
+                      "(docs/export.md), in `$DOC/artifacts/pytorch`:"});
         std::vector<std::vector<std::string>> rows;
         for (const std::string& name : exported_files()) {
           const std::string text = io::read_file(doc_ + "/artifacts/pytorch/" + name);
@@ -627,9 +638,9 @@ class Builder {
         show(s, exported);
       }
     }
-    s.blocks.push_back(Paragraph{
-        "c: not available yet; quire has no standalone C export (`quire export --target c`). The native "
-        "target's C is the kernels only, its host being quire's."});
+    s.blocks.push_back(
+        Paragraph{"c: not available yet; quire has no standalone C export (`quire export --target c`). The native "
+                  "target's C is the kernels only, its host being quire's."});
     return s;
   }
 
@@ -641,13 +652,13 @@ class Builder {
           "unless asked for, and the rest of the document is the same bytes for the same command."});
       return s;
     }
-    const Ran& ran =
-        run("run", "§11",
-            cat(cat(with_dims({"run", r_.file, "--entry", r_.entry, "--seed", std::to_string(r_.seed)}),
-                    cat(types(), inputs())),
-                cat(profile(), {"--repeat", "20"})),
-            false);
-    s.blocks.push_back(Paragraph{"Twenty calls of the entry through the native backend, the first compiling its kernels:"});
+    const Ran& ran = run("run", "§11",
+                         cat(cat(with_dims({"run", r_.file, "--entry", r_.entry, "--seed", std::to_string(r_.seed)}),
+                                 cat(types(), inputs())),
+                             cat(profile(), {"--repeat", "20"})),
+                         false);
+    s.blocks.push_back(
+        Paragraph{"Twenty calls of the entry through the native backend, the first compiling its kernels:"});
     show(s, ran);
     if (ran.output.status == 0) measured_ = "20 calls; the times are in §11";
     return s;
@@ -672,8 +683,8 @@ class Builder {
       if (precision_json_)
         for (const json& j : (*precision_json_)["sites"]) known = known || j["site"] == site;
       if (!known)
-        throw UsageError(fmt::format("--site {}: `{}` reaches no such site (§6.3 lists them, as `function/%n`)", site,
-                                     r_.entry));
+        throw UsageError(
+            fmt::format("--site {}: `{}` reaches no such site (§6.3 lists them, as `function/%n`)", site, r_.entry));
       choose(site, "--site");
     }
     std::vector<std::pair<std::string, std::string>> shares, nests, sensitive;
@@ -741,9 +752,10 @@ class Builder {
     }
     s.blocks.push_back(Table{{"Site", "Followed for", "Operation", "Type and why (§6.3)", "‖∂L/∂v‖₁ (§6.2)",
                               "Memory (§7)", "Nest (§8)", "Stages"},
-                             rows, ids});
-    s.blocks.push_back(Paragraph{
-        "In the HTML document each of these names is a link wherever a listing shows it, to its row here."});
+                             rows,
+                             ids});
+    s.blocks.push_back(
+        Paragraph{"In the HTML document each of these names is a link wherever a listing shows it, to its row here."});
     return s;
   }
 
@@ -767,7 +779,8 @@ class Builder {
       s.blocks.push_back(Paragraph{fmt::format(
           "The training run's step under the policy {}, at the batch its run binds, with `--remat store` and "
           "`recompute` side by side{}:",
-          r_.precision, r_.solved() ? " (a realization solved for the entry's value says nothing of its gradient)" : "")});
+          r_.precision,
+          r_.solved() ? " (a realization solved for the entry's value says nothing of its gradient)" : "")});
       show(s, run("memory-step", "§13", {"memory", r_.file, "--step", "--precision", r_.precision}, false));
     }
     out.push_back(std::move(s));
@@ -782,10 +795,10 @@ class Builder {
         "prints its listing again (the JSON ones give the figures of §0, the charts and §12)."});
     std::vector<std::vector<std::string>> rows;
     static const std::map<std::string, std::string> kAnchors = {
-        {"§1", "source"},         {"§2", "elaboration"}, {"§3", "core"},   {"§4", "differentiation"},
-        {"§6.1", "envelope"},     {"§6.2", "sensitivities"}, {"§6.3", "realization"}, {"§6.4", "bound"},
-        {"§7", "fusion"},         {"§8", "layout"},      {"§9", "kernels"}, {"§10", "targets"},
-        {"§11", "measured"},      {"§13", "memory"}};
+        {"§1", "source"},     {"§2", "elaboration"},     {"§3", "core"},          {"§4", "differentiation"},
+        {"§6.1", "envelope"}, {"§6.2", "sensitivities"}, {"§6.3", "realization"}, {"§6.4", "bound"},
+        {"§7", "fusion"},     {"§8", "layout"},          {"§9", "kernels"},       {"§10", "targets"},
+        {"§11", "measured"},  {"§13", "memory"}};
     for (const Ran& ran : ran_)
       rows.push_back({"[" + ran.section + "](#" + kAnchors.at(ran.section) + ")", "`" + ran.line + "`",
                       ran.output.status == 0 ? "`listings/" + ran.name + ".txt`"
@@ -835,7 +848,8 @@ class Builder {
         const std::string text = label.get<std::string>();
         const size_t slash = text.rfind('/'), plus = text.rfind('+');
         if (slash == std::string::npos) continue;
-        const std::string site = text.substr(0, slash + 1) + text.substr(plus == std::string::npos ? slash + 1 : plus + 1);
+        const std::string site =
+            text.substr(0, slash + 1) + text.substr(plus == std::string::npos ? slash + 1 : plus + 1);
         nests.push_back({t, {site, n["nest"].get<std::string>()}});
       }
     }

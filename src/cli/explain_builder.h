@@ -15,10 +15,10 @@ namespace quire::cli {
 
 /// What `quire explain` was asked for (docs/explain.md).
 struct ExplainRequest {
-  std::string file;   ///< the program, as given (relative to the current directory)
-  std::string entry;  ///< the function explained (the training run's objective under --step)
+  std::string file;               ///< the program, as given (relative to the current directory)
+  std::string entry;              ///< the function explained (the training run's objective under --step)
   std::vector<std::string> dims;  ///< the --dim flags, as given
-  std::string budget;  ///< --budget as given (checked > 0): solve the types; empty: `precision`'s
+  std::string budget;             ///< --budget as given (checked > 0): solve the types; empty: `precision`'s
   std::string precision = "f64";
   std::string profile;  ///< --profile; empty: the shipped profile
   std::string inputs;   ///< --inputs F.npz: the arguments the evaluating commands read; empty: drawn from the seed
@@ -28,7 +28,7 @@ struct ExplainRequest {
   bool step = false;
   int64_t seed = 0;
   int bits = 128;
-  int sites = 12;  ///< how many sites §12 follows (the largest sensitivities)
+  int sites = 12;                   ///< how many sites §12 follows (the largest sensitivities)
   std::vector<std::string> follow;  ///< --site: sites §12 follows first, by name (`Block.apply/%9`)
 
   bool solved() const { return !budget.empty(); }

@@ -1,6 +1,7 @@
 #include "self_command.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 extern char** environ;
 

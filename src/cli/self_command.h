@@ -11,9 +11,9 @@ namespace quire::cli {
 
 /// What one run of a command printed, and how it ended.
 struct CommandOutput {
-  int status = 0;      ///< the exit status; 128 + n when killed by signal n
-  std::string out;     ///< standard output
-  std::string err;     ///< standard error
+  int status = 0;   ///< the exit status; 128 + n when killed by signal n
+  std::string out;  ///< standard output
+  std::string err;  ///< standard error
 };
 
 /// Runs this binary (/proc/self/exe) with `args` (without the program name),

@@ -98,11 +98,20 @@ std::string escape_html(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -192,8 +201,8 @@ std::string svg_chart(const BarChart& c) {
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{}</text>"
         "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" class=\"bar\"/>"
         "<text x=\"{:.1f}\" y=\"{}\" class=\"value\">{}</text>\n",
-        kLabelWidth - 6, y + 13, escape_html(c.labels[i]), kLabelWidth, y + 2, bar, kRow - 4,
-        kLabelWidth + bar + 4, y + 13, chart_value(c.values[i]));
+        kLabelWidth - 6, y + 13, escape_html(c.labels[i]), kLabelWidth, y + 2, bar, kRow - 4, kLabelWidth + bar + 4,
+        y + 13, chart_value(c.values[i]));
   }
   out += "</svg>\n";
   return out;
@@ -244,7 +253,8 @@ class HtmlWriter {
   const std::map<std::string, std::string> no_links_;
 };
 
-constexpr const char* kStyle = R"(body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;line-height:1.45;color:#1b1b1b}
+constexpr const char* kStyle =
+    R"(body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;line-height:1.45;color:#1b1b1b}
 h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ccc}h3{margin-top:1.6rem}
 pre{background:#f6f6f4;padding:.6rem .8rem;overflow-x:auto;font-size:.82rem;line-height:1.3}
 pre.commands{background:#eef3f8}p.commands{margin-bottom:.2rem;font-size:.9rem;color:#444}
@@ -259,7 +269,8 @@ svg .label{font:11px monospace;fill:#222}svg .value{font:11px monospace;fill:#44
 std::string render_markdown(const Document& doc) {
   std::string out = "# " + doc.title + "\n\n";
   for (const Section& s : doc.sections) {
-    out += "<a id=\"" + s.id + "\"></a>\n\n" + std::string(static_cast<size_t>(s.level), '#') + " " + s.heading + "\n\n";
+    out +=
+        "<a id=\"" + s.id + "\"></a>\n\n" + std::string(static_cast<size_t>(s.level), '#') + " " + s.heading + "\n\n";
     for (const Block& b : s.blocks) markdown_block(out, b);
   }
   while (out.size() >= 2 && out.compare(out.size() - 2, 2, "\n\n") == 0) out.pop_back();

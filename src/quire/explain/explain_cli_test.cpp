@@ -17,12 +17,24 @@ namespace {
 using testing::CliTest;
 using testing::run_quire;
 
-const char* const kSections[] = {"## The parameters", "## §0 Summary",  "## §1 The source",
-                                 "## §2 Elaboration",  "## §3 Core",     "## §4 Differentiation",
-                                 "## §5 The e-graph",  "### §6.1 The envelope", "### §6.2 The sensitivities",
-                                 "### §6.3 The realization", "### §6.4 The bound", "## §7 Fusion",
-                                 "## §8 The machine",  "## §9 The kernels", "## §10 Targets",
-                                 "## §11 Measured",    "## §12 Sites",   "## §13 Memory",
+const char* const kSections[] = {"## The parameters",
+                                 "## §0 Summary",
+                                 "## §1 The source",
+                                 "## §2 Elaboration",
+                                 "## §3 Core",
+                                 "## §4 Differentiation",
+                                 "## §5 The e-graph",
+                                 "### §6.1 The envelope",
+                                 "### §6.2 The sensitivities",
+                                 "### §6.3 The realization",
+                                 "### §6.4 The bound",
+                                 "## §7 Fusion",
+                                 "## §8 The machine",
+                                 "## §9 The kernels",
+                                 "## §10 Targets",
+                                 "## §11 Measured",
+                                 "## §12 Sites",
+                                 "## §13 Memory",
                                  "## Appendix: the commands"};
 
 /// Every line of DIR/SHA256SUMS names a file whose digest it holds, and every
@@ -80,7 +92,8 @@ TEST_F(ExplainCli, RefusesBadInputWithOneClearError) {
   };
   const Case cases[] = {
       {tutorial + " --entry nope --dim B=4 -o " + file("d1"), "nope"},
-      {tutorial + " --entry loss --dim B=4 --budget 0 -o " + file("d2"), "--budget 0: the budget must be a number above 0"},
+      {tutorial + " --entry loss --dim B=4 --budget 0 -o " + file("d2"),
+       "--budget 0: the budget must be a number above 0"},
       {tutorial + " --entry loss --dim B=4 --budget -1e-3 -o " + file("d3"), "the budget must be a number above 0"},
       {tutorial + " --entry loss --dim B=4 --budget abc -o " + file("d4"), "--budget abc"},
       {tutorial + " --entry loss --dim B=4 --budget 1e-3 --precision f32 -o " + file("d5"), "leave out --precision"},

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quire/support/text.h"
+
 namespace quire::explain {
 
 namespace {
@@ -94,28 +96,8 @@ void markdown_block(std::string& out, const Block& block) {
 
 // ---- HTML ----
 
-std::string escape_html(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+/// HTML text: the XML escape serves HTML5 too (support/text.h).
+std::string escape_html(const std::string& text) { return xml_escape(text); }
 
 /// A character that can continue a name (a site's `Block.apply/%9`): a
 /// linked name must not be part of a longer one (`loss/%7` in `loss/%70`).

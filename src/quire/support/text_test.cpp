@@ -34,3 +34,15 @@ TEST(Text, PluralAgreesWithItsCount) {
 
 }  // namespace
 }  // namespace quire
+
+namespace quire {
+namespace {
+
+TEST(Text, XmlEscapeEscapesMarkupAndDropsForbiddenControlCharacters) {
+  EXPECT_EQ(xml_escape("a < b && \"c\" > d"), "a &lt; b &amp;&amp; &quot;c&quot; &gt; d");
+  EXPECT_EQ(xml_escape(std::string("x\x01y\tz\n\r", 7)), "xy\tz\n\r");
+  EXPECT_EQ(xml_escape("γ/%9 ‖∂L/∂v‖₁"), "γ/%9 ‖∂L/∂v‖₁");  // UTF-8 passes through
+}
+
+}  // namespace
+}  // namespace quire

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "quire/io/atomic_file.h"
+#include "quire/support/text.h"
 
 namespace quire::train {
 
@@ -26,32 +27,6 @@ constexpr int kMaxDecadeTicks = 8;
 
 /// A coordinate, always with 2 decimals; + 0.0 keeps -0.0 from printing as "-0.00".
 std::string coord(double v) { return fmt::format("{:.2f}", v + 0.0); }
-
-/// Text for XML character data and attribute values. XML 1.0 forbids most
-/// control characters outright (no escape makes them legal), so they are dropped.
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') break;
-        out += c;
-    }
-  }
-  return out;
-}
 
 /// `v` with `significant` digits, exponent without padding ("1e-5", not "1e-05").
 std::string short_number(double v, int significant) {

@@ -159,6 +159,19 @@ def main():
     check_checksums(step)
     print("--step on the tutorial explained")
 
+    # --measure adds §11's timed calls; --site puts a site first in §12, saying why.
+    measured = os.path.join(work, "measured")
+    run([quire, "explain"] + EXPLAIN_ARGS + ["--measure", "--site", "loss/%8", "--sites", "1", "-o", measured],
+        tutorial)
+    md = open(os.path.join(measured, "explain.md")).read()
+    section = md[md.index("## §11 Measured"):md.index("## §12")]
+    if "Not measured" in section or not os.path.exists(os.path.join(measured, "listings", "run.txt")):
+        fail("--measure: §11 holds no timed run")
+    rows = re.findall(r"^\| <a id=\"site-\d+\"></a>`([^`]*)` \| ([^|]*) \|", md, re.M)
+    if [r[0] for r in rows][:1] != ["loss/%8"] or rows[0][1] != "--site" or len(rows) != 2:
+        fail(f"--site loss/%8 --sites 1: §12 follows {rows}")
+    print("--measure and --site explained")
+
     if not a.sanitized:
         check_gpt(quire, a.source, work, a.python)
     if not check_browser(first, work):

@@ -14,6 +14,7 @@
 #include "quire/core/printer.h"
 #include "quire/export/c_copies.h"
 #include "quire/export/c_runtime.h"
+#include "quire/interp/core_geometry.h"
 #include "quire/interp/reference_step.h"
 #include "quire/kernel/kernel_ir.h"
 #include "quire/native/c_emit.h"
@@ -652,6 +653,100 @@ class Writer {
       env[static_cast<size_t>(in.id)] = std::move(v);
     }
 
+    /// Whether every operand and the result of `in` hold integers or booleans.
+    bool on_integers(const core::Instr& in) const {
+      const HostBuffer* b = buffer(in.id);
+      if (!b || b->kind != Value::Kind::Tensor || b->elem == runtime::ElemKind::Real) return false;
+      for (size_t k = 0; k < in.args.size(); ++k) {
+        const CValue& a = arg(in, k);
+        if (a.kind != Value::Kind::Tensor || a.leaf.elem == runtime::ElemKind::Real) return false;
+      }
+      return true;
+    }
+
+    /// The strides that read operand k along each axis of the result (its alignment, interp::axis_map).
+    std::vector<int64_t> aligned_strides(const core::Instr& in, size_t k, const runtime::Shape& result) const {
+      const Leaf& l = tensor(in, k);
+      const size_t explicit_k = fn.type_of(in.args.at(k)).tensor.axes.size();
+      int64_t result_rest = 0;
+      for (size_t j = 0; j < in.args.size(); ++j)
+        if (in.align.at(j).rest)
+          result_rest = std::max<int64_t>(result_rest, static_cast<int64_t>(tensor(in, j).shape.size() -
+                                                                            fn.type_of(in.args.at(j)).tensor.axes.size()));
+      const runtime::AxisMap map = interp::axis_map(in.align.at(k), static_cast<int64_t>(l.shape.size()), explicit_k, result_rest);
+      if (map.size() != result.size()) fail(in.id, "internal: an alignment of another rank than the result");
+      const std::vector<int64_t> own = runtime::contiguous_strides(l.shape);
+      std::vector<int64_t> out(result.size(), 0);
+      for (size_t i = 0; i < map.size(); ++i)
+        if (map[i] >= 0 && l.shape.at(static_cast<size_t>(map[i])) != 1) out[i] = own[static_cast<size_t>(map[i])];
+      return out;
+    }
+
+    /// The runtime's integer operation of `op` (quire_runtime.h's QUIRE_INT_…).
+    static const char* int_op(Op op) {
+      static const std::map<Op, const char*> names = {
+          {Op::Add, "QUIRE_INT_ADD"}, {Op::Sub, "QUIRE_INT_SUB"},        {Op::Mul, "QUIRE_INT_MUL"},
+          {Op::Min, "QUIRE_INT_MIN"}, {Op::Max, "QUIRE_INT_MAX"},        {Op::Lt, "QUIRE_INT_LT"},
+          {Op::Le, "QUIRE_INT_LE"},   {Op::Gt, "QUIRE_INT_GT"},          {Op::Ge, "QUIRE_INT_GE"},
+          {Op::Eq, "QUIRE_INT_EQ"},   {Op::Ne, "QUIRE_INT_NE"},          {Op::Neg, "QUIRE_INT_NEG"},
+          {Op::Abs, "QUIRE_INT_ABS"}, {Op::Not, "QUIRE_INT_NOT"},        {Op::Relu, "QUIRE_INT_RELU"},
+          {Op::Where, "QUIRE_INT_WHERE"}, {Op::Sum, "QUIRE_INT_SUM"},    {Op::ReduceMax, "QUIRE_INT_REDUCE_MAX"},
+          {Op::ReduceMin, "QUIRE_INT_REDUCE_MIN"}};
+      return names.at(op);
+    }
+
+    /// An element-wise step on integers (exact, as runtime::binary's integer path).
+    void int_elementwise(const core::Instr& in) {
+      Leaf out = new_tensor(in.id);
+      std::vector<std::string> operands;
+      std::vector<const CValue*> read;
+      for (size_t k = 0; k < 3; ++k) {
+        if (k >= in.args.size()) {
+          operands.push_back("NULL, NULL");
+          continue;
+        }
+        // A one-operand step reads its operand as it is (its alignment is the identity).
+        const std::vector<int64_t> strides = in.args.size() == 1 ? runtime::contiguous_strides(out.shape)
+                                                                 : aligned_strides(in, k, out.shape);
+        operands.push_back(fmt::format("{}, {}", tensor(in, k).expr, c_array(strides)));
+        read.push_back(&arg(in, k));
+      }
+      std::string text = alloc_text(out);
+      text += fmt::format("  quire_int_elementwise({}, {}, {}, {}, {}, {}, {}, {});\n", int_op(in.op), out.expr,
+                          c_array(out.shape), out.shape.size(), out.elem == runtime::ElemKind::I32 ? 1 : 0, operands[0],
+                          operands[1], operands[2]);
+      add(std::move(text), read);
+      CValue v;
+      v.leaf = std::move(out);
+      env[static_cast<size_t>(in.id)] = std::move(v);
+    }
+
+    /// A reduction of integers over the axes interp::reduced_axes names.
+    void int_reduce(const core::Instr& in) {
+      const Leaf& x = tensor(in, 0);
+      Leaf out = new_tensor(in.id);
+      const int rank = static_cast<int>(x.shape.size());
+      const int rest = rank - static_cast<int>(fn.type_of(in.args.at(0)).tensor.axes.size());
+      const std::vector<int> axes = interp::reduced_axes(rank, rest, in.all_axes, in.axes);
+      const std::vector<int64_t> strides = runtime::contiguous_strides(x.shape);
+      std::vector<int64_t> kept, kept_strides, reduced, reduced_strides;
+      for (int d = 0; d < rank; ++d) {
+        const bool gone = std::find(axes.begin(), axes.end(), d) != axes.end();
+        (gone ? reduced : kept).push_back(x.shape[static_cast<size_t>(d)]);
+        (gone ? reduced_strides : kept_strides).push_back(strides[static_cast<size_t>(d)]);
+      }
+      if (runtime::element_count(kept) != runtime::element_count(out.shape))
+        fail(in.id, "internal: a reduction whose result is not its kept axes");
+      std::string text = alloc_text(out);
+      text += fmt::format("  quire_int_reduce({}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", int_op(in.op), out.expr,
+                          x.expr, c_array(kept), c_array(kept_strides), kept.size(), c_array(reduced),
+                          c_array(reduced_strides), reduced.size(), out.elem == runtime::ElemKind::I32 ? 1 : 0);
+      add(std::move(text), {&arg(in, 0)});
+      CValue v;
+      v.leaf = std::move(out);
+      env[static_cast<size_t>(in.id)] = std::move(v);
+    }
+
     void step(const core::Instr& in, const std::string& why) {
       check_read_down(in);
       auto no_twin = [&]() {
@@ -776,28 +871,11 @@ class Writer {
                                   core::op_info(in.op).spelling));
         case Op::Neg:
         case Op::Abs:
-        case Op::Exp:
-        case Op::Log:
-        case Op::Sqrt:
-        case Op::Rsqrt:
-        case Op::Tanh:
-        case Op::Erf:
-        case Op::Sigmoid:
-        case Op::Relu:
-        case Op::Gelu:
-        case Op::GeluTanh:
-        case Op::Silu:
-        case Op::Log1p:
-        case Op::Expm1:
-        case Op::Softplus:
         case Op::Not:
-        case Op::Cast:
+        case Op::Relu:
         case Op::Add:
         case Op::Sub:
         case Op::Mul:
-        case Op::Div:
-        case Op::Pow:
-        case Op::PowConst:
         case Op::Min:
         case Op::Max:
         case Op::Lt:
@@ -807,10 +885,33 @@ class Writer {
         case Op::Eq:
         case Op::Ne:
         case Op::Where:
+          if (!on_integers(in)) no_twin();
+          int_elementwise(in);
+          return;
         case Op::Sum:
-        case Op::Mean:
         case Op::ReduceMax:
         case Op::ReduceMin:
+          if (!on_integers(in)) no_twin();
+          int_reduce(in);
+          return;
+        case Op::Exp:
+        case Op::Log:
+        case Op::Sqrt:
+        case Op::Rsqrt:
+        case Op::Tanh:
+        case Op::Erf:
+        case Op::Sigmoid:
+        case Op::Gelu:
+        case Op::GeluTanh:
+        case Op::Silu:
+        case Op::Log1p:
+        case Op::Expm1:
+        case Op::Softplus:
+        case Op::Cast:
+        case Op::Div:
+        case Op::Pow:
+        case Op::PowConst:
+        case Op::Mean:
         case Op::LogSumExp:
         case Op::Dot:
         case Op::Contract:

@@ -61,6 +61,23 @@ void quire_pick(void* out, const void* x, int storage, int64_t outer, int64_t si
 void quire_one_hot(double* out, const int64_t* ids, int64_t n, int64_t classes);
 void quire_iota(int64_t* out, int64_t n);
 
+/* Integer element-wise steps and reductions (runtime/elementwise.cpp's and
+   reduce.cpp's integer paths): exact, so any order gives the same integers;
+   an overflow of int64, or of i32 where `i32` is set, is a failure. Operand
+   k is read at Σ index_d·strides_k[d] over the result's extents (rank ≤ 8). */
+enum {
+  QUIRE_INT_ADD, QUIRE_INT_SUB, QUIRE_INT_MUL, QUIRE_INT_MIN, QUIRE_INT_MAX, QUIRE_INT_LT, QUIRE_INT_LE,
+  QUIRE_INT_GT, QUIRE_INT_GE, QUIRE_INT_EQ, QUIRE_INT_NE, QUIRE_INT_NEG, QUIRE_INT_ABS, QUIRE_INT_NOT,
+  QUIRE_INT_RELU, QUIRE_INT_WHERE, QUIRE_INT_SUM, QUIRE_INT_REDUCE_MAX, QUIRE_INT_REDUCE_MIN
+};
+void quire_int_elementwise(int op, int64_t* out, const int64_t* extents, int rank, int i32, const int64_t* a,
+                           const int64_t* a_strides, const int64_t* b, const int64_t* b_strides, const int64_t* c,
+                           const int64_t* c_strides);
+/* out[kept index] = op over the reduced box of x. */
+void quire_int_reduce(int op, int64_t* out, const int64_t* x, const int64_t* kept, const int64_t* kept_strides,
+                      int kept_rank, const int64_t* reduced, const int64_t* reduced_strides, int reduced_rank,
+                      int i32);
+
 /* runtime/random.h's formulas, word for word. */
 quire_key quire_split_key(quire_key k, int second);
 quire_key quire_copy_key(quire_key k, int64_t copy);
@@ -214,6 +231,105 @@ void quire_one_hot(double* out, const int64_t* ids, int64_t n, int64_t classes) 
 
 void quire_iota(int64_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = i;
+}
+
+static int fits(int64_t r, int i32) { return !i32 || (r >= INT32_MIN && r <= INT32_MAX); }
+
+static const char* int_op_name(int op) {
+  static const char* const names[] = {"add", "sub", "mul", "min", "max", "lt",  "le",   "gt",  "ge",  "eq",
+                                      "ne",  "neg", "abs", "not", "relu", "where", "sum", "max", "min"};
+  return op >= 0 && op <= QUIRE_INT_REDUCE_MIN ? names[op] : "?";
+}
+
+static int64_t int_apply(int op, int64_t x, int64_t y, int64_t z, int i32, int64_t at) {
+  int64_t r = 0;
+  int overflow = 0;
+  switch (op) {
+    case QUIRE_INT_ADD: overflow = __builtin_add_overflow(x, y, &r); break;
+    case QUIRE_INT_SUB: overflow = __builtin_sub_overflow(x, y, &r); break;
+    case QUIRE_INT_MUL: overflow = __builtin_mul_overflow(x, y, &r); break;
+    case QUIRE_INT_MIN: r = y < x ? y : x; break;
+    case QUIRE_INT_MAX: r = y > x ? y : x; break;
+    case QUIRE_INT_LT: r = x < y; break;
+    case QUIRE_INT_LE: r = x <= y; break;
+    case QUIRE_INT_GT: r = x > y; break;
+    case QUIRE_INT_GE: r = x >= y; break;
+    case QUIRE_INT_EQ: r = x == y; break;
+    case QUIRE_INT_NE: r = x != y; break;
+    case QUIRE_INT_NEG: overflow = __builtin_sub_overflow((int64_t)0, x, &r); break;
+    case QUIRE_INT_ABS:
+      r = x;
+      if (x < 0) overflow = __builtin_sub_overflow((int64_t)0, x, &r);
+      break;
+    case QUIRE_INT_NOT: r = x == 0; break;
+    case QUIRE_INT_RELU: r = x > 0 ? x : 0; break;
+    case QUIRE_INT_WHERE: r = x != 0 ? y : z; break;
+    default: quire_fail("internal: integer operation %d", op);
+  }
+  if (overflow || !fits(r, i32))
+    quire_fail("%s: the result at element %lld overflows %s", int_op_name(op), (long long)at, i32 ? "i32" : "i64");
+  return r;
+}
+
+void quire_int_elementwise(int op, int64_t* out, const int64_t* extents, int rank, int i32, const int64_t* a,
+                           const int64_t* a_strides, const int64_t* b, const int64_t* b_strides, const int64_t* c,
+                           const int64_t* c_strides) {
+  int64_t index[8] = {0};
+  int64_t total = 1;
+  if (rank > 8) quire_fail("internal: an element-wise step of rank %d", rank);
+  for (int d = 0; d < rank; ++d) total *= extents[d];
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t ia = 0, ib = 0, ic = 0;
+    for (int d = 0; d < rank; ++d) {
+      ia += index[d] * a_strides[d];
+      if (b) ib += index[d] * b_strides[d];
+      if (c) ic += index[d] * c_strides[d];
+    }
+    out[e] = int_apply(op, a[ia], b ? b[ib] : 0, c ? c[ic] : 0, i32, e);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index[d] < extents[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+void quire_int_reduce(int op, int64_t* out, const int64_t* x, const int64_t* kept, const int64_t* kept_strides,
+                      int kept_rank, const int64_t* reduced, const int64_t* reduced_strides, int reduced_rank,
+                      int i32) {
+  int64_t outer = 1, inner = 1;
+  if (kept_rank > 8 || reduced_rank > 8) quire_fail("internal: a reduction of rank %d", kept_rank + reduced_rank);
+  for (int d = 0; d < kept_rank; ++d) outer *= kept[d];
+  for (int d = 0; d < reduced_rank; ++d) inner *= reduced[d];
+  if (inner == 0 && outer > 0 && op != QUIRE_INT_SUM) quire_fail("%s of an empty slice", int_op_name(op));
+  int64_t k_index[8] = {0};
+  for (int64_t e = 0; e < outer; ++e) {
+    int64_t base = 0;
+    for (int d = 0; d < kept_rank; ++d) base += k_index[d] * kept_strides[d];
+    int64_t r_index[8] = {0};
+    int64_t acc = 0;
+    int overflow = 0;
+    for (int64_t f = 0; f < inner; ++f) {
+      int64_t at = base;
+      for (int d = 0; d < reduced_rank; ++d) at += r_index[d] * reduced_strides[d];
+      const int64_t v = x[at];
+      if (op == QUIRE_INT_SUM)
+        overflow = overflow || __builtin_add_overflow(acc, v, &acc);
+      else if (f == 0 || (op == QUIRE_INT_REDUCE_MAX ? v > acc : v < acc))
+        acc = v;
+      for (int d = reduced_rank - 1; d >= 0; --d) {
+        if (++r_index[d] < reduced[d]) break;
+        r_index[d] = 0;
+      }
+    }
+    if (overflow || !fits(acc, i32))
+      quire_fail("sum: the sum at element %lld of a slice of %lld elements overflows %s", (long long)e,
+                 (long long)inner, i32 ? "i32" : "i64");
+    out[e] = acc;
+    for (int d = kept_rank - 1; d >= 0; --d) {
+      if (++k_index[d] < kept[d]) break;
+      k_index[d] = 0;
+    }
+  }
 }
 
 /* Philox-4x32-10 (runtime/philox.cpp): ten rounds, the key bumped between them. */

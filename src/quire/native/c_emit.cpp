@@ -369,7 +369,8 @@ class FunctionWriter {
     else
       line(depth, fmt::format("#pragma omp simd simdlen({})", simdlen(tile_->lanes)));
     line(depth, fmt::format("for (int64_t i{0}_l = 0; i{0}_l < {1}; ++i{0}_l) {{", tile_->var, tile_->width));
-    line(depth + 1, fmt::format("const int64_t i{0} = i{0}_t + i{0}_l;", tile_->var));
+    // (void): a statement that sets a scalar alone reads no index.
+    line(depth + 1, fmt::format("const int64_t i{0} = i{0}_t + i{0}_l; (void)i{0};", tile_->var));
     in_lane_ = true;
     statements(std::vector<Stmt>{s}, depth + 1);
     in_lane_ = false;

@@ -721,6 +721,55 @@ class Writer {
       env[static_cast<size_t>(in.id)] = std::move(v);
     }
 
+    /// An element-wise step with a real operand or a real result, as
+    /// runtime::unary, binary and where compute it: each element in f64 by
+    /// the prelude's twin of apply_unary / apply_binary (quire_add, …), then
+    /// stored at the site's type.
+    void real_elementwise(const core::Instr& in) {
+      Leaf out = new_tensor(in.id);
+      const size_t rank = out.shape.size();
+      std::vector<const CValue*> read;
+      std::vector<std::string> loads;
+      for (size_t k = 0; k < in.args.size(); ++k) {
+        const Leaf& a = tensor(in, k);
+        const std::vector<int64_t> strides =
+            in.args.size() == 1 ? runtime::contiguous_strides(out.shape) : aligned_strides(in, k, out.shape);
+        std::string at = "0";
+        for (size_t d = 0; d < rank; ++d)
+          if (strides[d] != 0) at += fmt::format(" + i{} * {}", d, strides[d]);
+        loads.push_back(fmt::format("(double)((const {}*){})[{}]", storage_ctype(a.storage), a.expr, at));
+        read.push_back(&arg(in, k));
+      }
+      std::string value;
+      if (in.op == Op::Where) {
+        value = "x0 != 0.0 ? x1 : x2";
+      } else if (in.op == Op::PowConst) {
+        const double e = in.attr<core::attr::Exponent>().value;
+        value = e == 2.0 ? "x0 * x0" : fmt::format("quire_pow(x0, {})", c_double(e));
+      } else if (in.op == Op::Pow) {
+        value = tensor(in, 1).shape.empty() ? "x1 == 2.0 ? x0 * x0 : quire_pow(x0, x1)" : "quire_pow(x0, x1)";
+      } else if (in.args.size() == 1) {
+        value = fmt::format("quire_{}(x0)", runtime::op_name(interp::unary_op(in.op)));
+      } else {
+        value = fmt::format("quire_{}(x0, x1)", runtime::op_name(interp::binary_op(in.op)));
+      }
+      const std::string round = out.elem == runtime::ElemKind::Real ? rounding(in, FloatType::F64, out.type) : "";
+      std::string text = alloc_text(out);
+      text += "  {\n    int64_t e = 0;\n";
+      for (size_t d = 0; d < rank; ++d)
+        text += fmt::format("    for (int64_t i{0} = 0; i{0} < {1}; ++i{0})\n", d, out.shape[d]);
+      text += "    {\n";
+      for (size_t k = 0; k < loads.size(); ++k) text += fmt::format("      const double x{} = {};\n", k, loads[k]);
+      text += fmt::format("      const double r = {};\n", value);
+      text += fmt::format("      (({0}*){1})[e++] = ({0})({2});\n", storage_ctype(out.storage), out.expr,
+                          round.empty() ? "r" : round + "(r)");
+      text += "    }\n  }\n";
+      add(std::move(text), read);
+      CValue v;
+      v.leaf = std::move(out);
+      env[static_cast<size_t>(in.id)] = std::move(v);
+    }
+
     /// A reduction of integers over the axes interp::reduced_axes names.
     void int_reduce(const core::Instr& in) {
       const Leaf& x = tensor(in, 0);
@@ -885,14 +934,10 @@ class Writer {
         case Op::Eq:
         case Op::Ne:
         case Op::Where:
-          if (!on_integers(in)) no_twin();
-          int_elementwise(in);
-          return;
-        case Op::Sum:
-        case Op::ReduceMax:
-        case Op::ReduceMin:
-          if (!on_integers(in)) no_twin();
-          int_reduce(in);
+          if (on_integers(in))
+            int_elementwise(in);
+          else
+            real_elementwise(in);
           return;
         case Op::Exp:
         case Op::Log:
@@ -907,10 +952,16 @@ class Writer {
         case Op::Log1p:
         case Op::Expm1:
         case Op::Softplus:
-        case Op::Cast:
         case Op::Div:
         case Op::Pow:
-        case Op::PowConst:
+        case Op::PowConst: real_elementwise(in); return;
+        case Op::Sum:
+        case Op::ReduceMax:
+        case Op::ReduceMin:
+          if (!on_integers(in)) no_twin();
+          int_reduce(in);
+          return;
+        case Op::Cast:
         case Op::Mean:
         case Op::LogSumExp:
         case Op::Dot:

@@ -341,8 +341,7 @@ class Writer {
           case HostStep::Kind::Host: step(instr(s.value), ""); break;
           case HostStep::Kind::Call: call_step(s); break;
           case HostStep::Kind::Fold: fold_step(s); break;
-          case HostStep::Kind::FoldVjp:
-            fail(s.value, "a fold's vjp is a gradient's reverse sweep, which the C export does not write yet");
+          case HostStep::Kind::FoldVjp: fold_vjp_step(s); break;
         }
       }
     }
@@ -474,28 +473,101 @@ class Writer {
       if (stacked.kind != Value::Kind::Params) fail(s.value, "internal: a fold over no parameter tree");
       CValue carried = arg(in, 1);
       for (int64_t i = 0; i < s.count; ++i) {
-        CValue theta = stacked;
-        for (auto& [path, l] : theta.params) {
-          if (l.shape.empty()) fail(s.value, fmt::format("stacked parameter `{}` has no stack axis", path));
-          runtime::Shape shape(l.shape.begin() + 1, l.shape.end());
-          l.expr = fmt::format("quire_offset({}, {}, {})", l.expr, storage_name(l.storage),
-                               i * runtime::element_count(shape));
-          l.shape = shape;
-        }
-        std::vector<CValue> args = {theta, carried};
-        for (size_t k = 2; k < in.args.size(); ++k) {
-          CValue a = arg(in, k);
-          if (a.kind == Value::Kind::Key) {
-            const std::string name = fresh_name("key");
-            add(fmt::format("  const quire_key {} = quire_copy_key({}, {});\n", name, a.leaf.expr, i), {});
-            a.leaf.expr = name;
-          }
-          args.push_back(std::move(a));
-        }
+        std::vector<CValue> args = {theta_copy(s, stacked, i), carried};
+        for (size_t k = 2; k < in.args.size(); ++k) args.push_back(for_copy(arg(in, k), i));
         const int callee = static_cast<size_t>(i) < s.copies.size() ? s.copies[static_cast<size_t>(i)] : s.callee;
         carried = call_instance(callee, args, "f");
       }
       env[static_cast<size_t>(s.value)] = std::move(carried);
+    }
+
+    /// θ's slice for copy i: each leaf's elements from i · (its copy's count), by pointer.
+    CValue theta_copy(const HostStep& s, const CValue& stacked, int64_t i) const {
+      CValue theta = stacked;
+      for (auto& [path, l] : theta.params) {
+        if (l.shape.empty()) fail(s.value, fmt::format("stacked parameter `{}` has no stack axis", path));
+        runtime::Shape shape(l.shape.begin() + 1, l.shape.end());
+        l.expr = fmt::format("quire_offset({}, {}, {})", l.expr, storage_name(l.storage), i * runtime::element_count(shape));
+        l.shape = shape;
+      }
+      return theta;
+    }
+
+    /// A fold operand as copy i sees it: a key as copy_key(K, i) (interp::ValueStructure::for_copy).
+    CValue for_copy(CValue a, int64_t i) {
+      if (a.kind != Value::Kind::Key) return a;
+      const std::string name = fresh_name("key");
+      add(fmt::format("  const quire_key {} = quire_copy_key({}, {});\n", name, a.leaf.expr, i), {});
+      a.leaf.expr = name;
+      return a;
+    }
+
+    // A fold's vjp (core/walk.h's fold_vjp): the forward copies, each copy's
+    // input kept, then the copies' vjps last first, each taking the next's
+    // cotangent; the result is (the forward's result, x's cotangent, the
+    // copies' θ gradients stacked along a new leading axis).
+    void fold_vjp_step(const HostStep& s) {
+      const core::Instr& in = instr(s.value);
+      if (s.copies.empty() && s.count > 0)
+        fail(s.value, "a fold's vjp whose forward is kept (--remat store), which the C export does not write yet");
+      const CValue& stacked = arg(in, 0);
+      if (stacked.kind != Value::Kind::Params) fail(s.value, "internal: a fold over no parameter tree");
+      const size_t last = in.args.size() - 1;
+      std::vector<CValue> inputs;
+      CValue carried = arg(in, 1);
+      for (int64_t i = 0; i < s.count; ++i) {
+        inputs.push_back(carried);
+        std::vector<CValue> args = {theta_copy(s, stacked, i), carried};
+        for (size_t k = 2; k < last; ++k) args.push_back(for_copy(arg(in, k), i));
+        carried = call_instance(s.copies.at(static_cast<size_t>(i)), args, "f");
+      }
+      CValue ct = arg(in, last);
+      std::vector<CValue> grads(static_cast<size_t>(s.count));
+      for (int64_t i = s.count - 1; i >= 0; --i) {
+        std::vector<CValue> args = {theta_copy(s, stacked, i), inputs[static_cast<size_t>(i)]};
+        for (size_t k = 2; k < last; ++k) args.push_back(for_copy(arg(in, k), i));
+        args.push_back(ct);
+        CValue r = call_instance(s.vjp_copies.at(static_cast<size_t>(i)), args, "b");
+        if (r.kind != Value::Kind::Tuple || r.elements.size() < 3) fail(s.value, "internal: a copy's vjp is no tuple");
+        grads[static_cast<size_t>(i)] = r.elements[1];
+        ct = r.elements[2];
+      }
+      // The gradient of the stack: each leaf's copies side by side, copy 0
+      // first, held in f32 when every copy's is (interp::ValueStructure::stack).
+      CValue gradient;
+      gradient.kind = Value::Kind::Params;
+      std::string text;
+      std::vector<const CValue*> read;
+      for (const CValue& g : grads) read.push_back(&g);
+      for (const auto& [path, l] : stacked.params) {
+        bool narrow = s.count > 0;
+        for (const CValue& g : grads) {
+          auto it = g.params.find(path);
+          if (g.kind != Value::Kind::Params || it == g.params.end())
+            fail(s.value, fmt::format("internal: a copy's gradient lacks `{}`", path));
+          narrow = narrow && it->second.storage == kFloat;
+        }
+        Leaf out = l;
+        out.storage = narrow ? kFloat : kDouble;
+        out.type = narrow ? FloatType::F32 : FloatType::F64;
+        out.expr = fresh_name("g");
+        out.slot = -1;
+        out.owner = allocate(out.expr);
+        const int64_t per_copy = s.count > 0 ? runtime::element_count(l.shape) / s.count : 0;
+        text += alloc_text(out);
+        for (int64_t i = 0; i < s.count; ++i) {
+          const Leaf& gi = grads[static_cast<size_t>(i)].params.at(path);
+          text += fmt::format("  quire_convert(quire_offset({}, {}, {}), {}, {}, {}, {}, NULL);\n", out.expr,
+                              storage_name(out.storage), i * per_copy, storage_name(out.storage), gi.expr,
+                              storage_name(gi.storage), per_copy);
+        }
+        gradient.params.emplace(path, std::move(out));
+      }
+      add(std::move(text), read);
+      CValue v;
+      v.kind = Value::Kind::Tuple;
+      v.elements = {carried, ct, gradient};
+      env[static_cast<size_t>(s.value)] = std::move(v);
     }
 
     // ---- one instruction outside a kernel ----
@@ -770,6 +842,49 @@ class Writer {
       env[static_cast<size_t>(in.id)] = std::move(v);
     }
 
+    /// A tree shaped as operand 0, each leaf the sum of the parts whose paths
+    /// name it, in order, from +0.0 (the reference's `params`), held in f64.
+    void make_params(const core::Instr& in) {
+      const CValue& tree = arg(in, 0);
+      std::vector<std::pair<std::string, const Leaf*>> parts;
+      std::vector<const CValue*> read;
+      for (size_t k = 1; k < in.args.size(); ++k) {
+        const std::string& path = in.paths.at(k - 1);
+        const CValue& part = arg(in, k);
+        read.push_back(&part);
+        if (part.kind == Value::Kind::Params)
+          for (const auto& [p, l] : part.params) parts.emplace_back(path + p, &l);
+        else
+          parts.emplace_back(path, &part.leaf);
+      }
+      CValue v;
+      v.kind = Value::Kind::Params;
+      std::string text;
+      for (const auto& [path, l] : tree.params) {
+        Leaf out = l;
+        out.storage = kDouble;
+        out.type = FloatType::F64;
+        out.elem = runtime::ElemKind::Real;
+        out.slot = -1;
+        out.expr = fresh_name("g");
+        out.owner = allocate(out.expr);
+        text += alloc_text(out);
+        bool first = true;
+        for (const auto& [p, part] : parts) {
+          if (p != path) continue;
+          if (part->shape != l.shape) fail(in.id, fmt::format("internal: a part of `{}` of another shape", path));
+          text += fmt::format("  quire_accumulate({}, {}, {}, {}, {});\n", out.expr, part->expr,
+                              storage_name(part->storage), runtime::element_count(l.shape), first ? 1 : 0);
+          first = false;
+        }
+        v.params.emplace(path, std::move(out));
+      }
+      for (const auto& [p, part] : parts)
+        if (!tree.params.count(p)) fail(in.id, fmt::format("internal: a part for `{}`, which the tree lacks", p));
+      add(std::move(text), read);
+      env[static_cast<size_t>(in.id)] = std::move(v);
+    }
+
     /// A reduction of integers over the axes interp::reduced_axes names.
     void int_reduce(const core::Instr& in) {
       const Leaf& x = tensor(in, 0);
@@ -913,7 +1028,7 @@ class Writer {
         case Op::Fold:
         case Op::FoldVjp:
           fail(in.id, "internal: a call outside a call step");
-        case Op::MakeParams:
+        case Op::MakeParams: make_params(in); return;
         case Op::PickGrad:
         case Op::GatherGrad:
           fail(in.id, fmt::format("{} belongs to a gradient's reverse sweep, which the C export does not write yet",

@@ -155,8 +155,9 @@ class FunctionWriter {
       else
         line(1, fmt::format("const {0}* const b{1} = (const {0}*)inputs[{1}];", type, b));
     }
-    // A packed product's operands are read by the product alone, before the nest.
-    if (k_.product) line(1, fmt::format("(void)b{}; (void)b{};", k_.product->a, k_.product->b));
+    // An input the nest may not read: a packed product's operand (the
+    // product reads it, before the nest), an expand's shape operand.
+    for (int b = 0; b < k_.output(); ++b) line(1, fmt::format("(void)b{};", b));
     // run_kernel starts every scalar at 0.
     for (int s = 0; s < k_.scalars; ++s) line(1, fmt::format("{} s{} = 0.0;", scalar_type(s), s));
     statements(k_.body, 1);

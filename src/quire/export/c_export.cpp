@@ -842,6 +842,36 @@ class Writer {
       env[static_cast<size_t>(in.id)] = std::move(v);
     }
 
+    /// The cotangent of a gather or a pick: ct's elements added (a gather's,
+    /// in ct's order, each sum rounded to the site's accumulator) or placed
+    /// where the forward read them, into +0.0, then stored at the site.
+    void gather_adjoint(const core::Instr& in) {
+      const Leaf& ct = tensor(in, 0);
+      const Leaf& x = tensor(in, 1);
+      const Leaf& ids = tensor(in, 2);
+      const int rest = static_cast<int>(x.shape.size() - fn.type_of(in.args[1]).tensor.axes.size());
+      const int axis = in.op == Op::GatherGrad ? in.axes.at(0) : rest + in.axes.at(0);
+      const size_t a = static_cast<size_t>(axis);
+      int64_t outer = 1, inner = 1;
+      for (size_t d = 0; d < a; ++d) outer *= x.shape.at(d);
+      for (size_t d = a + 1; d < x.shape.size(); ++d) inner *= x.shape.at(d);
+      Leaf out = new_tensor(in.id);
+      const std::string t = fresh_name("t");
+      std::string text = fmt::format("  void* {} = quire_alloc({}, QUIRE_DOUBLE);\n", t, runtime::element_count(x.shape));
+      if (in.op == Op::GatherGrad) {
+        const precision::SiteType* site =
+            h.table && h.table->values.at(static_cast<size_t>(in.id)) ? &*h.table->values[static_cast<size_t>(in.id)] : nullptr;
+        const FloatType acc = site ? site->accumulator : FloatType::F64;
+        text += fmt::format("  quire_gather_adjoint({}, {}, {}, {}, {}, {}, {}, {}, {});\n", t, ct.expr,
+                            storage_name(ct.storage), outer, x.shape.at(a), inner, ids.expr,
+                            runtime::element_count(ids.shape), acc == FloatType::F64 ? "NULL" : w.rounding_function({acc}));
+      } else {
+        text += fmt::format("  quire_pick_adjoint({}, {}, {}, {}, {}, {}, {});\n", t, ct.expr, storage_name(ct.storage),
+                            outer, x.shape.at(a), inner, ids.expr);
+      }
+      finish_computed(in, std::move(out), t, kDouble, std::move(text), {&arg(in, 0), &arg(in, 2)});
+    }
+
     /// A tree shaped as operand 0, each leaf the sum of the parts whose paths
     /// name it, in order, from +0.0 (the reference's `params`), held in f64.
     void make_params(const core::Instr& in) {
@@ -1030,9 +1060,7 @@ class Writer {
           fail(in.id, "internal: a call outside a call step");
         case Op::MakeParams: make_params(in); return;
         case Op::PickGrad:
-        case Op::GatherGrad:
-          fail(in.id, fmt::format("{} belongs to a gradient's reverse sweep, which the C export does not write yet",
-                                  core::op_info(in.op).spelling));
+        case Op::GatherGrad: gather_adjoint(in); return;
         case Op::Neg:
         case Op::Abs:
         case Op::Not:

@@ -63,6 +63,12 @@ void quire_pick(void* out, const void* x, int storage, int64_t outer, int64_t si
                 const int64_t* ids);
 void quire_one_hot(double* out, const int64_t* ids, int64_t n, int64_t classes);
 void quire_iota(int64_t* out, int64_t n);
+/* runtime::gather_adjoint and pick_adjoint into zeros: ct's elements added
+   (rounded by `acc` when given) or placed where the gather or pick read them. */
+void quire_gather_adjoint(double* sums, const void* ct, int ct_storage, int64_t outer, int64_t size, int64_t inner,
+                          const int64_t* ids, int64_t n, quire_rounding acc);
+void quire_pick_adjoint(double* out, const void* ct, int ct_storage, int64_t outer, int64_t size, int64_t inner,
+                        const int64_t* ids);
 
 /* Integer element-wise steps and reductions (runtime/elementwise.cpp's and
    reduce.cpp's integer paths): exact, so any order gives the same integers;
@@ -238,6 +244,34 @@ void quire_one_hot(double* out, const int64_t* ids, int64_t n, int64_t classes) 
 
 void quire_iota(int64_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = i;
+}
+
+void quire_gather_adjoint(double* sums, const void* ct, int ct_storage, int64_t outer, int64_t size, int64_t inner,
+                          const int64_t* ids, int64_t n, quire_rounding acc) {
+  int64_t k = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (ids[j] < 0 || ids[j] >= size)
+      quire_fail("gather: id %lld at %lld is outside the table's axis of size %lld", (long long)ids[j], (long long)j,
+                 (long long)size);
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t q = 0; q < inner; ++q, ++k) {
+        double* r = &sums[(p * size + ids[i]) * inner + q];
+        const double v = *r + load(ct, ct_storage, k);
+        *r = acc ? acc(v) : v;
+      }
+}
+
+void quire_pick_adjoint(double* out, const void* ct, int ct_storage, int64_t outer, int64_t size, int64_t inner,
+                        const int64_t* ids) {
+  int64_t at = 0;
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t q = 0; q < inner; ++q, ++at) {
+      if (ids[at] < 0 || ids[at] >= size)
+        quire_fail("pick: id %lld at %lld is outside an axis of size %lld", (long long)ids[at], (long long)at,
+                   (long long)size);
+      out[(p * size + ids[at]) * inner + q] = load(ct, ct_storage, at);
+    }
 }
 
 static int fits(int64_t r, int i32) { return !i32 || (r >= INT32_MIN && r <= INT32_MAX); }

@@ -43,7 +43,8 @@ class Fitter {
       if (!differ) continue;
       int64_t start = box.lo[d];
       for (int64_t i = box.lo[d] + 1; i <= box.hi[d]; ++i)
-        if (i == box.hi[d] || slabs[static_cast<size_t>(i - box.lo[d])] != slabs[static_cast<size_t>(start - box.lo[d])] ||
+        if (i == box.hi[d] ||
+            slabs[static_cast<size_t>(i - box.lo[d])] != slabs[static_cast<size_t>(start - box.lo[d])] ||
             slabs[static_cast<size_t>(start - box.lo[d])] == kMixed) {
           Box run = box;
           run.lo[d] = start;
@@ -148,7 +149,8 @@ runtime::Tensor position_tensor(int operand, const runtime::Shape& shape, runtim
   const int64_t n = runtime::element_count(shape);
   if (operand < 0 || operand >= (1 << 20) || n >= kOperandUnit)
     throw std::invalid_argument("position_tensor: too many operands or elements");
-  runtime::Tensor t = kind == runtime::ElemKind::Real ? runtime::Tensor::real(shape) : runtime::Tensor::integer(kind, shape);
+  runtime::Tensor t =
+      kind == runtime::ElemKind::Real ? runtime::Tensor::real(shape) : runtime::Tensor::integer(kind, shape);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t code = operand * kOperandUnit + i + 1;
     if (t.is_real())

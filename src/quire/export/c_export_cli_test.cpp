@@ -35,7 +35,8 @@ Outcome run_shell(const std::string& command) {
   return o;
 }
 
-const char* const kSanitized = " CFLAGS='-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer'";
+const char* const kSanitized =
+    " CFLAGS='-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer'";
 
 class CExportCli : public CliTest {
  protected:
@@ -93,7 +94,8 @@ TEST_F(CExportCli, TheGptExampleWithDropoutKeysAndGathersMatchesBitForBit) {
 
 TEST_F(CExportCli, GeneratedFunctionsAndTowersMatchBitForBit) {
   for (int towers = 0; towers < 2; ++towers)
-    for (uint64_t seed = 0; seed < static_cast<uint64_t>(kernel::testing::generated_program_count(towers ? 3 : 6)); ++seed) {
+    for (uint64_t seed = 0; seed < static_cast<uint64_t>(kernel::testing::generated_program_count(towers ? 3 : 6));
+         ++seed) {
       const kernel::testing::GeneratedProgram g =
           towers ? kernel::testing::generate_module_program(seed) : kernel::testing::generate_program(seed);
       SCOPED_TRACE(g.source);
@@ -149,13 +151,13 @@ TEST_F(CExportCli, TheProgramRefusesInputsOfAnotherShapeOrType) {
 
 TEST_F(CExportCli, GradientsThroughFoldsGathersAndParameterTreesMatchBitForBit) {
   // The tutorial tower's gradient: a fold's vjp, the copies' gradients stacked.
-  const std::string tower = write("tower_grad.qr",
-                                  "import \"" + std::string(QUIRE_SOURCE_DIR) +
-                                      "/examples/tutorial/06_tower.qr\" as t\n"
-                                      "fn loss(θ : params t.Tower, x : ℝ[batch: 4, model: 4]) -> ℝ[] = "
-                                      "mean(t.Tower.apply(θ, x)^2)\n"
-                                      "fn g(θ : params t.Tower, x : ℝ[batch: 4, model: 4]) -> params t.Tower = "
-                                      "grad(loss)(θ, x)\n");
+  const std::string tower =
+      write("tower_grad.qr", "import \"" + std::string(QUIRE_SOURCE_DIR) +
+                                 "/examples/tutorial/06_tower.qr\" as t\n"
+                                 "fn loss(θ : params t.Tower, x : ℝ[batch: 4, model: 4]) -> ℝ[] = "
+                                 "mean(t.Tower.apply(θ, x)^2)\n"
+                                 "fn g(θ : params t.Tower, x : ℝ[batch: 4, model: 4]) -> params t.Tower = "
+                                 "grad(loss)(θ, x)\n");
   for (const char* policy : {"f64", "bf16"}) {
     SCOPED_TRACE(policy);
     export_and_check(tower + " --entry g --precision " + policy, file(std::string("tower_") + policy),

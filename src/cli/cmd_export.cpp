@@ -33,6 +33,7 @@
 #include "quire/native/native_runner.h"
 #include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
+#include "quire/support/sha256.h"
 
 namespace quire::cli {
 
@@ -52,7 +53,8 @@ struct ExportOptions {
   std::string inputs;
   int64_t seed = 0;
   std::string profile;
-  std::string command;  ///< as typed, for the README
+  std::string command;             ///< for the README: its files by base name
+  std::vector<std::string> read;   ///< for the README: each file it read, with its SHA-256
 };
 
 /// The files into `out`, each atomically; the folder made first.
@@ -122,6 +124,7 @@ int run_export_c(const ExportOptions& o) {
     r.result = executor.call(args);
     r.source = o.file;
     r.command = o.command;
+    r.read = o.read;
     files = exports::export_c(r);
   } catch (const exports::ExportError& e) {
     throw UsageError(fmt::format("cannot export to C: {}", e.what()));
@@ -197,15 +200,32 @@ Handler setup_export(CLI::App& sub) {
       for (const char* flag : {"--dim", "--precision", "--realize", "--product-step", "--params", "--inputs", "--seed",
                                "--profile"})
         if (sub.count(flag) > 0) throw UsageError(fmt::format("{} applies to --target c alone", flag));
-    o->command = "quire export " + o->file + " --target c";
+    // The command for the README, the same bytes wherever its files lie: a
+    // file it read is named by its base name, with its SHA-256 beside.
+    o->command = "quire export " + std::filesystem::path(o->file).filename().string() + " --target c";
     for (const std::string& e : o->entries) o->command += " --entry " + e;
     for (const std::string& d : o->dims) o->command += " --dim " + d;
     if (precision->count() > 0) o->command += " --precision " + o->precision;
-    if (!o->realize.empty()) o->command += " --realize " + o->realize;
-    if (!o->params.empty()) o->command += " --params " + o->params;
-    if (!o->inputs.empty()) o->command += " --inputs " + o->inputs;
+    std::vector<std::string> read;
+    auto named = [&](const char* flag, std::string path, const char* prefix) {
+      if (path.empty()) return;
+      if (prefix[0] && path.rfind(prefix, 0) == 0) path = path.substr(1);
+      const std::string name = std::filesystem::path(path).filename().string();
+      o->command += fmt::format(" {} {}{}", flag, prefix, name);
+      std::string digest = "(unreadable)";
+      try {
+        digest = support::sha256_hex(io::read_file(path));
+      } catch (const io::IoError&) {
+        // The command itself reports the file.
+      }
+      read.push_back(fmt::format("`{}` (SHA-256 {})", name, digest));
+    };
+    named("--realize", o->realize, "@");
+    named("--params", o->params, "");
+    named("--inputs", o->inputs, "");
+    named("--profile", o->profile, "");
     if (o->seed != 0) o->command += fmt::format(" --seed {}", o->seed);
-    o->command += " -o " + o->out;
+    o->read = read;
     return run_export(*o);
   };
 }

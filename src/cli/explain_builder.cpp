@@ -249,6 +249,8 @@ class Builder {
     artifact("the layout plan", "artifacts/plan.json", "computed in this run");
     if (wants("pytorch"))
       artifact("the PyTorch module's README", "artifacts/pytorch/README.md", "computed in this run");
+    if (wants("c") && !r_.step)
+      artifact("the C program's README", "artifacts/c/README.md", "computed in this run");
     s.blocks.push_back(Paragraph{"The artifacts it was made from or wrote:"});
     s.blocks.push_back(Table{{"What", "Path", "Provenance", "SHA-256"}, artifacts, {}});
     return s;
@@ -295,6 +297,9 @@ class Builder {
                       fmt::format("{} distinct, {} launches a call", (*plan_json_)["nests"].size(), launches), "fact",
                       "[§9](#kernels)"});
     }
+    if (c_files_ > 0)
+      rows.push_back({"C program", fmt::format("{} files, {} lines, and the recorded call", c_files_, c_lines_), "fact",
+                      "[§10](#targets)"});
     if (!pytorch_files_.empty())
       rows.push_back({"PyTorch module", fmt::format("{} files, {} lines", pytorch_files_.size(), pytorch_lines_),
                       "fact", "[§10](#targets)"});
@@ -638,10 +643,53 @@ class Builder {
         show(s, exported);
       }
     }
-    s.blocks.push_back(
-        Paragraph{"c: not available yet; quire has no standalone C export (`quire export --target c`). The native "
-                  "target's C is the kernels only, its host being quire's."});
+    if (wants("c")) c_target(s);
     return s;
+  }
+
+  /// The entry as a standalone C program (`quire export --target c`), its
+  /// files listed with their digests.
+  void c_target(Section& s) {
+    if (r_.step) {
+      s.blocks.push_back(Paragraph{
+          "c: `quire export --target c` writes an entry; the training step (its schedule and optimizer) is not "
+          "exported. Explain the objective without `--step` for its C program."});
+      return;
+    }
+    const Ran& exported =
+        run("c", "§10",
+            cat(cat(with_dims({"export", r_.file, "--target", "c", "--entry", r_.entry, "--seed",
+                               std::to_string(r_.seed), "-o", "$DOC/artifacts/c"}),
+                    types()),
+                cat(inputs(), profile())),
+            false);
+    if (exported.output.status != 0) {
+      s.blocks.push_back(Paragraph{"c:"});
+      show(s, exported);
+      return;
+    }
+    s.blocks.push_back(Paragraph{
+        "c: the host program of §9, its kernels and a runtime as a standalone C11 program (libc and libm alone), "
+        "in `$DOC/artifacts/c`, with the call recorded in `check/`: `make -C $DOC/artifacts/c check` builds it with "
+        "-Wall -Wextra -Werror and compares its outputs with the native backend's, byte for byte (docs/export.md):"});
+    std::vector<std::vector<std::string>> rows;
+    const std::filesystem::path root = doc_ + "/artifacts/c";
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+      if (e.is_regular_file()) names.push_back(std::filesystem::relative(e.path(), root).generic_string());
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      const std::string text = io::read_file((root / name).string());
+      const bool source = name.find('/') == std::string::npos;
+      if (source) {
+        c_lines_ += count_lines(text);
+        ++c_files_;
+      }
+      rows.push_back({"`" + name + "`", source ? std::to_string(count_lines(text)) : "-",
+                      "`" + support::sha256_hex(text).substr(0, 16) + "…`"});
+    }
+    s.blocks.push_back(Table{{"File", "Lines", "SHA-256"}, rows, {}});
+    s.blocks.push_back(Commands{{exported.line}});
   }
 
   Section measured() {
@@ -901,6 +949,8 @@ class Builder {
   std::map<std::string, std::pair<std::string, std::string>> check_lines_;
   std::vector<std::string> pytorch_files_;
   size_t pytorch_lines_ = 0;
+  size_t c_files_ = 0;
+  size_t c_lines_ = 0;
   std::optional<std::string> measured_;
 };
 

@@ -99,7 +99,6 @@ TEST_F(ExplainCli, RefusesBadInputWithOneClearError) {
       {tutorial + " --entry loss --dim B=4 --budget 1e-3 --precision f32 -o " + file("d5"), "leave out --precision"},
       {tutorial + " --entry loss --dim B=4 -o " + blocker + "/doc", "cannot create the folder"},
       {tutorial + " --entry loss --dim B=4 --profile " + garbage + " -o " + file("d6"), garbage},
-      {tutorial + " --entry loss --dim B=4 --target c -o " + file("d7"), "no standalone C export"},
       {tutorial + " --entry loss --dim B=4 --target fortran -o " + file("d8"), "`fortran` is not a target"},
       {tutorial + " --dim B=4 -o " + file("d9"), "give --entry NAME"},
       {dropout + " --step -o " + file("d10"), "has no training run"},

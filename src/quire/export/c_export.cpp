@@ -319,7 +319,7 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
   };
   const std::string readme = fmt::format(
       "# `{}` as a C program\n\n"
-      "Written by `{}`.\n\n"
+      "Written by `{}`{}.\n\n"
       "A standalone C11 program: the host program of one call of `{}` at the dimensions and types it was compiled "
       "for, its kernels as quire's native backend compiles them, and a runtime. It needs a C compiler, libc and "
       "libm, nothing else.\n\n"
@@ -333,7 +333,9 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
       "key as two `<i8` words, a host scalar as a 0-d `<f8`.\n\n{}\n"
       "## Outputs\n\nEach is written as `OUTPUTS/<name>.npy`: `<f8` for f64, `<f4` for f32, bf16 and f16 (each "
       "value exact in f32), `<i8` for integers and booleans.\n\n{}",
-      entry.name, request.command, entry.name, list(input_lines), list(output_lines));
+      entry.name, request.command,
+      request.read.empty() ? std::string() : fmt::format(", which read {}", fmt::join(request.read, ", ")), entry.name,
+      list(input_lines), list(output_lines));
   files.insert(files.begin() + 6, {"README.md", readme});
   return files;
 }

@@ -42,7 +42,8 @@ struct CExportRequest {
   /// The native backend's result on them: the recorded outputs.
   interp::Value result;
   std::string source;   ///< the program's path as given (for the README)
-  std::string command;  ///< the command that made the export (for the README)
+  std::string command;            ///< the command that made the export (for the README)
+  std::vector<std::string> read;  ///< the files it read, each "`name` (SHA-256 …)" (for the README)
 };
 
 /// The files of the export, in a stable order: program.c, kernels.c,

@@ -271,17 +271,23 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
   program += main_function(w, args, names, result_names);
   files.push_back({"program.c", program});
 
-  std::string kernels = "/* kernels.c: the kernels of the host program, as the native backend emits them. */\n";
+  const std::string prelude = native::c_prelude();
+  std::string kernels =
+      "/* kernels.c: the kernels of the host program, as the native backend emits them. */\n#include "
+      "\"quire_prelude.h\"\n";
   for (int k : w.kernels()) {
     const kernel::KernelRecord& rec = compiled.catalog->kernels().at(static_cast<size_t>(k));
     kernels += fmt::format("\n/* ---- kernel k{}: {} ---- */\n", k, rec.kernel.title);
-    kernels += native::emit_c(rec.kernel, fmt::format("quire_k{}", k));
+    // Each emitted text begins with the prelude (guarded); here it is included once, above.
+    std::string text = native::emit_c(rec.kernel, fmt::format("quire_k{}", k));
+    if (text.compare(0, prelude.size(), prelude) == 0) text.erase(0, prelude.size());
+    kernels += text;
   }
   if (w.kernels().empty()) kernels += "typedef int quire_no_kernels; /* a translation unit may not be empty */\n";
   files.push_back({"kernels.c", kernels});
   files.push_back(
       {"quire_prelude.h",
-       "/* quire_prelude.h: the element helpers every kernel uses (native/c_emit.h). */\n" + native::c_prelude()});
+       "/* quire_prelude.h: the element helpers every kernel uses (native/c_emit.h). */\n" + prelude});
   files.push_back({"quire_runtime.h", c_runtime_header()});
   files.push_back({"quire_runtime.c", c_runtime_source()});
   files.push_back({"Makefile", kMakefile});

@@ -72,7 +72,9 @@ size_t write_files(const std::string& out, const std::vector<exports::ExportedFi
     } catch (const io::IoError& e) {
       throw UsageError(fmt::format("-o {}: {}", out, e.what()));
     }
-    lines += static_cast<size_t>(std::count(f.text.begin(), f.text.end(), '\n'));
+    // Lines of text; a NumPy file's bytes are no lines.
+    if (f.name.size() < 4 || f.name.compare(f.name.size() - 4, 4, ".npy") != 0)
+      lines += static_cast<size_t>(std::count(f.text.begin(), f.text.end(), '\n'));
   }
   return lines;
 }

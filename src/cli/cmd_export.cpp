@@ -29,10 +29,10 @@
 #include "quire/interp/inputs.h"
 #include "quire/interp/params.h"
 #include "quire/interp/reference_step.h"
-#include "quire/kernel/engine.h"
-#include "quire/native/native_runner.h"
 #include "quire/io/atomic_file.h"
 #include "quire/io/io_error.h"
+#include "quire/kernel/engine.h"
+#include "quire/native/native_runner.h"
 #include "quire/support/sha256.h"
 
 namespace quire::cli {
@@ -53,8 +53,8 @@ struct ExportOptions {
   std::string inputs;
   int64_t seed = 0;
   std::string profile;
-  std::string command;             ///< for the README: its files by base name
-  std::vector<std::string> read;   ///< for the README: each file it read, with its SHA-256
+  std::string command;            ///< for the README: its files by base name
+  std::vector<std::string> read;  ///< for the README: each file it read, with its SHA-256
 };
 
 /// The files into `out`, each atomically; the folder made first.
@@ -132,9 +132,10 @@ int run_export_c(const ExportOptions& o) {
     throw UsageError(fmt::format("cannot export to C: {}", e.what()));
   }
   const size_t lines = write_files(o.out, files);
-  std::cout << fmt::format("quire export: `{}` as C: {} files, {} lines, into {} (`make -C {} check` builds it and "
-                           "compares its outputs with the native backend's)\n",
-                           fn.name, files.size(), lines, o.out, o.out);
+  std::cout << fmt::format(
+      "quire export: `{}` as C: {} files, {} lines, into {} (`make -C {} check` builds it and "
+      "compares its outputs with the native backend's)\n",
+      fn.name, files.size(), lines, o.out, o.out);
   return 0;
 }
 
@@ -153,7 +154,8 @@ std::vector<int> export_entries(const elab::Program& prog, const std::vector<std
 
 int run_export(const ExportOptions& o) {
   if (o.target == "c") return run_export_c(o);
-  if (o.target != "pytorch") throw UsageError(fmt::format("--target {}: unknown target; the targets are pytorch and c", o.target));
+  if (o.target != "pytorch")
+    throw UsageError(fmt::format("--target {}: unknown target; the targets are pytorch and c", o.target));
   std::unique_ptr<elab::Program> prog = load_program(o.file);
   if (!prog) return 1;
   const std::vector<int> entries = export_entries(*prog, o.entries);
@@ -186,8 +188,9 @@ Handler setup_export(CLI::App& sub) {
                  "a function to export, with everything it calls (repeat for several; default: every function "
                  "of the main file)");
   sub.add_option("--dim", o->dims, "c: bind a dimension, NAME=SIZE (repeatable)");
-  CLI::Option* precision = sub.add_option("--precision", o->precision, "c: the run policy: f64 (default), f32, bf16 or f16")
-                               ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  CLI::Option* precision =
+      sub.add_option("--precision", o->precision, "c: the run policy: f64 (default), f32, bf16 or f16")
+          ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
   sub.add_option("--realize", o->realize, "c: compile under the solver's decisions, @realization.json");
   add_product_step_option(sub, o->fused_products);
   sub.add_option("--params", o->params, "c: the parameters of the recorded call, from a safetensors file");
@@ -199,8 +202,8 @@ Handler setup_export(CLI::App& sub) {
     if (!o->realize.empty() && precision->count() > 0)
       throw UsageError(fmt::format("--realize {} carries its own policy: leave out --precision", o->realize));
     if (o->target != "c")
-      for (const char* flag : {"--dim", "--precision", "--realize", "--product-step", "--params", "--inputs", "--seed",
-                               "--profile"})
+      for (const char* flag :
+           {"--dim", "--precision", "--realize", "--product-step", "--params", "--inputs", "--seed", "--profile"})
         if (sub.count(flag) > 0) throw UsageError(fmt::format("{} applies to --target c alone", flag));
     // The command for the README, the same bytes wherever its files lie: a
     // file it read is named by its base name, with its SHA-256 beside.

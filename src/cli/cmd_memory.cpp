@@ -25,6 +25,7 @@
 #include "quire/compile/compile.h"
 #include "quire/compile/memory.h"
 #include "quire/compile/memory_symbolic.h"
+#include "quire/export/c_export.h"
 #include "quire/grad/vjp.h"
 #include "quire/realize/realization.h"
 #include "quire/train/data.h"
@@ -49,7 +50,8 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
   const std::string objective = prog.functions.at(static_cast<size_t>(run->objective)).name;
   const elab::ParamsType model = prog.functions.at(static_cast<size_t>(run->objective)).args.at(0).type.params;
   const precision::Policy policy = *precision::parse_policy(precision);
-  const runtime::FloatType master = policy == precision::Policy::F64 ? runtime::FloatType::F64 : runtime::FloatType::F32;
+  const runtime::FloatType master =
+      policy == precision::Policy::F64 ? runtime::FloatType::F64 : runtime::FloatType::F32;
   std::vector<StepCount> counts;
   for (interp::Remat remat : {interp::Remat::Store, interp::Remat::Recompute}) {
     compile::CompileRequest request;
@@ -119,7 +121,8 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
   };
   std::cout << fmt::format("  {:<34} {:>12} {:>12}\n", "bytes", "store", "recompute");
   row("parameters (θ, as the vjp reads it)", store.m.parameter_bytes, recompute.m.parameter_bytes);
-  row("batch (and the loss's cotangent)", store.m.input_bytes - store.m.parameter_bytes, recompute.m.input_bytes - recompute.m.parameter_bytes);
+  row("batch (and the loss's cotangent)", store.m.input_bytes - store.m.parameter_bytes,
+      recompute.m.input_bytes - recompute.m.parameter_bytes);
   row(fmt::format("optimizer state ({})", kind), state, state);
   row("gradient (at the master type)", gradient, gradient);
   row("peak of the vjp's live values", store.m.peak_bytes, recompute.m.peak_bytes);
@@ -129,10 +132,11 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
     std::cout << fmt::format("the peak under {}:\n", interp::remat_name(c->compiled.host.remat));
     for (const compile::PeakFrame& f : c->m.peak_at) {
       const compile::HostFunction& h = c->compiled.host.functions.at(static_cast<size_t>(f.instance));
-      std::cout << fmt::format("  in `{}` #{} step {}{}: {} bytes\n", prog.functions.at(static_cast<size_t>(h.function)).name,
-                               f.instance, f.step,
-                               f.copy >= 0 ? fmt::format(", iteration {}{}", f.copy, f.reverse ? " of the reverse sweep" : "")
-                                           : std::string(),
+      std::cout << fmt::format("  in `{}` #{} step {}{}: {} bytes\n",
+                               prog.functions.at(static_cast<size_t>(h.function)).name, f.instance, f.step,
+                               f.copy >= 0
+                                   ? fmt::format(", iteration {}{}", f.copy, f.reverse ? " of the reverse sweep" : "")
+                                   : std::string(),
                                f.bytes);
     }
   }
@@ -161,8 +165,9 @@ Handler setup_memory(CLI::App& sub) {
                  "count under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces "
                  "--precision")
       ->check(non_empty("--realize names a file", "@FILE"));
-  CLI::Option* remat_flag = sub.add_option("--remat", o->remat, "how a reverse sweep gets forward values: store (kept) or recompute")
-      ->check(CLI::IsMember({"store", "recompute"}));
+  CLI::Option* remat_flag =
+      sub.add_option("--remat", o->remat, "how a reverse sweep gets forward values: store (kept) or recompute")
+          ->check(CLI::IsMember({"store", "recompute"}));
   sub.add_flag("--grad", o->grad,
                "count the entry's gradient as a training step computes it (its vjp with respect to θ) instead");
   sub.add_flag("--symbolic", o->symbolic,
@@ -175,7 +180,9 @@ Handler setup_memory(CLI::App& sub) {
       throw UsageError("give --entry E (one call of E) or --step (the training run's step), one of the two");
     if (o->step && (o->grad || !o->realize.empty() || remat_flag->count() > 0))
       throw UsageError(fmt::format("--step counts the training step's vjp under both remats: leave out {}",
-                                   o->grad ? "--grad" : !o->realize.empty() ? "--realize" : "--remat"));
+                                   o->grad               ? "--grad"
+                                   : !o->realize.empty() ? "--realize"
+                                                         : "--remat"));
     auto prog = load_program(o->file);
     if (!prog) return 1;
     const auto dims = parse_dims(o->dims, *prog);
@@ -216,7 +223,17 @@ Handler setup_memory(CLI::App& sub) {
     }
     // Default layouts: what a call holds does not depend on the plan.
     const compile::CompiledProgram compiled = compile::compile(*prog, request);  // adds the vjp under --grad
-    const compile::CallMemory m = compile::count_call_memory(*prog, compiled);
+    compile::CallMemory m = compile::count_call_memory(*prog, compiled);
+    // The arena the C export of this call allocates.
+    m.c_export.emplace();
+    try {
+      const exports::CArena a = exports::c_arena(*prog, compiled);
+      m.c_export->bytes = a.bytes;
+      m.c_export->peak = a.peak;
+      m.c_export->allocations = a.allocations;
+    } catch (const exports::ExportError& e) {
+      m.c_export->unavailable = e.what();
+    }
     if (o->format == "json")
       std::cout << compile::call_memory_json(*prog, compiled, m, label).dump(2) << "\n";
     else

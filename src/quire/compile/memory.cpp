@@ -381,6 +381,14 @@ std::string print_call_memory(const elab::Program& prog, const CompiledProgram& 
   out += fmt::format("  needs       {} bytes: the inputs and the peak\n", m.input_bytes + m.peak_bytes);
   out += fmt::format("  arena       {} bytes: the {} stored values at fixed offsets, greedy by size: {}\n",
                      m.arena_bytes, m.placed.size(), arena_excess(m));
+  if (m.c_export && m.c_export->unavailable.empty())
+    out += fmt::format(
+        "  C export    {} bytes: the arena `quire export --target c` allocates, its {} allocations at fixed offsets "
+        "(values at the widths the native backend holds them, conversions and product scratch among them; {} "
+        "live at most)\n",
+        m.c_export->bytes, m.c_export->allocations, m.c_export->peak);
+  else if (m.c_export)
+    out += fmt::format("  C export    none: {}\n", m.c_export->unavailable);
   out += "calls: their shares of the peak and their own peaks (bytes, their callees' included)\n";
   size_t width = 4;
   for (const InstanceMemory& im : m.instances)
@@ -439,6 +447,12 @@ nlohmann::ordered_json call_memory_json(const elab::Program& prog, const Compile
                       {"to", p.life.end}});
   }
   j["arena"] = {{"bytes", m.arena_bytes}, {"alignment", kArenaAlignment}, {"values", placed}};
+  if (m.c_export && m.c_export->unavailable.empty())
+    j["c_export_arena"] = {{"bytes", m.c_export->bytes},
+                           {"peak", m.c_export->peak},
+                           {"allocations", m.c_export->allocations}};
+  else if (m.c_export)
+    j["c_export_arena"] = {{"unavailable", m.c_export->unavailable}};
   j["steps"] = m.steps;
   nlohmann::ordered_json calls = nlohmann::ordered_json::array();
   for (const InstanceMemory& im : m.instances) {

@@ -85,6 +85,17 @@ struct CallMemory {
   /// order, and the arena's size (at least the peak; memory_placement.h).
   std::vector<PlacedValue> placed;
   int64_t arena_bytes = 0;
+  /// The arena `quire export --target c` allocates for this call (filled by
+  /// the command, which can ask the export; export/c_export.h's c_arena):
+  /// its bytes, the most bytes live at once in it, its allocations; or why
+  /// there is none. Unset: not asked.
+  struct CExportArena {
+    int64_t bytes = 0;
+    int64_t peak = 0;
+    int64_t allocations = 0;
+    std::string unavailable;
+  };
+  std::optional<CExportArena> c_export;
   std::vector<InstanceMemory> instances;  ///< in call-tree order, the entry's first
   int64_t steps = 0;                      ///< host steps the call runs, its callees' included
 };

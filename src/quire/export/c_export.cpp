@@ -178,6 +178,7 @@ std::string main_function(const HostWriter& w, const std::vector<CValue>& args, 
   }
   std::vector<const Leaf*> results;
   leaves_of(w.root().result, results);
+  text += "  quire_arena_open(quire_arena_bytes, quire_arena_sizes, quire_arena_offsets, quire_arena_count);\n";
   text += fmt::format("  quire_slot result[{}];\n  {}((const quire_slot[]){{{}}}, result);\n",
                       std::max<size_t>(results.size(), 1), w.root().name,
                       slots.empty() ? "{.h = 0}" : fmt::format("{}", fmt::join(slots, ", ")));
@@ -199,8 +200,9 @@ std::string main_function(const HostWriter& w, const std::vector<CValue>& args, 
       for (size_t e = 0; e < k; ++e) first = first && w.root().origins[e].group != w.root().origins[k].group;
       if (first) text += fmt::format("  quire_release(result[{}].p);\n", k);
     }
+  text += "  quire_arena_close();\n";
   for (int a = 0; a < j; ++a)
-    if (slots[static_cast<size_t>(a)].rfind("{.p", 0) == 0) text += fmt::format("  quire_release(a{});\n", a);
+    if (slots[static_cast<size_t>(a)].rfind("{.p", 0) == 0) text += fmt::format("  free(a{});\n", a);
   text += "  return 0;\n}\n";
   return text;
 }
@@ -211,6 +213,8 @@ constexpr const char* kMakefile = R"(# Builds the exported program and checks it
 #                   check/expected, byte for byte
 # The flags after $(CFLAGS) keep the bits: no contraction of a*b+c into an
 # FMA, no fast-math (the same flags the native backend compiles kernels with).
+# -DQUIRE_NO_ARENA in CFLAGS gives each allocation memory of its own (for
+# AddressSanitizer) instead of its place in the arena.
 CC ?= cc
 CFLAGS ?= -O2
 QUIRE_FLAGS = -std=c11 -ffp-contract=off -fno-fast-math -fopenmp-simd -fno-math-errno -Wall -Wextra -Werror
@@ -234,6 +238,20 @@ clean:
 )";
 
 }  // namespace
+
+CArena c_arena(const elab::Program& prog, const compile::CompiledProgram& compiled) {
+  const core::Function& entry = prog.functions.at(static_cast<size_t>(compiled.host.entry));
+  std::vector<CValue> args;
+  for (size_t i = 0; i < compiled.host.arguments.size(); ++i)
+    args.push_back(describe(compiled.host.arguments[i], compiled.realization.get(), entry.args.at(i).name));
+  CExportRequest request;
+  request.prog = &prog;
+  request.compiled = &compiled;
+  HostWriter w(request);
+  w.write_program(args);
+  const Arena a = w.arena();
+  return {a.bytes, a.peak, static_cast<int64_t>(a.sizes.size())};
+}
 
 std::vector<ExportedFile> export_c(const CExportRequest& request) {
   const elab::Program& prog = *request.prog;
@@ -267,6 +285,19 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
     program += fmt::format("void quire_k{}(const void* const* inputs, void* output, int64_t lo, int64_t hi);\n", k);
   program += "\n/* Where a value is stored in a narrower type than it was computed in (store_at_site). */\n";
   for (const std::string& f : w.roundings()) program += f;
+  const Arena arena = w.arena();
+  auto numbers = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += fmt::format("{}{}", i == 0 ? "" : i % 16 == 0 ? ",\n  " : ", ", v[i]);
+    return v.empty() ? std::string("0") : out;
+  };
+  program += fmt::format(
+      "\n/* The arena: the call's {} allocations in the order it makes them, each at a fixed offset for its life\n"
+      "   (placed greedy by size; the most live at once is {} bytes). */\n"
+      "static const int64_t quire_arena_bytes = {};\nstatic const int64_t quire_arena_count = {};\n"
+      "static const int64_t quire_arena_sizes[] = {{\n  {}}};\nstatic const int64_t quire_arena_offsets[] = {{\n  "
+      "{}}};\n",
+      arena.sizes.size(), arena.peak, arena.bytes, arena.sizes.size(), numbers(arena.sizes), numbers(arena.offsets));
   program += "\n" + w.functions();
   program += main_function(w, args, names, result_names);
   files.push_back({"program.c", program});
@@ -285,9 +316,8 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
   }
   if (w.kernels().empty()) kernels += "typedef int quire_no_kernels; /* a translation unit may not be empty */\n";
   files.push_back({"kernels.c", kernels});
-  files.push_back(
-      {"quire_prelude.h",
-       "/* quire_prelude.h: the element helpers every kernel uses (native/c_emit.h). */\n" + prelude});
+  files.push_back({"quire_prelude.h",
+                   "/* quire_prelude.h: the element helpers every kernel uses (native/c_emit.h). */\n" + prelude});
   files.push_back({"quire_runtime.h", c_runtime_header()});
   files.push_back({"quire_runtime.c", c_runtime_source()});
   files.push_back({"Makefile", kMakefile});
@@ -332,8 +362,12 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
       "```\nmake                 # builds ./program\n./program INPUTS OUTPUTS\nmake check           # runs it on "
       "check/inputs and compares each output with check/expected, byte for byte\n```\n\n"
       "`check/expected` holds what quire's native backend computed on `check/inputs`; `make check` passes only when "
-      "every output file is the same bytes. Under AddressSanitizer: `make clean check CFLAGS=\"-O1 -g "
-      "-fsanitize=address,undefined\"`.\n\n"
+      "every output file is the same bytes. Under AddressSanitizer, each allocation on its own: `make clean check "
+      "CFLAGS=\"-O1 -g -fsanitize=address,undefined -DQUIRE_NO_ARENA\"`.\n\n"
+      "## Memory\n\nOne arena of {} bytes holds every value the call stores, each at a fixed offset for its life "
+      "(placed greedy by size, as `quire memory` places its arena; at most {} bytes live at once): {} allocations in "
+      "the order the program makes them, each checked against that schedule as it runs. The inputs are read into "
+      "memory of their own.\n\n"
       "## Inputs\n\nEach is `INPUTS/<name>.npy`, little-endian, in C order, of the shape it was exported for: `<f8` "
       "or `<f4` for reals (rounded to their type on reading), `<i8`, `<i4` or `|b1` for integers and booleans, a "
       "key as two `<i8` words, a host scalar as a 0-d `<f8`.\n\n{}\n"
@@ -341,7 +375,7 @@ std::vector<ExportedFile> export_c(const CExportRequest& request) {
       "value exact in f32), `<i8` for integers and booleans.\n\n{}",
       entry.name, request.command,
       request.read.empty() ? std::string() : fmt::format(", which read {}", fmt::join(request.read, ", ")), entry.name,
-      list(input_lines), list(output_lines));
+      arena.bytes, arena.peak, arena.sizes.size(), list(input_lines), list(output_lines));
   files.insert(files.begin() + 6, {"README.md", readme});
   return files;
 }

@@ -41,10 +41,20 @@ struct CExportRequest {
   std::vector<interp::Value> arguments;
   /// The native backend's result on them: the recorded outputs.
   interp::Value result;
-  std::string source;   ///< the program's path as given (for the README)
+  std::string source;             ///< the program's path as given (for the README)
   std::string command;            ///< the command that made the export (for the README)
   std::vector<std::string> read;  ///< the files it read, each "`name` (SHA-256 …)" (for the README)
 };
+
+/// The arena the exported program of `compiled` allocates (its arguments'
+/// shapes and types as compiled): bytes, the most live at once, allocations.
+/// ExportError when the entry cannot be exported.
+struct CArena {
+  int64_t bytes = 0;
+  int64_t peak = 0;
+  int64_t allocations = 0;
+};
+CArena c_arena(const elab::Program& prog, const compile::CompiledProgram& compiled);
 
 /// The files of the export, in a stable order: program.c, kernels.c,
 /// quire_prelude.h, quire_runtime.h, quire_runtime.c, Makefile, README.md,

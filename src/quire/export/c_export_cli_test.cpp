@@ -71,6 +71,30 @@ TEST_F(CExportCli, TheTutorialUnderEveryPolicyMatchesTheNativeBackendBitForBit) 
   EXPECT_NE(readme.find("- `θ.blocks.proj.w`"), std::string::npos) << readme;
 }
 
+TEST_F(CExportCli, TheProgramAllocatesTheArenaQuireMemoryPrints) {
+  const std::string out = file("arena");
+  export_and_check(tutorial_ + " --entry loss --dim B=4", out);
+  const std::string program = io::read_file(out + "/program.c");
+  const Outcome m = run_quire("memory " + tutorial_ + " --entry loss --dim B=4");
+  ASSERT_EQ(m.status, 0) << m.output;
+  // In f64 the program's allocations are the count's stored values: the same arena, the peak exactly.
+  EXPECT_NE(m.output.find("  arena       384 bytes"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("  C export    384 bytes: the arena `quire export --target c` allocates, its 27 allocations"),
+            std::string::npos)
+      << m.output;
+  EXPECT_NE(program.find("static const int64_t quire_arena_bytes = 384;"), std::string::npos);
+  EXPECT_NE(program.find("static const int64_t quire_arena_count = 27;"), std::string::npos);
+  // A schedule that is not the program's is caught as the program runs.
+  std::string broken = program;
+  const size_t at = broken.find("static const int64_t quire_arena_count = 27;");
+  broken.replace(at, std::string("static const int64_t quire_arena_count = 27;").size(),
+                 "static const int64_t quire_arena_count = 26;");
+  io::write_file_atomically(out + "/program.c", broken);
+  const Outcome o = run_shell("make -s -C " + out + " check");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.output.find("is not the arena schedule's"), std::string::npos) << o.output;
+}
+
 TEST_F(CExportCli, TheTutorialRunsCleanUnderTheSanitizers) {
   export_and_check(tutorial_ + " --entry loss --dim B=4 --precision bf16", file("asan"), /*sanitized=*/true);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "quire/compile/memory_placement.h"
 #include "quire/core/printer.h"
 #include "quire/native/c_emit.h"
 #include "quire/realize/realization.h"
@@ -132,13 +133,16 @@ const Instance& HostWriter::instance(int id, const std::vector<CValue>& at_call)
     out += fmt::format("  out[{}].{} = {};\n", j, slot_member(l.kind), l.expr);
   }
   inst.groups = static_cast<int>(group_of.size());
+  inst.group_names.resize(group_of.size());
+  for (const auto& [owner, group] : group_of)
+    inst.group_names[static_cast<size_t>(group)] = f.allocation_names.at(static_cast<size_t>(owner));
   inst.result = result;
   std::string text =
       fmt::format("/* {} ({}): {} */\nstatic void {}(const quire_slot* in, quire_slot* out) {{\n",
                   prog_.functions.at(static_cast<size_t>(f.h.function)).name,
                   f.h.signature.empty() ? "-" : f.h.signature, compile::frame_mode_name(f.h.mode), inst.name);
   if (slot == 0) text += "  (void)in;\n";
-  text += f.body();
+  text += f.body(inst.actions);
   text += out;
   text += "}\n\n";
   functions_ += text;
@@ -155,6 +159,64 @@ std::string HostWriter::rounding_function(const std::vector<FloatType>& chain) {
   for (FloatType t : chain) body = fmt::format("quire_round_{}({})", runtime::float_type_name(t), body);
   roundings_.insert(fmt::format("static double {}(double x) {{ return {}; }}\n", name, body));
   return name;
+}
+
+std::vector<size_t> HostWriter::expand(int id, std::vector<std::array<int64_t, 3>>& lives, int64_t& time,
+                                       int depth) const {
+  if (depth > 256) throw ExportError("calls nest deeper than the export follows");
+  const Instance& inst = instances_.at(id);
+  std::map<std::string, size_t> made;  // by variable: its allocation in `lives`
+  for (const Action& a : inst.actions) switch (a.kind) {
+      case Action::Kind::Alloc:
+        made[a.name] = lives.size();
+        lives.push_back({time++, -1, a.bytes});
+        break;
+      case Action::Kind::Release: {
+        auto it = made.find(a.name);
+        if (it == made.end())
+          throw ExportError(fmt::format("internal: {} releases `{}`, which it never made", inst.name, a.name));
+        lives.at(it->second)[1] = time++;
+        break;
+      }
+      case Action::Kind::Call: {
+        const std::vector<size_t> result = expand(a.callee, lives, time, depth + 1);
+        if (result.size() != a.groups.size()) throw ExportError("internal: a call's result groups disagree");
+        for (size_t g = 0; g < result.size(); ++g) made[a.groups[g]] = result[g];
+        break;
+      }
+    }
+  std::vector<size_t> out;
+  for (const std::string& n : inst.group_names) out.push_back(made.at(n));
+  return out;
+}
+
+Arena HostWriter::arena() const {
+  std::vector<std::array<int64_t, 3>> lives;
+  int64_t time = 0;
+  expand(host_.root, lives, time, 0);
+  Arena a;
+  std::vector<compile::Lifetime> placed;
+  for (auto& [start, end, bytes] : lives) {
+    if (end < 0) end = time + 1;  // the root's result: until the program writes it
+    placed.push_back({start, end, bytes});
+    a.sizes.push_back(bytes);
+  }
+  const compile::Placement p = compile::place_by_size(placed);
+  a.offsets = p.offsets;
+  a.bytes = p.arena_bytes;
+  // The peak of live bytes, for the README beside the arena.
+  std::vector<std::pair<int64_t, int64_t>> changes;
+  for (const compile::Lifetime& l : placed) {
+    changes.push_back({l.start, l.bytes});
+    changes.push_back({l.end, -l.bytes});
+  }
+  std::sort(changes.begin(), changes.end());
+  int64_t live = 0;
+  for (const auto& [t, d] : changes) {
+    live += d;
+    a.peak = std::max(a.peak, live);
+  }
+  return a;
 }
 
 const core::Instr& Frame::instr(int v) const {
@@ -180,6 +242,8 @@ int Frame::allocate(const std::string& name) {
 void Frame::add(std::string text, const std::vector<const CValue*>& read) {
   Event e;
   e.text = std::move(text);
+  e.actions = std::move(pending);
+  pending.clear();
   for (const CValue* v : read) {
     std::vector<const Leaf*> ls;
     leaves_of(*v, ls);
@@ -205,9 +269,23 @@ Leaf Frame::new_tensor(int v, const std::string& stem) {
   return l;
 }
 
-std::string Frame::alloc_text(const Leaf& l) const {
-  return fmt::format("  void* {} = quire_alloc({}, {});\n", l.expr, runtime::element_count(l.shape),
-                     storage_name(l.storage));
+std::string Frame::alloc_text(const Leaf& l) { return alloc_named(l.expr, runtime::element_count(l.shape), l.storage); }
+
+std::string Frame::alloc_named(const std::string& name, int64_t n, int storage) {
+  Action a;
+  a.kind = Action::Kind::Alloc;
+  a.name = name;
+  a.bytes = std::max<int64_t>(n, 1) * (storage == kFloat ? 4 : 8);
+  pending.push_back(std::move(a));
+  return fmt::format("  void* {} = quire_alloc({}, {});\n", name, n, storage_name(storage));
+}
+
+std::string Frame::release_named(const std::string& name) {
+  Action a;
+  a.kind = Action::Kind::Release;
+  a.name = name;
+  pending.push_back(std::move(a));
+  return fmt::format("  quire_release({});\n", name);
 }
 
 const Leaf& Frame::tensor(const core::Instr& in, size_t k) const {
@@ -288,8 +366,9 @@ void Frame::kernel_step(const HostStep& s) {
     if (want == l.storage) return l.expr;
     const std::string t = fresh_name("t");
     const int64_t n = runtime::element_count(l.shape);
-    text += fmt::format("  void* {0} = quire_alloc({1}, {2});\n  quire_convert({0}, {2}, {3}, {4}, {1}, NULL);\n", t, n,
-                        storage_name(want), l.expr, storage_name(l.storage));
+    text += alloc_named(t, n, want);
+    text += fmt::format("  quire_convert({0}, {2}, {3}, {4}, {1}, NULL);\n", t, n, storage_name(want), l.expr,
+                        storage_name(l.storage));
     temps_made.push_back(t);
     return t;
   };
@@ -308,7 +387,7 @@ void Frame::kernel_step(const HostStep& s) {
     const kernel::PackedProduct& p = *k.product;
     const std::string c = fresh_name("t");
     const int64_t batches = runtime::element_count(p.batch);
-    text += fmt::format("  void* {} = quire_alloc({}, QUIRE_FLOAT);\n", c, batches * p.m * p.n);
+    text += alloc_named(c, batches * p.m * p.n, kFloat);
     temps_made.push_back(c);
     auto operand = [&](int b, FloatType read_as) {
       const CValue& cv = env.at(static_cast<size_t>(s.inputs.at(static_cast<size_t>(b))));
@@ -329,7 +408,7 @@ void Frame::kernel_step(const HostStep& s) {
   const kernel::Stmt* split = kernel::split_loop(k);
   text += fmt::format("  quire_k{}((const void* const[]){{{}}}, {}, 0, {});\n", s.kernel, fmt::join(inputs, ", "),
                       out.expr, split ? split->extent : 0);
-  for (const std::string& t : temps_made) text += fmt::format("  quire_release({});\n", t);
+  for (const std::string& t : temps_made) text += release_named(t);
   add(std::move(text), read);
   CValue v;
   v.leaf = std::move(out);
@@ -379,6 +458,11 @@ CValue Frame::call_instance(int callee, const std::vector<CValue>& args, const s
       }
     }
   }
+  Action call;
+  call.kind = Action::Kind::Call;
+  call.callee = callee;
+  for (int owner : group_owner) call.groups.push_back(allocation_names.at(static_cast<size_t>(owner)));
+  pending.push_back(std::move(call));
   std::vector<const CValue*> read;
   for (const CValue& a : args) read.push_back(&a);
   add(std::move(text), read);
@@ -500,26 +584,35 @@ void Frame::fold_vjp_step(const HostStep& s) {
 
 /// The statements, with each allocation released after its last reader
 /// (or after its writer, when nothing reads it), those returned excepted.
-std::string Frame::body() const {
+std::string Frame::body(std::vector<Action>& actions) const {
   std::vector<int> last(allocation_names.size(), -1);
   std::vector<int> made(allocation_names.size(), -1);
-  for (size_t e = 0; e < events.size(); ++e)
+  std::map<std::string, size_t> by_name;
+  for (size_t a = 0; a < allocation_names.size(); ++a) by_name[allocation_names[a]] = a;
+  for (size_t e = 0; e < events.size(); ++e) {
     for (int a : events[e].reads) last[static_cast<size_t>(a)] = static_cast<int>(e);
-  // An allocation is made by the event during which it was named: the
-  // first event after it was allocated.
-  size_t next = 0;
-  for (size_t e = 0; e < events.size(); ++e)
-    for (; next < allocation_names.size(); ++next) {
-      if (events[e].text.find(allocation_names[next]) == std::string::npos) break;
-      made[next] = static_cast<int>(e);
+    // An allocation of the frame is made by the event that allocates it or
+    // receives it from a call.
+    for (const Action& act : events[e].actions) {
+      std::vector<std::string> names = act.groups;
+      if (act.kind == Action::Kind::Alloc) names.push_back(act.name);
+      for (const std::string& n : names)
+        if (auto it = by_name.find(n); it != by_name.end()) made[it->second] = static_cast<int>(e);
     }
+  }
   std::string out;
   for (size_t e = 0; e < events.size(); ++e) {
     out += events[e].text;
+    actions.insert(actions.end(), events[e].actions.begin(), events[e].actions.end());
     for (size_t a = 0; a < allocation_names.size(); ++a) {
       if (returned.count(static_cast<int>(a))) continue;
       const int end = std::max(last[a], made[a]);
-      if (end == static_cast<int>(e)) out += fmt::format("  quire_release({});\n", allocation_names[a]);
+      if (end != static_cast<int>(e)) continue;
+      out += fmt::format("  quire_release({});\n", allocation_names[a]);
+      Action r;
+      r.kind = Action::Kind::Release;
+      r.name = allocation_names[a];
+      actions.push_back(std::move(r));
     }
   }
   return out;

@@ -13,6 +13,7 @@
 // c_host.cpp holds the steps of the host program (kernels, calls, folds);
 // c_host_steps.cpp the C twins of what runs outside the kernels.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -83,18 +84,43 @@ struct ResultLeaf {
   int slot = -1;
 };
 
+/// One allocation, release or call of a frame, in the order its C text runs
+/// them: what the arena's schedule is made from (HostWriter::arena).
+struct Action {
+  enum class Kind : uint8_t { Alloc, Release, Call } kind = Kind::Alloc;
+  std::string name;                 ///< Alloc, Release: the variable holding the allocation
+  int64_t bytes = 0;                ///< Alloc
+  int callee = -1;                  ///< Call: the instance called
+  std::vector<std::string> groups;  ///< Call: the variables its fresh result allocations go to, by group
+};
+
 struct Instance {
   std::string name;
   CValue result;  ///< its leaves' exprs unused; kinds, types and shapes
   std::vector<ResultLeaf> origins;
   int groups = 0;
+  /// Its actions in order (each event's, then the releases after it), and
+  /// the variables of its result's fresh allocations, by group.
+  std::vector<Action> actions;
+  std::vector<std::string> group_names;
 };
 
 /// What one statement of a frame does: its text, the allocations it reads,
-/// and the one it makes (if any).
+/// and its actions in order.
 struct Event {
   std::string text;
   std::set<int> reads;
+  std::vector<Action> actions;
+};
+
+/// The arena of an exported call: every allocation the program makes, in the
+/// order it makes them, at a fixed offset for its life (compile::place_by_size,
+/// the planner of `quire memory`'s arena).
+struct Arena {
+  std::vector<int64_t> sizes;    ///< bytes, by allocation
+  std::vector<int64_t> offsets;  ///< by allocation
+  int64_t bytes = 0;             ///< the arena's size
+  int64_t peak = 0;              ///< the most bytes live at once
 };
 
 class HostWriter;
@@ -127,7 +153,13 @@ class Frame {
 
   /// A tensor leaf for value v, freshly allocated by the statement that follows.
   Leaf new_tensor(int v, const std::string& stem = "v");
-  std::string alloc_text(const Leaf& l) const;
+  /// The C text that allocates leaf l (its variable), recorded as an Alloc.
+  std::string alloc_text(const Leaf& l);
+  /// `void* name = quire_alloc(n, storage);`, recorded as an Alloc.
+  std::string alloc_named(const std::string& name, int64_t n, int storage);
+  /// `quire_release(name);`, recorded as a Release.
+  std::string release_named(const std::string& name);
+  std::vector<Action> pending;  ///< the actions of the event being written
   const Leaf& tensor(const core::Instr& in, size_t k) const;
 
   /// The rounding a value of natural type `from` takes where it is stored
@@ -212,7 +244,9 @@ class Frame {
 
   /// The statements, with each allocation released after its last reader
   /// (or after its writer, when nothing reads it), those returned excepted.
-  std::string body() const;
+  /// The C text of the frame's statements, each allocation released after
+  /// its last reader; `actions` receives every action in order.
+  std::string body(std::vector<Action>& actions) const;
 };
 
 class HostWriter {
@@ -226,6 +260,10 @@ class HostWriter {
   const std::set<int>& kernels() const { return kernels_; }              ///< the kernels launched
   const std::set<std::string>& roundings() const { return roundings_; }  ///< the quire_store_… functions used
   const Instance& root() const { return *root_; }
+  /// The arena of one call of the root: its schedule expanded through every
+  /// call, each allocation's life from its Alloc to its Release (the root's
+  /// result living to the end), placed by size.
+  Arena arena() const;
 
  private:
   friend class Frame;
@@ -233,6 +271,9 @@ class HostWriter {
   const Instance& instance(int id, const std::vector<CValue>& at_call);
   /// A C function that rounds to each type of `chain` in turn; its name.
   std::string rounding_function(const std::vector<FloatType>& chain);
+  /// Expands instance `id`'s actions into `lives` (by allocation: start,
+  /// end, bytes); returns its result groups' allocations.
+  std::vector<size_t> expand(int id, std::vector<std::array<int64_t, 3>>& lives, int64_t& time, int depth) const;
 
   const elab::Program& prog_;
   const compile::CompiledProgram& compiled_;

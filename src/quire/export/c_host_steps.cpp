@@ -105,17 +105,12 @@ void Frame::copies(const core::Instr& in) {
 void Frame::finish_computed(const core::Instr& in, Leaf out, const std::string& natural_name, int natural_storage,
                             std::string text, const std::vector<const CValue*>& read) {
   const int64_t n = runtime::element_count(out.shape);
-  if (natural_storage == out.storage && out.storage == kInt) {
-    // Integers are stored as computed.
-    text += fmt::format("  void* {} = {};\n", out.expr, natural_name);
-  } else {
-    const std::string round =
-        out.elem == runtime::ElemKind::Real ? rounding(in, FloatType::F64, out.type) : std::string();
-    text += alloc_text(out);
-    text += fmt::format("  quire_convert({}, {}, {}, {}, {}, {});\n  quire_release({});\n", out.expr,
-                        storage_name(out.storage), natural_name, storage_name(natural_storage), n,
-                        round.empty() ? "NULL" : round, natural_name);
-  }
+  const std::string round =
+      out.elem == runtime::ElemKind::Real ? rounding(in, FloatType::F64, out.type) : std::string();
+  text += alloc_text(out);
+  text += fmt::format("  quire_convert({}, {}, {}, {}, {}, {});\n", out.expr, storage_name(out.storage), natural_name,
+                      storage_name(natural_storage), n, round.empty() ? "NULL" : round);
+  text += release_named(natural_name);
   add(std::move(text), read);
   CValue v;
   v.leaf = std::move(out);
@@ -132,17 +127,16 @@ void Frame::draw(const core::Instr& in) {
   if (in.op == Op::Bernoulli) {
     const Leaf& p = tensor(in, 1);
     read.push_back(&arg(in, 1));
-    text += fmt::format(
-        "  void* {0} = quire_alloc({1}, QUIRE_INT);\n  quire_draw_bernoulli({0}, {1}, {2}, "
-        "(double)(({3}*){4})[0]);\n",
-        t, n, key.leaf.expr, storage_ctype(p.storage), p.expr);
+    text += alloc_named(t, n, kInt);
+    text += fmt::format("  quire_draw_bernoulli({0}, {1}, {2}, (double)(({3}*){4})[0]);\n", t, n, key.leaf.expr,
+                        storage_ctype(p.storage), p.expr);
     finish_computed(in, std::move(out), t, kInt, std::move(text), read);
     return;
   }
   const core::attr::DrawParams& d = in.attr<core::attr::DrawParams>();
-  text +=
-      fmt::format("  void* {0} = quire_alloc({1}, QUIRE_DOUBLE);\n  quire_draw_{2}({0}, {1}, {3}, {4}, {5});\n", t, n,
-                  in.op == Op::Uniform ? "uniform" : "normal", key.leaf.expr, c_double(d.first), c_double(d.second));
+  text += alloc_named(t, n, kDouble);
+  text += fmt::format("  quire_draw_{1}({0}, {2}, {3}, {4}, {5});\n", t, in.op == Op::Uniform ? "uniform" : "normal", n,
+                      key.leaf.expr, c_double(d.first), c_double(d.second));
   finish_computed(in, std::move(out), t, kDouble, std::move(text), read);
 }
 
@@ -318,7 +312,7 @@ void Frame::gather_adjoint(const core::Instr& in) {
   for (size_t d = a + 1; d < x.shape.size(); ++d) inner *= x.shape.at(d);
   Leaf out = new_tensor(in.id);
   const std::string t = fresh_name("t");
-  std::string text = fmt::format("  void* {} = quire_alloc({}, QUIRE_DOUBLE);\n", t, runtime::element_count(x.shape));
+  std::string text = alloc_named(t, runtime::element_count(x.shape), kDouble);
   if (in.op == Op::GatherGrad) {
     const precision::SiteType* site = h.table && h.table->values.at(static_cast<size_t>(in.id))
                                           ? &*h.table->values[static_cast<size_t>(in.id)]
@@ -511,9 +505,9 @@ void Frame::step(const core::Instr& in, const std::string& why) {
       Leaf out = new_tensor(in.id);
       const int64_t classes = out.shape.empty() ? 0 : out.shape.back();
       const std::string t = fresh_name("t");
-      std::string text =
-          fmt::format("  void* {0} = quire_alloc({1}, QUIRE_DOUBLE);\n  quire_one_hot({0}, {2}, {3}, {4});\n", t,
-                      runtime::element_count(out.shape), ids.expr, runtime::element_count(ids.shape), classes);
+      std::string text = alloc_named(t, runtime::element_count(out.shape), kDouble);
+      text +=
+          fmt::format("  quire_one_hot({}, {}, {}, {});\n", t, ids.expr, runtime::element_count(ids.shape), classes);
       finish_computed(in, std::move(out), t, kDouble, std::move(text), {&arg(in, 0)});
       return;
     }

@@ -38,7 +38,18 @@ enum { QUIRE_DOUBLE = 0, QUIRE_FLOAT = 1, QUIRE_INT = 2 };
 typedef double (*quire_rounding)(double);
 
 void quire_fail(const char* format, ...);
-/* n elements held as `storage`, all zero (a kernel's output starts at zero). */
+
+/* The arena: one block for every allocation of the call, allocation i of
+   sizes[i] bytes at offsets[i], in the order the program makes them (the
+   export planned it: README.md). Each allocation is checked against the
+   schedule. Built with -DQUIRE_NO_ARENA, each allocation is a calloc of its
+   own and each release a free (what AddressSanitizer can check one by one),
+   still checked against the schedule. */
+void quire_arena_open(int64_t bytes, const int64_t* sizes, const int64_t* offsets, int64_t count);
+/* Every allocation of the schedule made: the arena is given back. */
+void quire_arena_close(void);
+/* The next allocation of the schedule: n elements held as `storage`, all
+   zero (a kernel's output starts at zero). */
 void* quire_alloc(int64_t n, int storage);
 void quire_release(void* p);
 /* The bytes after which a contiguous tensor's copy i begins (a fold's slice). */
@@ -103,7 +114,8 @@ void quire_packed_product(float* c, int64_t m, int64_t n, int64_t k, const void*
                           const int64_t* b_batch, const int64_t* batch, int batch_rank);
 
 /* NumPy files: a tensor of `shape` read into `storage` (each element rounded
-   by `round` when given; the file's shape must be `shape`), and written from
+   by `round` when given; the file's shape must be `shape`; malloc'd, not in
+   the arena), and written from
    it as <f8, <f4 or <i8 (a key: its two words). The reader accepts <f8, <f4, <i8,
    <i4, |b1 and <u4, little-endian, C order, format 1.0, 2.0 or 3.0. */
 void* quire_read_npy(const char* path, int storage, const int64_t* shape, int rank, quire_rounding round);
@@ -140,13 +152,55 @@ static size_t element_bytes(int storage) {
   return storage == QUIRE_FLOAT ? sizeof(float) : storage == QUIRE_INT ? sizeof(int64_t) : sizeof(double);
 }
 
+static unsigned char* arena;
+static const int64_t* arena_sizes;
+static const int64_t* arena_offsets;
+static int64_t arena_count, arena_next;
+
+void quire_arena_open(int64_t bytes, const int64_t* sizes, const int64_t* offsets, int64_t count) {
+  arena_sizes = sizes;
+  arena_offsets = offsets;
+  arena_count = count;
+  arena_next = 0;
+#ifndef QUIRE_NO_ARENA
+  const size_t rounded = (size_t)((bytes + 63) / 64 * 64);
+  arena = aligned_alloc(64, rounded > 0 ? rounded : 64);
+  if (!arena) quire_fail("out of memory: the arena of %lld bytes", (long long)bytes);
+#else
+  (void)bytes;
+#endif
+}
+
+void quire_arena_close(void) {
+  if (arena_next != arena_count)
+    quire_fail("internal: %lld of the schedule's %lld allocations made", (long long)arena_next,
+               (long long)arena_count);
+  free(arena);
+  arena = NULL;
+}
+
 void* quire_alloc(int64_t n, int storage) {
-  void* p = calloc((size_t)(n > 0 ? n : 1), element_bytes(storage));
-  if (!p) quire_fail("out of memory (%lld elements)", (long long)n);
+  const size_t bytes = (size_t)(n > 0 ? n : 1) * element_bytes(storage);
+  if (arena_next >= arena_count || arena_sizes[arena_next] != (int64_t)bytes)
+    quire_fail("internal: allocation %lld of %zu bytes is not the arena schedule's", (long long)arena_next, bytes);
+#ifndef QUIRE_NO_ARENA
+  void* p = arena + arena_offsets[arena_next++];
+  memset(p, 0, bytes);
+#else
+  ++arena_next;
+  void* p = calloc(1, bytes);
+  if (!p) quire_fail("out of memory (%zu bytes)", bytes);
+#endif
   return p;
 }
 
-void quire_release(void* p) { free(p); }
+void quire_release(void* p) {
+#ifdef QUIRE_NO_ARENA
+  free(p);
+#else
+  (void)p;
+#endif
+}
 
 void* quire_offset(void* p, int storage, int64_t elements) {
   return (char*)p + (size_t)elements * element_bytes(storage);
@@ -630,7 +684,9 @@ void* quire_read_npy(const char* path, int storage, const int64_t* shape, int ra
                (size_t)n * each);
   const int integer_file = f.descr[1] == 'i' || f.descr[1] == 'b' || f.descr[1] == 'u';
   if (storage == QUIRE_INT && !integer_file) quire_fail("%s: holds '%s' numbers where integers are read", path, f.descr);
-  void* out = quire_alloc(n, storage);
+  /* An input is the caller's, outside the arena: freed with free(). */
+  void* out = calloc((size_t)(n > 0 ? n : 1), element_bytes(storage));
+  if (!out) quire_fail("out of memory reading %s", path);
   for (int64_t i = 0; i < n; ++i) {
     const unsigned char* at = f.data + (size_t)i * each;
     if (storage == QUIRE_INT && !strcmp(f.descr, "<i8")) {

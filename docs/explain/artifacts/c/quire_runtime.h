@@ -28,7 +28,18 @@ enum { QUIRE_DOUBLE = 0, QUIRE_FLOAT = 1, QUIRE_INT = 2 };
 typedef double (*quire_rounding)(double);
 
 void quire_fail(const char* format, ...);
-/* n elements held as `storage`, all zero (a kernel's output starts at zero). */
+
+/* The arena: one block for every allocation of the call, allocation i of
+   sizes[i] bytes at offsets[i], in the order the program makes them (the
+   export planned it: README.md). Each allocation is checked against the
+   schedule. Built with -DQUIRE_NO_ARENA, each allocation is a calloc of its
+   own and each release a free (what AddressSanitizer can check one by one),
+   still checked against the schedule. */
+void quire_arena_open(int64_t bytes, const int64_t* sizes, const int64_t* offsets, int64_t count);
+/* Every allocation of the schedule made: the arena is given back. */
+void quire_arena_close(void);
+/* The next allocation of the schedule: n elements held as `storage`, all
+   zero (a kernel's output starts at zero). */
 void* quire_alloc(int64_t n, int storage);
 void quire_release(void* p);
 /* The bytes after which a contiguous tensor's copy i begins (a fold's slice). */
@@ -93,7 +104,8 @@ void quire_packed_product(float* c, int64_t m, int64_t n, int64_t k, const void*
                           const int64_t* b_batch, const int64_t* batch, int batch_rank);
 
 /* NumPy files: a tensor of `shape` read into `storage` (each element rounded
-   by `round` when given; the file's shape must be `shape`), and written from
+   by `round` when given; the file's shape must be `shape`; malloc'd, not in
+   the arena), and written from
    it as <f8, <f4 or <i8 (a key: its two words). The reader accepts <f8, <f4, <i8,
    <i4, |b1 and <u4, little-endian, C order, format 1.0, 2.0 or 3.0. */
 void* quire_read_npy(const char* path, int storage, const int64_t* shape, int rank, quire_rounding round);

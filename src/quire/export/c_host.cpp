@@ -233,10 +233,16 @@ const HostBuffer* Frame::buffer(int v) const {
   throw ExportError(fmt::format("{}: {}", core::site_name(fn, v), why));
 }
 
-/// A new allocation of `n` elements, held in variable `name`.
+/// A new allocation of the frame, its base pointer held in the variable `name`.
 int Frame::allocate(const std::string& name) {
   allocation_names.push_back(name);
   return static_cast<int>(allocation_names.size()) - 1;
+}
+
+void Frame::bind(int value, Leaf l) {
+  CValue v;
+  v.leaf = std::move(l);
+  env[static_cast<size_t>(value)] = std::move(v);
 }
 
 void Frame::add(std::string text, const std::vector<const CValue*>& read) {
@@ -410,9 +416,7 @@ void Frame::kernel_step(const HostStep& s) {
                       out.expr, split ? split->extent : 0);
   for (const std::string& t : temps_made) text += release_named(t);
   add(std::move(text), read);
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(s.value)] = std::move(v);
+  bind(s.value, std::move(out));
 }
 
 /// A call's arguments as slots, and the callee's result as the caller sees it.

@@ -150,6 +150,8 @@ class Frame {
   /// A new allocation of the frame, its base pointer held in the variable `name`.
   int allocate(const std::string& name);
   void add(std::string text, const std::vector<const CValue*>& read);
+  /// Value `value` is the tensor leaf `l`.
+  void bind(int value, Leaf l);
 
   /// A tensor leaf for value v, freshly allocated by the statement that follows.
   Leaf new_tensor(int v, const std::string& stem = "v");

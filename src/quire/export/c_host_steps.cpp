@@ -26,9 +26,7 @@ void Frame::store_scalar(const core::Instr& in, const std::string& value_text) {
   text += fmt::format("  (({}*){})[0] = ({}){};\n", storage_ctype(l.storage), l.expr, storage_ctype(l.storage),
                       round.empty() ? value_text : fmt::format("{}({})", round, value_text));
   add(std::move(text), {});
-  CValue v;
-  v.leaf = std::move(l);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(l));
 }
 
 void Frame::host_scalar(const core::Instr& in, double value) {
@@ -96,9 +94,7 @@ void Frame::copies(const core::Instr& in) {
                         c.extents.size(), round.empty() ? "NULL" : round);
   }
   add(std::move(text), read);
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 /// A result computed as f64 (or integers) into `natural`, then stored at the site.
@@ -112,9 +108,7 @@ void Frame::finish_computed(const core::Instr& in, Leaf out, const std::string& 
                       storage_name(natural_storage), n, round.empty() ? "NULL" : round);
   text += release_named(natural_name);
   add(std::move(text), read);
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 void Frame::draw(const core::Instr& in) {
@@ -163,9 +157,7 @@ void Frame::gather_like(const core::Instr& in) {
     text += fmt::format("  quire_pick({}, {}, {}, {}, {}, {}, {});\n", out.expr, x.expr, storage_name(x.storage),
                         product(0, a), x.shape.at(a), product(a + 1, x.shape.size()), ids.expr);
   add(std::move(text), {&arg(in, 0), &arg(in, 1)});
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 /// Whether every operand and the result of `in` hold integers or booleans.
@@ -243,9 +235,7 @@ void Frame::int_elementwise(const core::Instr& in) {
                       c_array(out.shape), out.shape.size(), out.elem == runtime::ElemKind::I32 ? 1 : 0, operands[0],
                       operands[1], operands[2]);
   add(std::move(text), read);
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 /// An element-wise step with a real operand or a real result, as
@@ -292,9 +282,7 @@ void Frame::real_elementwise(const core::Instr& in) {
                       round.empty() ? "r" : round + "(r)");
   text += "    }\n  }\n";
   add(std::move(text), read);
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 /// The cotangent of a gather or a pick: ct's elements added (a gather's,
@@ -392,9 +380,7 @@ void Frame::int_reduce(const core::Instr& in) {
                       c_array(kept), c_array(kept_strides), kept.size(), c_array(reduced), c_array(reduced_strides),
                       reduced.size(), out.elem == runtime::ElemKind::I32 ? 1 : 0);
   add(std::move(text), {&arg(in, 0)});
-  CValue v;
-  v.leaf = std::move(out);
-  env[static_cast<size_t>(in.id)] = std::move(v);
+  bind(in.id, std::move(out));
 }
 
 void Frame::step(const core::Instr& in, const std::string& why) {
@@ -491,9 +477,7 @@ void Frame::step(const core::Instr& in, const std::string& why) {
     case Op::ZerosLike: {
       Leaf out = new_tensor(in.id);
       add(alloc_text(out), {});
-      CValue v;
-      v.leaf = std::move(out);
-      env[static_cast<size_t>(in.id)] = std::move(v);
+      bind(in.id, std::move(out));
       return;
     }
     case Op::Gather:
@@ -516,9 +500,7 @@ void Frame::step(const core::Instr& in, const std::string& why) {
       std::string text = alloc_text(out);
       text += fmt::format("  quire_iota({}, {});\n", out.expr, runtime::element_count(out.shape));
       add(std::move(text), {});
-      CValue v;
-      v.leaf = std::move(out);
-      env[static_cast<size_t>(in.id)] = std::move(v);
+      bind(in.id, std::move(out));
       return;
     }
     case Op::Uniform:

@@ -209,6 +209,7 @@ static const char* int_op_name(int op) {
 static int64_t int_apply(int op, int64_t x, int64_t y, int64_t z, int i32, int64_t at) {
   int64_t r = 0;
   int overflow = 0;
+  if (op < QUIRE_INT_ADD || op > QUIRE_INT_WHERE) quire_fail("internal: element-wise integer operation %d", op);
   switch (op) {
     case QUIRE_INT_ADD: overflow = __builtin_add_overflow(x, y, &r); break;
     case QUIRE_INT_SUB: overflow = __builtin_sub_overflow(x, y, &r); break;
@@ -229,7 +230,6 @@ static int64_t int_apply(int op, int64_t x, int64_t y, int64_t z, int i32, int64
     case QUIRE_INT_NOT: r = x == 0; break;
     case QUIRE_INT_RELU: r = x > 0 ? x : 0; break;
     case QUIRE_INT_WHERE: r = x != 0 ? y : z; break;
-    default: quire_fail("internal: integer operation %d", op);
   }
   if (overflow || !fits(r, i32))
     quire_fail("%s: the result at element %lld overflows %s", int_op_name(op), (long long)at, i32 ? "i32" : "i64");

@@ -151,6 +151,7 @@ std::string main_function(const HostWriter& w, const std::vector<CValue>& args, 
       "  }\n"
       "  char path[4096];\n";
   std::vector<std::string> slots;
+  std::string frees;
   int j = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     std::vector<const Leaf*> leaves;
@@ -173,6 +174,7 @@ std::string main_function(const HostWriter& w, const std::vector<CValue>& args, 
         text += fmt::format("  void* a{} = quire_read_npy(path, {}, {}, {}, {});\n", j, storage_name(l.storage),
                             c_array(l.shape), l.shape.size(), round);
         slots.push_back(fmt::format("{{.p = a{}}}", j));
+        frees += fmt::format("  free(a{});\n", j);
       }
     }
   }
@@ -201,8 +203,7 @@ std::string main_function(const HostWriter& w, const std::vector<CValue>& args, 
       if (first) text += fmt::format("  quire_release(result[{}].p);\n", k);
     }
   text += "  quire_arena_close();\n";
-  for (int a = 0; a < j; ++a)
-    if (slots[static_cast<size_t>(a)].rfind("{.p", 0) == 0) text += fmt::format("  free(a{});\n", a);
+  text += frees;  // the inputs, read into memory of their own
   text += "  return 0;\n}\n";
   return text;
 }

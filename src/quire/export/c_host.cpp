@@ -88,7 +88,6 @@ const char* slot_member(Value::Kind k) { return k == Value::Kind::Key ? "k" : k 
 
 Frame::Frame(HostWriter& writer, int instance)
     : w(writer),
-      id(instance),
       h(writer.host_.functions.at(static_cast<size_t>(instance))),
       fn(writer.prog_.functions.at(static_cast<size_t>(h.function))),
       env(static_cast<size_t>(fn.value_count()) + 1) {}

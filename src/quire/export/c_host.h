@@ -131,7 +131,6 @@ class Frame {
   Frame(HostWriter& writer, int instance);
 
   HostWriter& w;
-  int id;
   const HostFunction& h;
   const core::Function& fn;
   std::vector<CValue> env;  ///< by value number

@@ -86,15 +86,12 @@ Executor::Executor(const elab::Program& prog, const CompiledProgram& compiled, k
   // Each value is released after the last step that reads it, or after the
   // step that writes it when nothing reads it; a frame's result stays.
   released_after_.resize(host_.functions.size());
-  buffer_bytes_.resize(host_.functions.size());
   for (size_t i = 0; i < host_.functions.size(); ++i) {
     const HostFunction& h = host_.functions[i];
     const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
     std::vector<std::vector<int>>& released = released_after_[i];
     released.resize(h.steps.size());
-    buffer_bytes_[i].assign(static_cast<size_t>(fn.value_count()) + 1, 0);
     for (const HostBuffer& b : h.buffers) {
-      buffer_bytes_[i].at(static_cast<size_t>(b.value)) = b.bytes;
       if (b.value == fn.result_value) continue;
       const int k = b.last_read >= 0 ? b.last_read : b.first_write;
       if (k >= 0 && static_cast<size_t>(k) < h.steps.size()) released[static_cast<size_t>(k)].push_back(b.value);
@@ -115,12 +112,11 @@ Value Executor::call(const std::vector<Value>& args) {
     interp::check_argument(prog_, fn.args[i].type, cast.back(), root.dims, what);
     check_geometry(host_.arguments.at(i), cast.back(), what);
   }
-  live_bytes_ = 0;  // every frame of an earlier call has ended, and every forward it kept with it
   return run(host_.root, std::move(cast), 0);
 }
 
-Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reuse, std::shared_ptr<const Saved>* keep,
-                    int64_t carried) {
+Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reuse,
+                    std::shared_ptr<const Saved>* keep) {
   if (depth > interp::kMaxCallDepth) throw interp::EvalError("calls nest deeper than the interpreter allows");
   const HostFunction& h = host_.functions.at(static_cast<size_t>(id));
   const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
@@ -143,21 +139,6 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
   // A frame keeps its callees' forwards when a reverse sweep will read them.
   Kept* keeping = host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
   const std::vector<std::vector<int>>& released = released_after_[static_cast<size_t>(id)];
-  // The bytes each slot counts in live_bytes_: a step's value from its store
-  // to its release. Arguments (the caller's values) and a reused forward's
-  // values (counted in the frame that kept them) count nothing here.
-  const std::vector<int64_t>& buffer_bytes = buffer_bytes_[static_cast<size_t>(id)];
-  std::vector<int64_t> counted(env.size(), 0);
-  if (carried > 0) {
-    counted.at(kCarriedArgument) = carried;  // live already: the previous copy's result, moved in
-    live_bytes_ += carried;
-  }
-  auto hold = [&](int v) {
-    const int64_t b = buffer_bytes.at(static_cast<size_t>(v));
-    live_bytes_ += b - counted[static_cast<size_t>(v)];
-    counted[static_cast<size_t>(v)] = b;
-    stats_.live_bytes_peak = std::max(stats_.live_bytes_peak, live_bytes_);
-  };
   auto finish = [&](const core::Instr& in) {
     Value& v = env[static_cast<size_t>(in.id)];
     if (h.table)
@@ -193,7 +174,6 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
             if (const auto& site = h.table->values[static_cast<size_t>(s.value)])
               stats_.written_bytes += interp::written_bytes(&*site, v);
           env[static_cast<size_t>(s.value)] = std::move(v);
-          hold(s.value);
           // The kernel evaluated every step of its group: the count is the backend's work.
           stats_.evaluated += s.launch_steps;
           break;
@@ -203,20 +183,17 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
           for (int m : s.steps) {
             at = &instr_of(fn, m);
             env[static_cast<size_t>(m)] = interp::evaluate_step(fn, *at, env, h.dims, h.table);
-            hold(m);
             finish(*at);
           }
           break;
         case HostStep::Kind::Host:
           env[static_cast<size_t>(s.value)] = interp::evaluate_step(fn, *at, env, h.dims, h.table);
-          hold(s.value);
           finish(*at);
           break;
         case HostStep::Kind::Call:
         case HostStep::Kind::Fold:
         case HostStep::Kind::FoldVjp:
           env[static_cast<size_t>(s.value)] = call_step(s, *at, h, env, keeping, depth);
-          hold(s.value);
           finish(*at);
           break;
       }
@@ -224,16 +201,8 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
       throw interp::error_at(prog_, fn, *at, e);
     }
     if (!keep)
-      for (int v : released[k]) {
-        env[static_cast<size_t>(v)] = Value{};
-        live_bytes_ -= counted[static_cast<size_t>(v)];
-        counted[static_cast<size_t>(v)] = 0;
-      }
+      for (int v : released[k]) env[static_cast<size_t>(v)] = Value{};
   }
-  // What the frame still holds (its result; everything, when kept) ends with
-  // it, or with its kept forward; the forwards it kept end with `kept` below.
-  int64_t held = 0;
-  for (int64_t b : counted) held += b;
   // The frame ends here: its result moves out unless the frame is kept.
   Value result = keep ? env[static_cast<size_t>(fn.result_value)] : std::move(env[static_cast<size_t>(fn.result_value)]);
   if (keep) {
@@ -242,13 +211,9 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     saved->env = std::move(env);
     saved->kept = std::move(kept);
     saved->live = &stored_bytes_;
-    saved->held = held;
-    saved->held_live = &live_bytes_;
     stored_bytes_ += saved->bytes;
     stats_.stored_bytes_peak = std::max(stats_.stored_bytes_peak, stored_bytes_);
     *keep = std::move(saved);
-  } else {
-    live_bytes_ -= held;
   }
   return result;
 }
@@ -277,16 +242,7 @@ struct Executor::Callees : interp::ValueStructure {
       throw std::logic_error(fmt::format("internal: {}: the host program compiled no {} instance for this evaluation",
                                          core::site_name(fn, in.id), frame_mode_name(mode)));
     if (e.role == core::CallRole::VjpForward) ++self.stats_.forwards_repeated;
-    // A fold's carried value after the first copy is the previous copy's
-    // result, moved in (a kept copy's result stays with its kept frame).
-    int64_t carried = 0;
-    if (e.role == core::CallRole::FoldCopy && e.copy > 0) {
-      const size_t previous = static_cast<size_t>(step.copies.at(copy - 1));
-      if (self.host_.functions.at(previous).mode != FrameMode::Kept)
-        carried = self.buffer_bytes_.at(previous).at(static_cast<size_t>(
-            self.prog_.functions.at(static_cast<size_t>(self.host_.functions[previous].function)).result_value));
-    }
-    return self.run(instance, std::move(args), depth + 1, e.reuse ? e.reuse->get() : nullptr, e.keep, carried);
+    return self.run(instance, std::move(args), depth + 1, e.reuse ? e.reuse->get() : nullptr, e.keep);
   }
 };
 

@@ -18,10 +18,9 @@
 //
 // A value is released after its last reader (HostBuffer::last_read), so a
 // frame holds only what is still to be read, where the reference interpreter
-// holds every value of a frame until it returns. The bytes its frames hold
-// are counted as they are stored and released (EvalStats::live_bytes_peak),
-// the measurement that compile/memory.h's count of the host program must
-// equal (memory_test.cpp).
+// holds every value of a frame until it returns. compile/memory.h counts
+// what this allocates by replaying these frames on the host program, and
+// memory_allocation_test.cpp holds the count to a run's allocations.
 //
 // Requires: the compiled program, its program and the engine outlive the
 // executor; the engine runs the compiled program's catalog.
@@ -68,22 +67,16 @@ class Executor {
     Kept kept;
     int64_t bytes = 0;
     int64_t* live = nullptr;  ///< the executor's count of bytes kept, given back on destruction
-    int64_t held = 0;              ///< the frame's slots as live_bytes_ counted them at its end
-    int64_t* held_live = nullptr;  ///< live_bytes_, given `held` back on destruction
     ~Saved() {
       if (live) *live -= bytes;
-      if (held_live) *held_live -= held;
     }
   };
 
   /// Runs instance `id` on `args`. `reuse` (a kept forward of the vjp's
   /// primal) supplies a reusing instance's forward values; `keep`, when
   /// given, receives this run's values for a later reverse sweep.
-  /// `carried` (a fold copy after the first): the bytes of the previous
-  /// copy's result, moved in as this frame's carried argument, which the
-  /// frame holds until that argument's last reader.
   interp::Value run(int id, std::vector<interp::Value> args, int depth, const Saved* reuse = nullptr,
-                    std::shared_ptr<const Saved>* keep = nullptr, int64_t carried = 0);
+                    std::shared_ptr<const Saved>* keep = nullptr);
   /// This executor as the Core walker's domain (core/walk.h).
   struct Callees;
   interp::Value call_step(const HostStep& s, const core::Instr& in, const HostFunction& h, std::vector<interp::Value>& env,
@@ -96,9 +89,6 @@ class Executor {
   bool half_intermediates_ = false;
   /// By instance, by step: the values whose last reader it is.
   std::vector<std::vector<std::vector<int>>> released_after_;
-  /// By instance, by value number: its buffer's bytes (HostBuffer::bytes), what a slot holding it counts.
-  std::vector<std::vector<int64_t>> buffer_bytes_;
-  int64_t live_bytes_ = 0;  ///< bytes held in frames now, kept frames' included (EvalStats::live_bytes_peak)
   interp::EvalStats stats_;
   int64_t stored_bytes_ = 0;
   interp::EnvelopeGuard* guard_ = nullptr;

@@ -3,23 +3,26 @@
 // (compile.h) at its dimensions and realized types, never a process's
 // resident size (`quire memory`, docs/memory.md).
 //
-// The count walks the host program as the executor (executor.h) runs it,
-// without running anything: a frame holds a value from the step that stores
-// it to its last reader (HostBuffer::first_write, last_read), at its
-// buffer's bytes; a call's frame sits on top of its caller's live values; a
-// fold runs its copies one after the other; under `--remat store` a kept
-// frame (the forward of a callee or a fold copy that a reverse sweep will
-// reuse) releases nothing, and its values stay live until the frame that
-// kept it returns. The entry's arguments, which its caller holds, are
-// counted apart (the inputs).
+// The count replays the executor (executor.h) on the host program without
+// computing anything (memory_count.cpp): the same frames, in the same order,
+// through the same Core walker (core/walk.h), holding for each value where
+// its elements live instead of the elements. A step that makes new elements
+// (a kernel's result, a constant, a parameter read rounded to a half type, a
+// gradient leaf summed from several parts) allocates a block; a step that
+// reads elements where they are (a parameter read, a tuple's element, a
+// tuple, a gradient leaf of one part, a split) shares its operand's. A block
+// is live from its allocation until its last holder lets go of it: a frame's
+// slot after the value's last reader (HostBuffer::last_read), a fold's
+// reverse sweep once it has used a copy's input, a kept forward (`--remat
+// store`) when the frame that kept it returns. So the count sees what the
+// allocator sees: a tuple keeps its elements, a fold's vjp holds every
+// copy's input until the sweep reaches it and every copy's gradient until
+// they are stacked, and storage two values share counts once.
 //
-// What counts 0: a parameter tree (θ, a fold copy's slice of it, a
-// gradient tree: HostBuffer::bytes is a tensor's alone), a tuple (its
-// elements count in their own slots while those are held), a key, a host
-// scalar, the carried value of a fold between two copies (it is then an
-// argument of the next copy's frame). Requires: the program the compiled
-// program was built from. memory_test.cpp holds the count equal to the
-// executor's measurement (EvalStats::live_bytes_peak).
+// The entry's arguments, which its caller holds, are counted apart (the
+// inputs). memory_allocation_test.cpp holds the count equal to every
+// allocation a run of the native backend makes (runtime/allocation_log.h).
+// Requires: the program the compiled program was built from.
 
 #include <cstdint>
 #include <map>
@@ -52,17 +55,19 @@ struct InstanceMemory {
   int64_t own_peak = 0;      ///< the most any frame of it holds while it runs, its callees' included
 };
 
-/// A value live at the peak, in a frame that is running then.
+/// A block of elements live at the peak, named by the step that allocated it.
 struct LiveValue {
   int instance = -1;
-  int value = 0;  ///< in the instance's function
+  int value = 0;     ///< in the instance's function
+  std::string leaf;  ///< a parameter tree's leaf the step made (a gradient's), "" for a tensor
   int64_t bytes = 0;
 };
 
-/// A stored value's place in the arena (memory_placement.h).
+/// A block's place in the arena (memory_placement.h).
 struct PlacedValue {
   int instance = -1;
   int value = 0;
+  std::string leaf;
   Lifetime life;
   int64_t offset = 0;
 };
@@ -73,15 +78,16 @@ struct CallMemory {
   /// By stored type: elements and bytes.
   std::map<runtime::FloatType, std::pair<int64_t, int64_t>> parameters_by_type;
   int64_t input_bytes = 0;   ///< the entry's arguments as compiled, the parameters among them
-  int64_t output_bytes = 0;  ///< the result's tensors (a parameter tree's leaves not counted)
+  int64_t output_bytes = 0;  ///< the blocks the result holds (a gradient tree's leaves among them)
   int64_t peak_bytes = 0;    ///< the most bytes live at once, the inputs apart
-  int64_t kept_at_peak = 0;  ///< of which, the values of kept forwards (`--remat store`)
+  int64_t kept_at_peak = 0;  ///< of which, blocks made by kept forwards (`--remat store`)
   std::vector<PeakFrame> peak_at;  ///< where the peak first occurs, the entry's frame first; empty when 0
-  int peak_value = -1;             ///< the value stored at the peak (in the innermost frame's function)
-  /// The largest values live at the peak in running frames, largest first
-  /// (at most kLargestAtPeak; a kept frame's values are in kept_at_peak).
+  int peak_value = -1;             ///< the value whose block was allocated at the peak (in the innermost frame's function)
+  std::string peak_leaf;           ///< the block's leaf, for a parameter tree's (a gradient's); "" otherwise
+  /// The largest blocks live at the peak, largest first (at most
+  /// kLargestAtPeak; the first allocated on ties).
   std::vector<LiveValue> largest_at_peak;
-  /// The arena: every stored value at a fixed offset for its life, in store
+  /// The arena: every block at a fixed offset for its life, in allocation
   /// order, and the arena's size (at least the peak; memory_placement.h).
   std::vector<PlacedValue> placed;
   int64_t arena_bytes = 0;
@@ -100,11 +106,29 @@ struct CallMemory {
   int64_t steps = 0;                      ///< host steps the call runs, its callees' included
 };
 
-/// How many of the values live at the peak CallMemory names.
+/// How many of the blocks live at the peak CallMemory names.
 inline constexpr size_t kLargestAtPeak = 5;
 
+/// The bytes the count gives an element.
+enum class Widths : uint8_t {
+  /// At the realized types: a real at its storage type (bf16 2 bytes), an
+  /// i32 4, an i64 8, a boolean 1. What `quire memory` prints.
+  Stored,
+  /// As the native backend holds them: a real in f64 (8) or, for every
+  /// narrower type, f32 (4); an integer or boolean tensor 8 (its elements
+  /// are int64_t, runtime/tensor.h).
+  Native,
+};
+
+struct CountOptions {
+  Widths widths = Widths::Stored;
+  /// false: integer and boolean tensors count 0 (the allocation log sees
+  /// real elements alone).
+  bool integers = true;
+};
+
 /// Counts one call of `compiled`'s entry (`prog`: the program it was compiled from).
-CallMemory count_call_memory(const elab::Program& prog, const CompiledProgram& compiled);
+CallMemory count_call_memory(const elab::Program& prog, const CompiledProgram& compiled, CountOptions options = {});
 
 /// A call or a step refused by `--memory-limit` before it runs; what() is
 /// memory_limit_refusal's text.

@@ -3,8 +3,6 @@
 // (runtime/allocation_log.h), which sees every f64 and f32 view of a real
 // tensor's elements allocated and released, and the most bytes live at once
 // must be the peak that count_call_memory finds without running anything.
-// memory_test.cpp checks the count against the executor's own count of the
-// bytes its frames hold; this checks it against the allocator.
 //
 // The log is installed after the caller's values exist (θ, the batch, cast
 // to the realization's input types ahead of the call), so it measures the
@@ -13,19 +11,15 @@
 // made on the caller's values (a view of one) is the caller's after it.
 //
 // The runtime holds a real tensor as f64, as f32, or both (real_storage.h),
-// and the count gives it its storage type's bytes. So the count is made
-// again at the widths the native backend holds values at (`held_widths`):
-// a bf16 or f16 value as f32 (4 bytes), never 2. Integer, boolean and key
-// tensors are not in the log (their elements are not a RealStorage), so
-// they count 0 there too. Beyond that the two must agree, byte for byte, or
-// by a difference the case states and explains.
+// so the count is made at the widths the native backend holds values at
+// (Widths::Native): a bf16 or f16 value as f32 (4 bytes), never 2. Integer,
+// boolean and key tensors are not in the log (their elements are not a
+// RealStorage), so they count 0 there too. Beyond that the two must agree,
+// byte for byte, or by a difference the case states and explains.
 //
-// The calls compared are the loss's, of the tutorial at B = 4 and 32 and of
-// the GPT example at B = 2, under both remats. Their vjps (the training
-// step's gradient) do not agree yet, and are not here: the count leaves out
-// what a fold's vjp holds for its reverse sweep (each copy's input, each
-// copy's gradient tree, their stack) and every parameter tree the call makes
-// (docs/memory.md, "Not yet built", gives the figures).
+// The calls compared are the loss's and its vjp's (the training step's
+// gradient), of the tutorial at B = 4 and 32 and of the GPT example at
+// B = 2, under both remats.
 
 #include <gtest/gtest.h>
 
@@ -38,6 +32,7 @@
 #include "quire/compile/memory.h"
 #include "quire/compile/memory_testing.h"
 #include "quire/elab/elab_testing.h"
+#include "quire/grad/vjp.h"
 #include "quire/interp/reference_step.h"
 #include "quire/kernel/kernel_testing.h"
 #include "quire/native/native_runner.h"
@@ -48,26 +43,6 @@ namespace quire::compile {
 namespace {
 
 using interp::Value;
-
-/// The host program's buffers at the bytes the native backend holds them
-/// in: a real value in its one view (f64 for f64, f32 for a narrower
-/// type); an integer, boolean or key tensor at 0, since the log does not
-/// see its elements.
-CompiledProgram held_widths(const CompiledProgram& c) {
-  CompiledProgram held;
-  held.entry = c.entry;
-  held.dims = c.dims;
-  held.catalog = c.catalog;
-  held.host = c.host;
-  for (HostFunction& h : held.host.functions)
-    for (HostBuffer& b : h.buffers) {
-      if (b.kind != Value::Kind::Tensor) continue;
-      // 0 stays 0: a value read out of an argument holds no storage of its own.
-      const int64_t elements = b.bytes == 0 ? 0 : runtime::element_count(b.shape);
-      b.bytes = b.elem != runtime::ElemKind::Real ? 0 : b.type == runtime::FloatType::F64 ? 8 * elements : 4 * elements;
-    }
-  return held;
-}
 
 struct Logged {
   CallMemory counted;  ///< at the storage types, as `quire memory` prints it
@@ -88,7 +63,7 @@ Logged count_and_log(elab::Program& prog, int fn, const std::vector<Value>& args
   const CompiledProgram c = compile(prog, request);
   Logged out;
   out.counted = count_call_memory(prog, c);
-  out.held = count_call_memory(prog, held_widths(c));
+  out.held = count_call_memory(prog, c, {.widths = Widths::Native, .integers = false});
   native::NativeRunner runner;
   kernel::KernelEngine engine(c.catalog, runner);
   EXPECT_EQ(engine.fell_back(), "") << "the native backend did not run";
@@ -104,7 +79,7 @@ Logged count_and_log(elab::Program& prog, int fn, const std::vector<Value>& args
     out.at_peak = log.live_at_peak();
     out.left = log.live_bytes();
   }
-  // The entry's result, the loss, is all the call leaves allocated.
+  // The entry's result (the loss; and the gradient, for a vjp) is all the call leaves allocated.
   EXPECT_EQ(out.left, out.held.output_bytes);
   return out;
 }
@@ -145,6 +120,11 @@ TEST_F(MemoryAllocation, TheTutorialsLoggedPeakIsItsCountedPeak) {
         const int loss = prog.find_function("loss");
         const std::vector<Value> args = kernel::testing::drawn_arguments(prog, loss, dims);
         expect_agree(count_and_log(prog, loss, args, dims, policy, remat), what);
+        // The training step's gradient: the vjp with respect to θ, its cotangent 1.
+        const int vjp = grad::vjp(prog, loss, {0});
+        std::vector<Value> with_ct = args;
+        with_ct.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+        expect_agree(count_and_log(prog, vjp, with_ct, dims, policy, remat), what + ", its vjp");
       }
 }
 
@@ -160,21 +140,12 @@ TEST_F(MemoryAllocation, TheGptsLoggedPeakIsItsCountedPeak) {
       const int loss = prog.find_function("loss");
       const std::vector<Value> args = testing::gpt_loss_arguments(prog, loss);
       const Logged l = count_and_log(prog, loss, args, dims, policy, remat);
-      if (policy == precision::Policy::F32) {
-        expect_agree(l, what);
-        continue;
-      }
-      // Under bf16 the token embedding (V·D = 76·64 elements) is read at
-      // bf16 from its f32 master into a copy of its own (counted, 4 bytes an
-      // element), which the embedding's gather, a reference kernel, reads in
-      // f64: that copy then holds an f64 view beside its f32 one until it
-      // is released, 8 bytes an element the count does not know of.
-      const int64_t embedding_f64_view = 8 * 76 * 64;
-      expect_agree(l, what, embedding_f64_view);
-      EXPECT_NE(std::find(l.at_peak.begin(), l.at_peak.end(),
-                          runtime::LoggedAllocation{embedding_f64_view, runtime::HeldAs::F64}),
-                l.at_peak.end())
-          << figures(l);
+      const int vjp = grad::vjp(prog, loss, {0});
+      std::vector<Value> with_ct = args;
+      with_ct.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+      const Logged backward = count_and_log(prog, vjp, with_ct, dims, policy, remat);
+      expect_agree(l, what);
+      expect_agree(backward, what + ", its vjp");
     }
 }
 

@@ -317,7 +317,8 @@ void Frame::gather_adjoint(const core::Instr& in) {
 }
 
 /// A tree shaped as operand 0, each leaf the sum of the parts whose paths
-/// name it, in order, from +0.0 (the reference's `params`), held in f64.
+/// name it, in order, from the first (the reference's `params`), +0.0 where
+/// none names it, held in f64.
 void Frame::make_params(const core::Instr& in) {
   const CValue& tree = arg(in, 0);
   std::vector<std::pair<std::string, const Leaf*>> parts;

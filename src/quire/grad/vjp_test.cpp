@@ -256,10 +256,10 @@ fn loss(θ : params Tower, x : ℝ[b: 2, 3]) -> ℝ[] = mean(Tower.apply(θ, x)^
   }
 }
 
-// A gradient tree's leaf is +0.0 plus its parts: a leaf with one part shares
-// the part's elements where that changes no bit, and turns -0.0 into +0.0
-// where it would; a leaf with no part is +0.0.
-TEST(Vjp, GradientLeavesAreZeroPlusTheirParts) {
+// A gradient tree's leaf is the sum of its parts: a leaf with one part is
+// that part, its elements shared and every bit kept (-0.0 too), whatever
+// its numbers; a leaf with no part is +0.0.
+TEST(Vjp, GradientLeavesAreTheirPartsOrZero) {
   Program p(R"(module M {
   param a : ℝ[n: 2]  init = zeros
   param b : ℝ[n: 2]  init = zeros
@@ -276,8 +276,9 @@ fn loss(θ : params M, x : ℝ[n: 2], y : ℝ[n: 2]) -> ℝ[] = M.apply(θ, x, y
   Value r = interp.call(
       v, {interp::testing::tree(p.params("M")), Value::of(x), Value::of(y), Value::of(runtime::Tensor::scalar(1.0))});
   const interp::ParamMap& g = *r.elements[1].params;
-  // ∂/∂a = x, whose -0.0 becomes +0.0.
-  EXPECT_FALSE(std::signbit(g.at("a").reals[0]));
+  // ∂/∂a = x, its -0.0 kept.
+  EXPECT_TRUE(std::signbit(g.at("a").reals[0]));
+  EXPECT_EQ(g.at("a").reals[0], 0.0);
   EXPECT_EQ(g.at("a").reals[1], 3.0);
   // ∂/∂b = y, bit for bit; c has no part.
   EXPECT_EQ(g.at("b").reals[0], 0.5);

@@ -97,12 +97,6 @@ struct EvalStats {
   /// forward again. 0 under `store` (every one was kept).
   int64_t forwards_repeated = 0;
   int64_t stored_bytes_peak = 0;  ///< the most bytes of forward values kept at once for a reverse sweep
-  /// The executor's alone (compile/executor.h): the most bytes of values held
-  /// at once in its frames, each at its buffer's bytes (compile::HostBuffer),
-  /// from the step that stores it to its release, a kept frame's until its
-  /// forward is dropped; the entry's arguments apart. compile/memory.h counts
-  /// the same from the host program without running it. 0 from the interpreter.
-  int64_t live_bytes_peak = 0;
   /// Bytes of the values written at their sites, each at its storage type
   /// (reference_step.h's written_bytes): what a realization narrows. The
   /// executor writes a fused group's root only, so its count is the

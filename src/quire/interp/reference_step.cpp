@@ -12,7 +12,6 @@
 #include "quire/core/walk.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
-#include "quire/runtime/element_scan.h"
 #include "quire/runtime/host_loops.h"
 #include "quire/runtime/kernels.h"
 
@@ -178,7 +177,10 @@ Value cast_entry_argument(const precision::Realization& r, const Value& v, int d
   return out;
 }
 
-Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
+namespace {
+
+/// evaluate_step's value, its type f64 unless carried (a tuple's element).
+Value computed_step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
                     const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table) {
   auto arg = [&](size_t k) -> const Value& { return env.at(in.args.at(k)); };
   const precision::SiteType* site = table && table->values[in.id] ? &*table->values[in.id] : nullptr;
@@ -496,11 +498,12 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
     case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));
     case Op::MakeParams: {
-      // Every leaf of the model tree at +0.0, then each part added where its
-      // path says, in order. A leaf's first part is added to +0.0 as it is
-      // copied (no zero fill first: 0.0 + x is x, but for -0.0), and a part
-      // is read in the view it has (a kernel's gradient in its f32 view). A
-      // leaf's one part is shared where adding it to +0.0 changes no bit.
+      // Each leaf of the model tree: its one part itself (shared, not
+      // copied), the sum of its parts in order, or +0.0 where none arrived.
+      // A sum starts from its first part (no +0.0 first: 0.0 + x is not x
+      // for x = -0.0), and a part is read in the view it has (a kernel's
+      // gradient in its f32 view). What a leaf holds depends on the program
+      // alone, never on its numbers, so `quire memory` can count it.
       std::vector<std::pair<std::string, const Tensor*>> parts;
       for (size_t k = 1; k < in.args.size(); ++k) {
         const std::string& path = in.paths.at(k - 1);
@@ -515,8 +518,6 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       for (const auto& [path, t] : parts) ++parts_of[path];
       ParamMap out;
       for (const auto& [path, t] : *arg(0).params) {
-        // A leaf without parts is +0.0; the others take their elements from
-        // their first part, below.
         Tensor leaf;
         leaf.shape = t.shape;
         if (!parts_of.count(path)) leaf.reals = runtime::RealStorage(static_cast<size_t>(t.size()), 0.0);
@@ -529,18 +530,16 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
           throw std::logic_error(fmt::format("internal: {} adds to the leaf `{}`, which the tree does not have so",
                                              core::site_name(fn, in.id), path));
         const bool first = written.insert(path).second;
-        const size_t n = t->reals.size();
-        // A leaf's one part: 0.0 + x is x itself unless x is -0.0 or a NaN,
-        // so a part without those is shared, not copied.
-        if (first && parts_of.at(path) == 1 && runtime::adds_to_zero_unchanged(t->reals)) {
+        if (first && parts_of.at(path) == 1) {
           it->second.reals = t->reals;
           continue;
         }
+        const size_t n = t->reals.size();
         if (first) it->second.reals = runtime::RealStorage::for_overwrite(n);
         double* sum = it->second.reals.data();
         auto accumulate = [&](const auto* part) {
           if (first)
-            for (size_t i = 0; i < n; ++i) sum[i] = 0.0 + part[i];
+            for (size_t i = 0; i < n; ++i) sum[i] = part[i];
           else
             for (size_t i = 0; i < n; ++i) sum[i] = sum[i] + part[i];
         };
@@ -598,6 +597,25 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
       break;
   }
   throw EvalError(fmt::format("the reference kernels have no case for `{}`", info.spelling));
+}
+
+}  // namespace
+
+Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::vector<Value>& env,
+                    const std::map<std::string, int64_t>& dims, const precision::FunctionRealization* table) {
+  Value v = computed_step(fn, in, env, dims, table);
+  // A copy moves its operands' numbers: it has their type (when they agree
+  // and no site reads them down), so storing it at its site rounds nothing
+  // and copies nothing it shares (a split, a dense slice).
+  if (core::op_info(in.op).copies && v.kind == Value::Kind::Tensor && v.tensor.is_real()) {
+    const precision::SiteType* site = table && table->values[in.id] ? &*table->values[in.id] : nullptr;
+    const Value& x = env.at(in.args.at(0));
+    bool same = x.kind == Value::Kind::Tensor && x.tensor.is_real() && !(site && site->read_down && site->read_as != x.type);
+    if (in.op == Op::Concat)
+      for (int a : in.args) same = same && env.at(static_cast<size_t>(a)).type == x.type;
+    if (same) v.type = x.type;
+  }
+  return v;
 }
 
 

@@ -4,6 +4,9 @@
 // to the accumulator's type, no fused multiply-add (there is no product).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "quire/runtime/kernels.h"
 
 namespace quire::runtime {
@@ -32,36 +35,65 @@ Tensor sum_to(const Tensor& ct, const AxisMap& map, const Shape& shape, FloatTyp
 }
 
 Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t start, int64_t stop, int64_t step_by) {
-  detail::require_well_formed(ct, "slice_adjoint");
-  Tensor out = Tensor::real(shape);
-  Tensor probe = out;  // slice's own clipping and size rules decide where ct lands
-  double* positions = probe.reals.data();
-  for (size_t i = 0; i < probe.reals.size(); ++i) positions[i] = static_cast<double>(i);
-  Tensor where = slice(probe, axis, start, stop, step_by);
+  const char* op = "slice_adjoint";
+  detail::require_well_formed(ct, op);
+  if (!ct.is_real()) detail::misuse(op, "takes a real cotangent");
+  // slice's own clipping and size rules decide where ct lands.
+  const detail::View where = detail::slice_view(shape, axis, start, stop, step_by);
   if (where.shape != ct.shape)
-    detail::misuse("slice_adjoint", fmt::format("ct has shape {}, the slice {}", shape_string(ct.shape), shape_string(where.shape)));
-  double* landed = out.reals.data();
-  for (size_t i = 0; i < ct.reals.size(); ++i) landed[static_cast<size_t>(where.reals[i])] = ct.reals[i];
+    detail::misuse(op, fmt::format("ct has shape {}, the slice {}", shape_string(ct.shape), shape_string(where.shape)));
+  // A copy of ct's elements into +0.0, in the view ct has (detail::copies_narrow).
+  auto land = [&](const auto* from, auto* to) {
+    detail::StridedWalk<1> walk(ct.shape, {where.strides}, {where.start});
+    for (size_t i = 0; i < ct.reals.size(); ++i, walk.next()) to[walk.offset(0)] = from[i];
+  };
+  const size_t n = static_cast<size_t>(element_count(shape));
+  Tensor out;
+  out.shape = shape;
+  if (detail::copies_narrow({&ct})) {
+    out.reals = RealStorage::narrow_for_overwrite(n);
+    float* to = out.reals.narrow_for_writing();
+    std::fill_n(to, n, 0.0f);
+    land(ct.reals.narrow(), to);
+  } else {
+    out.reals = RealStorage(n, 0.0);
+    land(std::as_const(ct.reals).data(), out.reals.data());
+  }
   return out;
 }
 
 Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids, FloatType acc) {
-  detail::require_well_formed(ct, "gather_adjoint");
-  detail::require_axis(axis, static_cast<int64_t>(shape.size()), "gather_adjoint");
+  const char* op = "gather_adjoint";
+  detail::require_well_formed(ct, op);
+  detail::require_axis(axis, static_cast<int64_t>(shape.size()), op);
+  if (!ct.is_real() || (ids.kind != ElemKind::I32 && ids.kind != ElemKind::I64))
+    detail::misuse(op, "takes a real cotangent and integer ids");
+  // ct[p, i, q] is added where gather read it: the table's element
+  // (p * size + ids[i]) * inner + q, in ct's row-major order.
+  const int64_t size = shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = ids.size();
+  if (ct.size() != outer * n * inner)
+    detail::misuse(op, fmt::format("ct has shape {} for ids {} into a table of shape {}", shape_string(ct.shape),
+                                   shape_string(ids.shape), shape_string(shape)));
+  for (int64_t i = 0; i < n; ++i)
+    if (ids.ints[static_cast<size_t>(i)] < 0 || ids.ints[static_cast<size_t>(i)] >= size)
+      throw RuntimeError(fmt::format("gather: id {} at {} is outside the table's axis {} of size {}",
+                                     ids.ints[static_cast<size_t>(i)], detail::index_string(i, ids.shape), axis, size));
   Tensor out = Tensor::real(shape);
-  // The table's flat offsets, gathered as gather would: position k of the
-  // result reads table element index.reals[k]; the adjoint adds ct[k] there.
-  Tensor index = out;
-  double* offsets = index.reals.data();
-  for (size_t i = 0; i < index.reals.size(); ++i) offsets[i] = static_cast<double>(i);
-  Tensor where = gather(index, axis, ids);
-  if (where.shape != ct.shape)
-    detail::misuse("gather_adjoint", fmt::format("ct has shape {}, the gather {}", shape_string(ct.shape), shape_string(where.shape)));
   double* sums = out.reals.data();
-  for (size_t k = 0; k < ct.reals.size(); ++k) {
-    double& r = sums[static_cast<size_t>(where.reals[k])];
-    r = step(acc, r + ct.reals[k]);
-  }
+  const double* from = std::as_const(ct.reals).data();
+  int64_t k = 0;
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = (p * size + ids.ints[static_cast<size_t>(i)]) * inner;
+      for (int64_t q = 0; q < inner; ++q, ++k) {
+        double& r = sums[row + q];
+        r = step(acc, r + from[k]);
+      }
+    }
   return out;
 }
 
@@ -80,16 +112,30 @@ Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-  Tensor out = Tensor::real(shape);
-  int64_t at = 0;
-  for (int64_t p = 0; p < outer; ++p)
-    for (int64_t q = 0; q < inner; ++q, ++at) {
-      const int64_t id = ids.ints[static_cast<size_t>(at)];
-      if (id < 0 || id >= size)
-        throw RuntimeError(fmt::format("pick: id {} at {} is outside axis {} of size {}", id,
-                                       detail::index_string(at, ids.shape), axis, size));
-      out.reals[static_cast<size_t>((p * size + id) * inner + q)] = ct.reals[static_cast<size_t>(at)];
-    }
+  for (int64_t at = 0; at < ids.size(); ++at) {
+    const int64_t id = ids.ints[static_cast<size_t>(at)];
+    if (id < 0 || id >= size)
+      throw RuntimeError(fmt::format("pick: id {} at {} is outside axis {} of size {}", id,
+                                     detail::index_string(at, ids.shape), axis, size));
+  }
+  // A copy of ct's elements into +0.0, in the view ct has (detail::copies_narrow).
+  auto land = [&](const auto* from, auto* to) {
+    int64_t at = 0;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t q = 0; q < inner; ++q, ++at) to[(p * size + ids.ints[static_cast<size_t>(at)]) * inner + q] = from[at];
+  };
+  const size_t n = static_cast<size_t>(element_count(shape));
+  Tensor out;
+  out.shape = shape;
+  if (detail::copies_narrow({&ct})) {
+    out.reals = RealStorage::narrow_for_overwrite(n);
+    float* to = out.reals.narrow_for_writing();
+    std::fill_n(to, n, 0.0f);
+    land(ct.reals.narrow(), to);
+  } else {
+    out.reals = RealStorage(n, 0.0);
+    land(std::as_const(ct.reals).data(), out.reals.data());
+  }
   return out;
 }
 

@@ -32,12 +32,6 @@ inline Bits not_finite(Bits u) {
   return static_cast<Bits>((u & ~kSignBit<Bits>) >= kInfBits<Bits>);
 }
 
-/// -0.0 or NaN.
-template <typename Bits>
-inline Bits changed_by_adding_to_zero(Bits u) {
-  return static_cast<Bits>(static_cast<Bits>(u == kSignBit<Bits>) | static_cast<Bits>((u & ~kSignBit<Bits>) > kInfBits<Bits>));
-}
-
 /// Whether Flagged is 0 for the bits of every element of v[0, n). The flags
 /// collect in 16 lanes, ORed together once at the end: one flag for all 16
 /// made GCC reduce a vector to a scalar every 16 elements, ten instructions
@@ -52,13 +46,6 @@ inline bool none_flagged(const Elem* v, size_t n) {
   for (; i < n; ++i) bad |= Flagged(std::bit_cast<Bits>(v[i]));
   for (Bits lane : lanes) bad |= lane;
   return bad == 0;
-}
-
-QUIRE_WIDEST_VECTORS bool adds_to_zero_unchanged(const float* v, size_t n) {
-  return none_flagged<float, uint32_t, changed_by_adding_to_zero<uint32_t>>(v, n);
-}
-QUIRE_WIDEST_VECTORS bool adds_to_zero_unchanged(const double* v, size_t n) {
-  return none_flagged<double, uint64_t, changed_by_adding_to_zero<uint64_t>>(v, n);
 }
 
 /// The largest magnitude's bits over v[0, n): a float's magnitude bits order
@@ -106,10 +93,6 @@ QUIRE_WIDEST_VECTORS bool all_finite(const double* v, size_t n) {
 
 bool all_finite(const RealStorage& x) {
   return x.holds_narrow() ? all_finite(x.narrow(), x.size()) : all_finite(x.data(), x.size());
-}
-
-bool adds_to_zero_unchanged(const RealStorage& x) {
-  return x.holds_narrow() ? adds_to_zero_unchanged(x.narrow(), x.size()) : adds_to_zero_unchanged(x.data(), x.size());
 }
 
 }  // namespace quire::runtime

@@ -21,8 +21,4 @@ double largest_magnitude(const RealStorage& x);
 double largest_magnitude(const float* v, size_t n);
 double largest_magnitude(const double* v, size_t n);
 
-/// Whether 0.0 + x is x, bit for bit, for every element: so unless an
-/// element is -0.0 (the sum is +0.0) or a NaN (the sum is its quiet form).
-bool adds_to_zero_unchanged(const RealStorage& x);
-
 }  // namespace quire::runtime

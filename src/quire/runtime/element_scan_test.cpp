@@ -58,7 +58,6 @@ void check_scans() {
     SCOPED_TRACE(n);
     const std::vector<T> clean = filled<T>(n);
     EXPECT_TRUE(all_finite(storage(clean)));
-    EXPECT_TRUE(adds_to_zero_unchanged(storage(clean)));
     for (size_t at : {size_t{0}, n / 2, n - 1}) {
       if (at >= n) continue;
       SCOPED_TRACE(at);
@@ -67,15 +66,6 @@ void check_scans() {
         v[at] = bad;
         EXPECT_FALSE(all_finite(storage(v))) << bad;
       }
-      for (T bad : {T(-0.0), L::quiet_NaN(), -L::quiet_NaN(), signaling}) {
-        std::vector<T> v = clean;
-        v[at] = bad;
-        EXPECT_FALSE(adds_to_zero_unchanged(storage(v))) << bad;
-      }
-      // An infinity is finite's concern, not the sum's: 0.0 + inf is inf.
-      std::vector<T> v = clean;
-      v[at] = L::infinity();
-      EXPECT_TRUE(adds_to_zero_unchanged(storage(v)));
     }
   }
 }

@@ -263,6 +263,10 @@ Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor
 
 /// x: shape S, perm a permutation of 0..rank-1 → result axis i = S[perm[i]].
 Tensor transpose(const Tensor& x, const std::vector<int>& perm);
+/// Whether transpose of a real x of `shape` shares x's elements instead of
+/// copying them: when the view is dense already (the axes it moves have
+/// size 1). A slice and broadcast_to decide so too (copy_view).
+bool transpose_shares(const Shape& shape, const std::vector<int>& perm);
 
 /// x: shape S → shape `shape`, the same elements in row-major order.
 /// RuntimeError unless the element counts agree.
@@ -276,6 +280,9 @@ Tensor concat(const std::vector<const Tensor*>& parts, int axis);
 /// range(start, stop, step) after Python's slice clipping: a negative start or
 /// stop counts from the end, then each is clipped to [0, S[axis]]; step ≥ 1.
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step);
+/// Whether slice of a real x of `shape` shares x's elements: when the view is
+/// dense (a range of the leading axis, say).
+bool slice_shares(const Shape& shape, int axis, int64_t start, int64_t stop, int64_t step);
 
 /// table: shape T, ids: I32/I64 of shape I → T[:axis] + I + T[axis+1:], where
 /// r[p, i, q] = table[p, ids[i], q]. An id outside [0, T[axis]) is a
@@ -384,6 +391,22 @@ void require_axis(int axis, int64_t rank, const char* op);
 
 /// Integers as the f64 values the real kernels read.
 RealStorage to_reals(const std::vector<int64_t>& ints);
+
+/// A strided view of an operand: its shape, its elements' strides in the
+/// operand and the offset of its first element.
+struct View {
+  Shape shape;
+  std::vector<int64_t> strides;
+  int64_t start = 0;
+};
+/// The view slice(x, axis, start, stop, step) of an x of shape `x` takes.
+View slice_view(const Shape& x, int axis, int64_t start, int64_t stop, int64_t step);
+
+/// Whether a copy of these operands' elements keeps them in their f32 view:
+/// every one real and held as f32 (a copy moves numbers; f32 numbers stay
+/// f32, half the bytes and no conversion for the compiled kernel that reads
+/// the copy). Otherwise copies are made in f64.
+bool copies_narrow(std::initializer_list<const Tensor*> sources);
 
 }  // namespace detail
 

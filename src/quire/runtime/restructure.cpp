@@ -113,23 +113,62 @@ int64_t clip_bound(int64_t bound, int64_t size) {
 
 }  // namespace
 
-Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
+namespace {
+
+using detail::View;
+
+View transpose_view(const Shape& x, const std::vector<int>& perm) {
   const char* op = "transpose";
-  detail::require_well_formed(x, op);
-  if (perm.size() != x.shape.size())
-    misuse(op, fmt::format("permutation of {} axes for a rank-{} operand", perm.size(), x.rank()));
+  const int rank = static_cast<int>(x.size());
+  if (perm.size() != x.size()) misuse(op, fmt::format("permutation of {} axes for a rank-{} operand", perm.size(), rank));
   std::vector<bool> seen(perm.size(), false);
-  const std::vector<int64_t> own = contiguous_strides(x.shape);
-  Shape shape(perm.size());
-  std::vector<int64_t> strides(perm.size());
+  const std::vector<int64_t> own = contiguous_strides(x);
+  View v{Shape(perm.size()), std::vector<int64_t>(perm.size()), 0};
   for (size_t i = 0; i < perm.size(); ++i) {
-    detail::require_axis(perm[i], x.rank(), op);
+    detail::require_axis(perm[i], rank, op);
     if (seen[perm[i]]) misuse(op, fmt::format("permutation names axis {} twice", perm[i]));
     seen[perm[i]] = true;
-    shape[i] = x.shape[perm[i]];
-    strides[i] = own[perm[i]];
+    v.shape[i] = x[perm[i]];
+    v.strides[i] = own[perm[i]];
   }
-  return copy_view(x, std::move(shape), std::move(strides), 0);
+  return v;
+}
+
+}  // namespace
+
+View detail::slice_view(const Shape& x, int axis, int64_t start, int64_t stop, int64_t step) {
+  const char* op = "slice";
+  detail::require_axis(axis, static_cast<int>(x.size()), op);
+  if (step < 1) misuse(op, fmt::format("step {}; slices step forward", step));
+  const int64_t size = x[axis];
+  const int64_t from = clip_bound(start, size), to = clip_bound(stop, size);
+  // Written without `to - from + step - 1`, which overflows for a huge step.
+  const int64_t length = to > from ? (to - from - 1) / step + 1 : 0;
+  View v{x, contiguous_strides(x), 0};
+  const int64_t first = from * v.strides[axis];
+  // With at most one element the step is never taken; not scaling by it then
+  // keeps a huge step from overflowing the stride.
+  if (length > 1) v.strides[axis] *= step;
+  v.shape[axis] = length;
+  v.start = length > 0 ? first : 0;
+  return v;
+}
+
+bool detail::copies_narrow(std::initializer_list<const Tensor*> sources) {
+  for (const Tensor* t : sources)
+    if (!t->is_real() || !t->reals.holds_narrow()) return false;
+  return sources.size() > 0;
+}
+
+Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
+  detail::require_well_formed(x, "transpose");
+  View v = transpose_view(x.shape, perm);
+  return copy_view(x, std::move(v.shape), std::move(v.strides), v.start);
+}
+
+bool transpose_shares(const Shape& shape, const std::vector<int>& perm) {
+  const View v = transpose_view(shape, perm);
+  return is_contiguous(v.shape, v.strides);
 }
 
 Tensor reshape(const Tensor& x, Shape shape) {
@@ -171,39 +210,42 @@ Tensor concat(const std::vector<const Tensor*>& parts, int axis) {
   // contiguous block of shape[axis] × (the sizes after `axis`) elements.
   const int64_t outer = product(shape, 0, static_cast<size_t>(axis));
   const int64_t inner = product(shape, static_cast<size_t>(axis) + 1, shape.size());
-  Tensor out = like(first.kind, std::move(shape));
-  int64_t at = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    for (const Tensor* p : parts) {
-      const int64_t block = p->shape[axis] * inner;
-      for (int64_t e = o * block; e < (o + 1) * block; ++e, ++at) {
-        if (out.is_real())
-          out.reals[at] = p->reals[e];
-        else
-          out.ints[at] = p->ints[e];
+  bool narrow = true;
+  for (const Tensor* p : parts) narrow = narrow && detail::copies_narrow({p});
+  // Each part's elements as `view` gives them (f32, f64 or integers) into `to`.
+  auto blocks = [&](auto view, auto* to) {
+    int64_t at = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (const Tensor* p : parts) {
+        const int64_t block = p->shape[axis] * inner;
+        std::copy_n(view(*p) + o * block, block, to + at);
+        at += block;
       }
-    }
+  };
+  if (narrow) {
+    Tensor out;
+    out.shape = std::move(shape);
+    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(out.shape)));
+    blocks([](const Tensor& p) { return p.reals.narrow(); }, out.reals.narrow_for_writing());
+    return out;
   }
+  Tensor out = like(first.kind, std::move(shape));
+  if (out.is_real())
+    blocks([](const Tensor& p) { return std::as_const(p.reals).data(); }, out.reals.data());
+  else
+    blocks([](const Tensor& p) { return p.ints.data(); }, out.ints.data());
   return out;
 }
 
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t stop, int64_t step) {
-  const char* op = "slice";
-  detail::require_well_formed(x, op);
-  detail::require_axis(axis, x.rank(), op);
-  if (step < 1) misuse(op, fmt::format("step {}; slices step forward", step));
-  const int64_t size = x.shape[axis];
-  const int64_t from = clip_bound(start, size), to = clip_bound(stop, size);
-  // Written without `to - from + step - 1`, which overflows for a huge step.
-  const int64_t length = to > from ? (to - from - 1) / step + 1 : 0;
-  std::vector<int64_t> strides = contiguous_strides(x.shape);
-  const int64_t first = from * strides[axis];
-  // With at most one element the step is never taken; not scaling by it then
-  // keeps a huge step from overflowing the stride.
-  if (length > 1) strides[axis] *= step;
-  Shape shape = x.shape;
-  shape[axis] = length;
-  return copy_view(x, std::move(shape), std::move(strides), length > 0 ? first : 0);
+  detail::require_well_formed(x, "slice");
+  View v = detail::slice_view(x.shape, axis, start, stop, step);
+  return copy_view(x, std::move(v.shape), std::move(v.strides), v.start);
+}
+
+bool slice_shares(const Shape& shape, int axis, int64_t start, int64_t stop, int64_t step) {
+  const View v = detail::slice_view(shape, axis, start, stop, step);
+  return is_contiguous(v.shape, v.strides);
 }
 
 Tensor gather(const Tensor& table, int axis, const Tensor& ids) {
@@ -224,19 +266,23 @@ Tensor gather(const Tensor& table, int axis, const Tensor& ids) {
   const int64_t outer = product(table.shape, 0, static_cast<size_t>(axis));
   const int64_t inner = product(table.shape, static_cast<size_t>(axis) + 1, table.shape.size());
   const int64_t n = ids.size();
-  Tensor out = like(table.kind, std::move(shape));
-  int64_t at = 0;
-  for (int64_t p = 0; p < outer; ++p) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = (p * size + ids.ints[i]) * inner;
-      for (int64_t q = 0; q < inner; ++q, ++at) {
-        if (out.is_real())
-          out.reals[at] = table.reals[row + q];
-        else
-          out.ints[at] = table.ints[row + q];
-      }
-    }
+  auto rows = [&](const auto* from, auto* to) {
+    int64_t at = 0;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t i = 0; i < n; ++i, at += inner) std::copy_n(from + (p * size + ids.ints[i]) * inner, inner, to + at);
+  };
+  if (detail::copies_narrow({&table})) {
+    Tensor out;
+    out.shape = std::move(shape);
+    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(out.shape)));
+    rows(table.reals.narrow(), out.reals.narrow_for_writing());
+    return out;
   }
+  Tensor out = like(table.kind, std::move(shape));
+  if (out.is_real())
+    rows(std::as_const(table.reals).data(), out.reals.data());
+  else
+    rows(table.ints.data(), out.ints.data());
   return out;
 }
 
@@ -257,16 +303,23 @@ Tensor pick(const Tensor& x, int axis, const Tensor& ids) {
   // r[p, q] = x[p, ids[p, q], q], with x's element at (p * size + id) * inner + q.
   const int64_t outer = product(x.shape, 0, static_cast<size_t>(axis));
   const int64_t inner = product(x.shape, static_cast<size_t>(axis) + 1, x.shape.size());
+  auto picked = [&](const auto* from, auto* to) {
+    int64_t at = 0;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t q = 0; q < inner; ++q, ++at) to[at] = from[(p * size + ids.ints[at]) * inner + q];
+  };
+  if (detail::copies_narrow({&x})) {
+    Tensor out;
+    out.shape = std::move(shape);
+    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(out.shape)));
+    picked(x.reals.narrow(), out.reals.narrow_for_writing());
+    return out;
+  }
   Tensor out = like(x.kind, std::move(shape));
-  int64_t at = 0;
-  for (int64_t p = 0; p < outer; ++p)
-    for (int64_t q = 0; q < inner; ++q, ++at) {
-      const int64_t from = (p * size + ids.ints[at]) * inner + q;
-      if (out.is_real())
-        out.reals[at] = x.reals[from];
-      else
-        out.ints[at] = x.ints[from];
-    }
+  if (out.is_real())
+    picked(std::as_const(x.reals).data(), out.reals.data());
+  else
+    picked(x.ints.data(), out.ints.data());
   return out;
 }
 

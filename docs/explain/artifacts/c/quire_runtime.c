@@ -129,7 +129,7 @@ void quire_convert(void* dst, int dst_storage, const void* src, int src_storage,
 }
 
 void quire_accumulate(double* sum, const void* part, int storage, int64_t n, int first) {
-  for (int64_t i = 0; i < n; ++i) sum[i] = (first ? 0.0 : sum[i]) + load(part, storage, i);
+  for (int64_t i = 0; i < n; ++i) sum[i] = first ? load(part, storage, i) : sum[i] + load(part, storage, i);
 }
 
 void quire_gather(void* out, const void* table, int storage, int64_t outer, int64_t size, int64_t inner,

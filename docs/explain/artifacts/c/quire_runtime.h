@@ -53,7 +53,7 @@ void quire_copy_box(void* dst, int dst_storage, int64_t dst_at, const int64_t* d
 /* dst[i] = round(src[i]) for n elements, between any two storages. */
 void quire_convert(void* dst, int dst_storage, const void* src, int src_storage, int64_t n, quire_rounding round);
 /* A gradient tree's leaf, part by part (the reference's params): the first
-   part added to +0.0, each later one to the sum, in f64. */
+   part copied, each later one added to the sum, in f64. */
 void quire_accumulate(double* sum, const void* part, int storage, int64_t n, int first);
 
 /* runtime::gather, pick, one_hot and iota: out = table[p, ids[i], q] and so on,

@@ -86,7 +86,13 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
     throw UsageError(fmt::format("--step: the optimizer block: {} (`quire train` says where)", e.what()));
   }
   const std::string kind = train::optimizer_kind_name(config.kind);
+  // The loop holds θ and the optimizer's state across the step; the vjp
+  // adds the batch and its own peak; the update (in place: every parameter
+  // and moment written where it is) adds the gradient the vjp returned, which
+  // the vjp's peak already holds at its end, so the vjp's is the step's peak.
   auto needs = [&](const StepCount& c) { return c.m.input_bytes + c.m.peak_bytes + state; };
+  auto update = [&](const StepCount& c) { return c.m.parameter_bytes + state + c.m.output_bytes; };
+  auto rest = [&](const StepCount& c) { return c.m.peak_bytes - c.m.kept_at_peak - c.m.output_at_peak; };
   if (format == "json") {
     nlohmann::ordered_json j;
     j["format"] = "quire-memory-step";
@@ -102,6 +108,8 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
                            {"batch", c.m.input_bytes - c.m.parameter_bytes},
                            {"peak", c.m.peak_bytes},
                            {"kept", c.m.kept_at_peak},
+                           {"gradient_at_peak", c.m.output_at_peak},
+                           {"update", update(c)},
                            {"optimizer_state", state},
                            {"gradient", gradient},
                            {"needs", needs(c)},
@@ -127,7 +135,11 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
   row("gradient (at the master type)", gradient, gradient);
   row("peak of the vjp's live values", store.m.peak_bytes, recompute.m.peak_bytes);
   row("  of which kept for the backward", store.m.kept_at_peak, recompute.m.kept_at_peak);
-  row("needs: parameters, batch, state, peak", needs(store), needs(recompute));
+  row("  of which the gradient made so far", store.m.output_at_peak, recompute.m.output_at_peak);
+  row("  the rest", rest(store), rest(recompute));
+  row("the vjp with what the loop holds", needs(store), needs(recompute));
+  row(fmt::format("the update ({}, in place) with it", kind), update(store), update(recompute));
+  row("needs: the step's peak", needs(store), needs(recompute));
   for (const StepCount* c : {&store, &recompute}) {
     std::cout << fmt::format("the peak under {}:\n", interp::remat_name(c->compiled.host.remat));
     for (const compile::PeakFrame& f : c->m.peak_at) {

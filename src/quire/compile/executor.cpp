@@ -83,20 +83,9 @@ Executor::Executor(const elab::Program& prog, const CompiledProgram& compiled, k
       half_intermediates_(compiled.realization && compiled.realization->half_intermediates) {
   if (&engine.catalog() != compiled.catalog.get())
     throw std::logic_error("internal: the executor's engine runs another catalog than the compiled program's");
-  // Each value is released after the last step that reads it, or after the
-  // step that writes it when nothing reads it; a frame's result stays.
-  released_after_.resize(host_.functions.size());
-  for (size_t i = 0; i < host_.functions.size(); ++i) {
-    const HostFunction& h = host_.functions[i];
-    const core::Function& fn = prog_.functions.at(static_cast<size_t>(h.function));
-    std::vector<std::vector<int>>& released = released_after_[i];
-    released.resize(h.steps.size());
-    for (const HostBuffer& b : h.buffers) {
-      if (b.value == fn.result_value) continue;
-      const int k = b.last_read >= 0 ? b.last_read : b.first_write;
-      if (k >= 0 && static_cast<size_t>(k) < h.steps.size()) released[static_cast<size_t>(k)].push_back(b.value);
-    }
-  }
+  released_after_.reserve(host_.functions.size());
+  for (const HostFunction& h : host_.functions)
+    released_after_.push_back(released_after(h, prog_.functions.at(static_cast<size_t>(h.function))));
 }
 
 Value Executor::call(const std::vector<Value>& args) {

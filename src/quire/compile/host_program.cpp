@@ -6,6 +6,16 @@
 
 namespace quire::compile {
 
+std::vector<std::vector<int>> released_after(const HostFunction& h, const core::Function& fn) {
+  std::vector<std::vector<int>> released(h.steps.size());
+  for (const HostBuffer& b : h.buffers) {
+    if (b.value == fn.result_value) continue;
+    const int k = b.last_read >= 0 ? b.last_read : b.first_write;
+    if (k >= 0 && static_cast<size_t>(k) < h.steps.size()) released[static_cast<size_t>(k)].push_back(b.value);
+  }
+  return released;
+}
+
 const char* frame_mode_name(FrameMode m) {
   switch (m) {
     case FrameMode::Fused:

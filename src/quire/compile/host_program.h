@@ -111,6 +111,12 @@ struct HostProgram {
   int64_t reference_launches = 0;  ///< instructions the reference kernels evaluate per call
 };
 
+/// By step of `h` (an instance of `fn`): the values whose holder lets go of
+/// them after it, the last step that reads each (or the one that writes
+/// it, when nothing reads it); a frame's result stays until it returns. The
+/// executor releases them so, and the memory count (memory.h) replays it.
+std::vector<std::vector<int>> released_after(const HostFunction& h, const core::Function& fn);
+
 /// `quire dump --stage host`: every instance with its steps and buffers.
 std::string print_host(const elab::Program& prog, const HostProgram& host);
 nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& host);

@@ -102,6 +102,7 @@ std::string print_call_memory(const elab::Program& prog, const CompiledProgram& 
   out += fmt::format("  outputs     {} bytes\n", m.output_bytes);
   out += fmt::format("  peak        {} bytes live, at {}", m.peak_bytes, site_text(prog, host, m));
   if (host.remat == interp::Remat::Store) out += fmt::format(", {} of them kept for a reverse sweep", m.kept_at_peak);
+  if (m.output_at_peak > 0) out += fmt::format(", {} of them the result's", m.output_at_peak);
   out += "\n";
   for (const PeakFrame& f : m.peak_at) out += fmt::format("              in {}\n", frame_text(prog, host, f));
   out += fmt::format("  needs       {} bytes: the inputs and the peak\n", m.input_bytes + m.peak_bytes);
@@ -160,7 +161,8 @@ nlohmann::ordered_json call_memory_json(const elab::Program& prog, const Compile
     const HostFunction& h = host.functions.at(static_cast<size_t>(m.peak_at.back().instance));
     site = core::site_name(prog.functions.at(static_cast<size_t>(h.function)), m.peak_value);
   }
-  j["peak"] = {{"bytes", m.peak_bytes}, {"kept", m.kept_at_peak}, {"site", site}, {"leaf", m.peak_leaf}, {"at", at}};
+  j["peak"] = {{"bytes", m.peak_bytes}, {"kept", m.kept_at_peak}, {"output", m.output_at_peak},
+               {"site", site},         {"leaf", m.peak_leaf},     {"at", at}};
   j["needs"] = m.input_bytes + m.peak_bytes;
   nlohmann::ordered_json placed = nlohmann::ordered_json::array();
   for (const PlacedValue& p : m.placed) {

@@ -81,6 +81,9 @@ struct CallMemory {
   int64_t output_bytes = 0;  ///< the blocks the result holds (a gradient tree's leaves among them)
   int64_t peak_bytes = 0;    ///< the most bytes live at once, the inputs apart
   int64_t kept_at_peak = 0;  ///< of which, blocks made by kept forwards (`--remat store`)
+  /// Of the peak, the blocks the result holds when the call returns: for a
+  /// vjp, the gradient made so far.
+  int64_t output_at_peak = 0;
   std::vector<PeakFrame> peak_at;  ///< where the peak first occurs, the entry's frame first; empty when 0
   int peak_value = -1;             ///< the value whose block was allocated at the peak (in the innermost frame's function)
   std::string peak_leaf;           ///< the block's leaf, for a parameter tree's (a gradient's); "" otherwise

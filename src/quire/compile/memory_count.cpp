@@ -8,8 +8,9 @@
 // kept forward's frame) holds the same blocks for as long as the executor's
 // does. A block is a shared_ptr: the last holder to let go releases it, and
 // its destructor tells the count. What each step allocates and what it
-// shares is the reference's (interp/reference_step.cpp, runtime/tensor.h),
-// stated once below in Frame::store.
+// shares is the reference's (interp/reference_step.cpp, runtime/tensor.h):
+// Replay::host_value and reference_value say it for the host's steps and
+// the reference kernels', interp/step_storage.h for the operations.
 
 #include <fmt/format.h>
 
@@ -45,9 +46,9 @@ const core::Instr& instr_of(const core::Function& fn, int value) {
 struct Block {
   Replay* replay = nullptr;
   int64_t bytes = 0;
-  size_t life = 0;      ///< its index in the replay's lives
-  int64_t frame = 0;    ///< the serial of the frame that allocated it
-  bool kept = false;    ///< allocated by a kept frame (`--remat store`)
+  size_t life = 0;    ///< its index in the replay's lives
+  int64_t frame = 0;  ///< the serial of the frame that allocated it
+  bool kept = false;  ///< allocated by a kept frame (`--remat store`)
   /// Widths::Native: the f64 view a reference kernel made of these f32
   /// elements when it read them, kept beside them (runtime/real_storage.h).
   std::shared_ptr<Block> wide;
@@ -110,13 +111,8 @@ class Replay {
       const HostFunction& h = host_.functions[i];
       const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
       buffers_[i].assign(static_cast<size_t>(fn.value_count()) + 1, nullptr);
-      released_[i].resize(h.steps.size());
-      for (const HostBuffer& b : h.buffers) {
-        buffers_[i].at(static_cast<size_t>(b.value)) = &b;
-        if (b.value == fn.result_value) continue;  // a frame's result stays until it returns
-        const int k = b.last_read >= 0 ? b.last_read : b.first_write;
-        if (k >= 0 && static_cast<size_t>(k) < h.steps.size()) released_[i][static_cast<size_t>(k)].push_back(b.value);
-      }
+      for (const HostBuffer& b : h.buffers) buffers_[i].at(static_cast<size_t>(b.value)) = &b;
+      released_[i] = released_after(h, fn);
     }
   }
 
@@ -128,6 +124,10 @@ class Replay {
       Held result = run(host_.root, std::move(args), nullptr, nullptr, -1, false);
       std::unordered_set<const Block*> seen;
       m_.output_bytes = blocks_bytes(result, seen);
+      std::unordered_set<size_t> result_lives;
+      for (const Block* b : seen) result_lives.insert(b->life);
+      for (size_t l : peak_lives_)
+        if (result_lives.count(l)) m_.output_at_peak += lives_[l].bytes;
     }
     if (live_ != 0 || !live_blocks_.empty())
       throw std::logic_error("internal: the memory count's blocks outlive the call");
@@ -194,7 +194,8 @@ class Replay {
         if (v.params)
           for (const auto& [path, t] : *v.params) {
             const precision::ParamStorage* p = realization_ ? realization_->param(path) : nullptr;
-            h.leaves.emplace(path, Held::tensor(nullptr, t.shape, width(t.kind, p ? p->stored : runtime::FloatType::F64)));
+            h.leaves.emplace(path,
+                             Held::tensor(nullptr, t.shape, width(t.kind, p ? p->stored : runtime::FloatType::F64)));
           }
         break;
       case Kind::Key:
@@ -223,7 +224,8 @@ class Replay {
     b->bytes = bytes;
     b->life = lives_.size();
     b->frame = stack_.empty() ? 0 : stack_.back().serial;
-    b->kept = !stack_.empty() && host_.functions.at(static_cast<size_t>(stack_.back().instance)).mode == FrameMode::Kept;
+    b->kept =
+        !stack_.empty() && host_.functions.at(static_cast<size_t>(stack_.back().instance)).mode == FrameMode::Kept;
     lives_.push_back({time_, -1, bytes});
     sites_.push_back(std::move(site));
     ++time_;
@@ -252,6 +254,8 @@ class Replay {
     std::sort(blocks.begin(), blocks.end(), [](const Block* a, const Block* b) {
       return a->bytes != b->bytes ? a->bytes > b->bytes : a->life < b->life;
     });
+    peak_lives_.clear();
+    for (const Block* b : blocks) peak_lives_.push_back(b->life);
     m_.largest_at_peak.clear();
     for (size_t k = 0; k < blocks.size() && k < kLargestAtPeak; ++k) {
       const Site& s = sites_.at(blocks[k]->life);
@@ -338,7 +342,8 @@ class Replay {
       if (reads.at(k) && x.kind == Kind::Tensor && x.block && x.width == 4 && !x.block->wide)
         x.block->wide = allocate(2 * x.block->bytes, sites_.at(x.block->life));
     }
-    const std::shared_ptr<Block> wide = real && width(b->elem, b->type) != 8 ? allocate(8 * n, {id, in.id, ""}) : nullptr;
+    const std::shared_ptr<Block> wide =
+        real && width(b->elem, b->type) != 8 ? allocate(8 * n, {id, in.id, ""}) : nullptr;
     return fresh(id, in.id);
   }
 
@@ -361,8 +366,8 @@ class Replay {
   const precision::Realization* realization_;
   CountOptions options_;
   CallMemory& m_;
-  std::vector<std::vector<std::vector<int>>> released_;      ///< by instance, by step: values whose last reader it is
-  std::vector<std::vector<const HostBuffer*>> buffers_;     ///< by instance, by value
+  std::vector<std::vector<std::vector<int>>> released_;  ///< by instance, by step: values whose last reader it is
+  std::vector<std::vector<const HostBuffer*>> buffers_;  ///< by instance, by value
   std::vector<int64_t> own_peak_, runs_;
   std::vector<int> depth_;
   std::vector<int> order_;
@@ -374,6 +379,7 @@ class Replay {
   std::vector<Lifetime> lives_;  ///< every block's life, in allocation order
   std::vector<Site> sites_;      ///< by life
   std::unordered_set<const Block*> live_blocks_;
+  std::vector<size_t> peak_lives_;  ///< the blocks live at the peak, by life
 };
 
 Block::~Block() {
@@ -419,9 +425,9 @@ struct Replay::Calls {
     for (const auto& [path, leaf] : stacked.leaves) {
       int64_t width = grads.empty() ? self.width(runtime::ElemKind::Real, runtime::FloatType::F64) : 0;
       for (const Held& g : grads) width = std::max(width, g.leaves.at(path).width);
-      h.leaves.emplace(path, Held::tensor(self.allocate(runtime::element_count(leaf.shape) * width,
-                                                        {instance, step.value, path}),
-                                          leaf.shape, width));
+      h.leaves.emplace(
+          path, Held::tensor(self.allocate(runtime::element_count(leaf.shape) * width, {instance, step.value, path}),
+                             leaf.shape, width));
     }
     return h;
   }
@@ -464,7 +470,8 @@ Held Replay::run(int id, std::vector<Held> args, const Saved* reuse, Forward* ke
       kept = reuse->kept.for_vjp(primal, fn);
     }
     // A frame keeps its callees' forwards when a reverse sweep will read them.
-    Kept* keeping = host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
+    Kept* keeping =
+        host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
     for (size_t k = 0; k < h.steps.size(); ++k) {
       const HostStep& s = h.steps[k];
       stack_.back().step = static_cast<int>(k);
@@ -516,7 +523,8 @@ Held Replay::host_value(int id, const core::Function& fn, const core::Instr& in,
     if (in.type.kind == elab::TypeKind::Tensor) {
       auto it = tree.leaves.find(name);
       if (it == tree.leaves.end())
-        throw std::logic_error(fmt::format("internal: {} reads `{}`, which the tree lacks", core::site_name(fn, in.id), name));
+        throw std::logic_error(
+            fmt::format("internal: {} reads `{}`, which the tree lacks", core::site_name(fn, in.id), name));
       return it->second;
     }
     Held h;
@@ -545,8 +553,8 @@ Held Replay::host_value(int id, const core::Function& fn, const core::Instr& in,
       if (it != parts.end() && it->second.size() == 1)
         h.leaves.emplace(path, *it->second.front());
       else
-        h.leaves.emplace(path, Held::tensor(allocate(runtime::element_count(leaf.shape) * f64, {id, in.id, path}),
-                                            leaf.shape, f64));
+        h.leaves.emplace(
+            path, Held::tensor(allocate(runtime::element_count(leaf.shape) * f64, {id, in.id, path}), leaf.shape, f64));
     }
     return h;
   }

@@ -262,6 +262,10 @@ TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
     EXPECT_EQ(c["optimizer_state"].get<int64_t>(), 2 * c["gradient"].get<int64_t>());  // AdamW's two moments, f64
     EXPECT_EQ(c["gradient"].get<int64_t>(), c["parameters"].get<int64_t>());           // f64 masters, nothing frozen
     EXPECT_EQ(c["peak"], c["call"]["peak"]["bytes"]);
+    // The vjp returns the gradient (and the loss): the update holds it, in place, under the vjp's peak.
+    EXPECT_GE(c["call"]["outputs"].get<int64_t>(), c["gradient"].get<int64_t>());
+    EXPECT_LE(c["update"].get<int64_t>(), c["needs"].get<int64_t>());
+    EXPECT_LE(c["gradient_at_peak"].get<int64_t>(), c["call"]["outputs"].get<int64_t>());
   }
   EXPECT_GT(store["kept"].get<int64_t>(), 0);
   EXPECT_EQ(recompute["kept"].get<int64_t>(), 0);

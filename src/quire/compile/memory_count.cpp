@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -27,6 +28,7 @@
 #include "quire/interp/core_geometry.h"
 #include "quire/interp/step_storage.h"
 #include "quire/kernel/fusion.h"
+#include "quire/kernel/kernel_ir.h"
 #include "quire/realize/realization.h"
 
 namespace quire::compile {
@@ -49,9 +51,11 @@ struct Block {
   size_t life = 0;    ///< its index in the replay's lives
   int64_t frame = 0;  ///< the serial of the frame that allocated it
   bool kept = false;  ///< allocated by a kept frame (`--remat store`)
-  /// Widths::Native: the f64 view a reference kernel made of these f32
-  /// elements when it read them, kept beside them (runtime/real_storage.h).
-  std::shared_ptr<Block> wide;
+  /// Widths::Native: the other view of these elements, made when a reader
+  /// wanted them so and kept beside them (runtime/real_storage.h): f64 for
+  /// f32 elements a reference kernel read, f32 for f64 elements a kernel
+  /// read as f32.
+  std::shared_ptr<Block> other_view;
   Block() = default;
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
@@ -307,19 +311,46 @@ class Replay {
       shapes.push_back(operand ? operand->shape : runtime::Shape{});
     }
     const interp::StepStorage storage = interp::step_storage(fn, in, shapes);
+    const std::vector<Held> ops = operands(id, in, env);
     if (storage.shares && b && x && b->kind == Kind::Tensor && x->kind == Kind::Tensor &&
         x->elem == runtime::ElemKind::Real) {
-      Held h = env.at(static_cast<size_t>(in.args[0]));
+      Held h = ops.at(0);
       h.shape = b->shape;
       return h;
     }
-    return computed(id, in, env, storage.reads);
+    return computed(id, in, ops, storage.reads);
   }
 
-  /// A value the reference kernels compute (interp::evaluate_step) into
-  /// elements of its own. Widths::Native follows how they hold it.
-  /// `reads`: by operand, whether its elements are read (interp::StepStorage).
-  Held computed(int id, const core::Instr& in, const std::vector<Held>& env, const std::vector<bool>& reads) {
+  /// The operands as a step on the reference kernels reads them. Under
+  /// Widths::Native, a site that reads down rounds each real operand of
+  /// another type into a copy first (interp::evaluate_step), which lives
+  /// for the step (or as long as a value that shares it): f32 elements
+  /// copied for a half, an f64 operand rounded into f32 for f32 or copied in
+  /// f64 for a half.
+  std::vector<Held> operands(int id, const core::Instr& in, const std::vector<Held>& env) {
+    std::vector<Held> ops;
+    for (int a : in.args) ops.push_back(env.at(static_cast<size_t>(a)));
+    const HostFunction& h = host_.functions.at(static_cast<size_t>(id));
+    if (options_.widths != Widths::Native || !h.table) return ops;
+    const std::optional<precision::SiteType>& site = h.table->values.at(static_cast<size_t>(in.id));
+    if (!site || !site->read_down) return ops;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const HostBuffer* x = buffers_.at(static_cast<size_t>(id)).at(static_cast<size_t>(in.args[k]));
+      const std::optional<precision::SiteType>& operand_site = h.table->values.at(static_cast<size_t>(in.args[k]));
+      if (!x || x->kind != Kind::Tensor || x->elem != runtime::ElemKind::Real || x->type == site->read_as) continue;
+      if (operand_site && operand_site->weak) continue;
+      const bool narrow = ops[k].width == 4;
+      if (site->read_as == runtime::FloatType::F64 || (narrow && site->read_as == runtime::FloatType::F32)) continue;
+      const int64_t w = narrow || site->read_as == runtime::FloatType::F32 ? 4 : 8;
+      ops[k] = Held::tensor(allocate(runtime::element_count(x->shape) * w, {id, in.id, ""}), x->shape, w);
+    }
+    return ops;
+  }
+
+  /// A value the reference kernels compute (interp::evaluate_step) from
+  /// `ops` into elements of its own. Widths::Native follows how they hold
+  /// it. `reads`: by operand, whether its elements are read (interp::StepStorage).
+  Held computed(int id, const core::Instr& in, const std::vector<Held>& ops, const std::vector<bool>& reads) {
     const HostBuffer* b = buffers_.at(static_cast<size_t>(id)).at(static_cast<size_t>(in.id));
     if (options_.widths != Widths::Native) return fresh(id, in.id);
     const bool real = b && b->kind == Kind::Tensor && b->elem == runtime::ElemKind::Real;
@@ -329,22 +360,42 @@ class Replay {
       // A copy keeps the numbers it copies in their view: f32 when every
       // operand it copies is held so (runtime::detail::copies_narrow).
       bool narrow = true;
-      const size_t copied = in.op == Op::Concat ? in.args.size() : 1;
-      for (size_t k = 0; k < copied; ++k) narrow = narrow && env.at(static_cast<size_t>(in.args[k])).width == 4;
+      const size_t copied = in.op == Op::Concat ? ops.size() : 1;
+      for (size_t k = 0; k < copied; ++k) narrow = narrow && ops.at(k).width == 4;
       const int64_t w = narrow ? 4 : 8;
       return Held::tensor(allocate(n * w, {id, in.id, ""}), b->shape, w);
     }
     // Any other reference kernel computes in f64: it reads each real operand
     // held in f32 through an f64 view, which stays beside it, and a result
     // stored narrower is rounded into f32 from its f64 one, then freed.
-    for (size_t k = 0; k < in.args.size(); ++k) {
-      const Held& x = env.at(static_cast<size_t>(in.args[k]));
-      if (reads.at(k) && x.kind == Kind::Tensor && x.block && x.width == 4 && !x.block->wide)
-        x.block->wide = allocate(2 * x.block->bytes, sites_.at(x.block->life));
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const Held& x = ops[k];
+      if (reads.at(k) && x.kind == Kind::Tensor && x.width == 4) view_of(x, 8);
     }
     const std::shared_ptr<Block> wide =
         real && width(b->elem, b->type) != 8 ? allocate(8 * n, {id, in.id, ""}) : nullptr;
     return fresh(id, in.id);
+  }
+
+  /// The other view of `x`'s elements, `w` bytes an element, made once for
+  /// its block (a block the caller holds keeps its views: not counted).
+  void view_of(const Held& x, int64_t w) {
+    if (x.block && !x.block->other_view)
+      x.block->other_view = allocate(x.block->bytes / x.width * w, sites_.at(x.block->life));
+  }
+
+  /// The native runner hands a kernel each real input in the view its
+  /// buffer's type asks for (f32 for f32 and the halves, else f64), making
+  /// it where the input lacks it.
+  void kernel_views(const HostStep& s, const std::vector<Held>& env) {
+    const kernel::Kernel& k = host_.catalog->kernels().at(static_cast<size_t>(s.kernel)).kernel;
+    for (size_t b = 0; b < s.inputs.size() && b < k.buffers.size(); ++b) {
+      if (s.inputs[b] < 0) continue;  // a packed product's scratch
+      const Held& x = env.at(static_cast<size_t>(s.inputs[b]));
+      if (x.kind != Kind::Tensor || (x.width != 4 && x.width != 8)) continue;
+      const int64_t wants = kernel::held_as_f32(k.buffers[b].type) ? 4 : 8;
+      if (wants != x.width) view_of(x, wants);
+    }
   }
 
   /// The value a host step stores: what it allocates and what it shares.
@@ -478,6 +529,7 @@ Held Replay::run(int id, std::vector<Held> args, const Saved* reuse, Forward* ke
       ++m_.steps;
       switch (s.kind) {
         case HostStep::Kind::Kernel:
+          if (options_.widths == Widths::Native) kernel_views(s, env);
           env[static_cast<size_t>(s.value)] = fresh(id, s.value);
           break;
         case HostStep::Kind::Reference:
@@ -516,8 +568,13 @@ Held Replay::host_value(int id, const core::Function& fn, const core::Instr& in,
   if (in.op == Op::Field) {
     // A parameter read at a half type is rounded into elements of its own
     // (interp::store_at_site); any other is the tree's leaf, or sub-tree.
-    if (b && b->kind == Kind::Tensor && b->elem == runtime::ElemKind::Real && precision::is_half(b->type))
-      return fresh(id, in.id);
+    if (b && b->kind == Kind::Tensor && b->elem == runtime::ElemKind::Real && precision::is_half(b->type)) {
+      // Rounded where the master is held: an f64 master in f64 elements.
+      const auto leaf = arg(0).leaves.find(in.attr<core::attr::Member>().name);
+      if (options_.widths != Widths::Native || leaf == arg(0).leaves.end() || leaf->second.width != 8)
+        return fresh(id, in.id);
+      return Held::tensor(allocate(runtime::element_count(b->shape) * 8, {id, in.id, ""}), b->shape, 8);
+    }
     const std::string& name = in.attr<core::attr::Member>().name;
     const Held& tree = arg(0);
     if (in.type.kind == elab::TypeKind::Tensor) {
@@ -566,7 +623,7 @@ Held Replay::host_value(int id, const core::Function& fn, const core::Instr& in,
     return h;
   }
   // A constant, a host scalar made a tensor: every operand read.
-  return computed(id, in, env, std::vector<bool>(in.args.size(), true));
+  return computed(id, in, operands(id, in, env), std::vector<bool>(in.args.size(), true));
 }
 
 }  // namespace

@@ -32,16 +32,21 @@ std::string geometry_text(const Value& v) {
 void check_geometry(const Value& compiled, const Value& given, const std::string& what, int depth = 0) {
   if (depth > 64) throw interp::EvalError(fmt::format("{} nests too deeply", what));
   auto fail = [&](const std::string& expected, const std::string& found) {
-    throw interp::EvalError(fmt::format("{}: the program was compiled for {}, given {} (compile it again for these shapes)",
-                                        what, expected, found));
+    throw interp::EvalError(fmt::format(
+        "{}: the program was compiled for {}, given {} (compile it again for these shapes)", what, expected, found));
   };
   auto kind_name = [](Value::Kind k) {
     switch (k) {
-      case Value::Kind::Tensor: return "a tensor";
-      case Value::Kind::Key: return "a key";
-      case Value::Kind::Tuple: return "a tuple";
-      case Value::Kind::Params: return "a parameter tree";
-      case Value::Kind::Host: return "a host scalar";
+      case Value::Kind::Tensor:
+        return "a tensor";
+      case Value::Kind::Key:
+        return "a key";
+      case Value::Kind::Tuple:
+        return "a tuple";
+      case Value::Kind::Params:
+        return "a parameter tree";
+      case Value::Kind::Host:
+        return "a host scalar";
     }
     return "a value";
   };
@@ -54,7 +59,8 @@ void check_geometry(const Value& compiled, const Value& given, const std::string
       return;
     case Value::Kind::Tuple:
       if (compiled.elements.size() != given.elements.size())
-        fail(fmt::format("a tuple of {}", compiled.elements.size()), fmt::format("a tuple of {}", given.elements.size()));
+        fail(fmt::format("a tuple of {}", compiled.elements.size()),
+             fmt::format("a tuple of {}", given.elements.size()));
       for (size_t i = 0; i < compiled.elements.size(); ++i)
         check_geometry(compiled.elements[i], given.elements[i], fmt::format("{}.{}", what, i), depth + 1);
       return;
@@ -126,7 +132,8 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
     ++stats_.forwards_repeated;  // a nested vjp evaluates its primal's forward itself
   }
   // A frame keeps its callees' forwards when a reverse sweep will read them.
-  Kept* keeping = host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
+  Kept* keeping =
+      host_.remat == interp::Remat::Store && (fn.primal >= 0 || h.mode == FrameMode::Kept) ? &kept : nullptr;
   const std::vector<std::vector<int>>& released = released_after_[static_cast<size_t>(id)];
   auto finish = [&](const core::Instr& in) {
     Value& v = env[static_cast<size_t>(in.id)];
@@ -193,7 +200,8 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
       for (int v : released[k]) env[static_cast<size_t>(v)] = Value{};
   }
   // The frame ends here: its result moves out unless the frame is kept.
-  Value result = keep ? env[static_cast<size_t>(fn.result_value)] : std::move(env[static_cast<size_t>(fn.result_value)]);
+  Value result =
+      keep ? env[static_cast<size_t>(fn.result_value)] : std::move(env[static_cast<size_t>(fn.result_value)]);
   if (keep) {
     auto saved = std::make_shared<Saved>();
     for (const core::Instr& in : fn.body) saved->bytes += interp::value_bytes(env[static_cast<size_t>(in.id)]);
@@ -217,7 +225,7 @@ struct Executor::Callees : interp::ValueStructure {
   const HostStep& step;
   const core::Function& fn;  ///< the caller, and its instruction `in`
   const core::Instr& in;
-  int depth;                 ///< of the calling frame
+  int depth;  ///< of the calling frame
 
   const elab::Program& program() const { return self.prog_; }
   static Dims callee_dims(const core::Instr&, Dims) { return {}; }
@@ -239,8 +247,8 @@ Value Executor::call_step(const HostStep& s, const core::Instr& in, const HostFu
                           Kept* keeping, int depth) {
   Callees callees{{}, *this, s, prog_.functions.at(static_cast<size_t>(h.function)), in, depth};
   return core::walk_structural(
-      callees, in, [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); },
-      core::NoDims{}, keeping);
+      callees, in, [&](size_t k) -> const Value& { return env.at(static_cast<size_t>(in.args.at(k))); }, core::NoDims{},
+      keeping);
 }
 
 }  // namespace quire::compile

@@ -57,7 +57,8 @@ CallMemory checked_count(elab::Program& prog, int fn, const std::vector<Value>& 
     }
     named += largest[k].bytes;
     const HostFunction& h = c.host.functions.at(static_cast<size_t>(largest[k].instance));
-    auto b = std::find_if(h.buffers.begin(), h.buffers.end(), [&](const HostBuffer& x) { return x.value == largest[k].value; });
+    auto b = std::find_if(h.buffers.begin(), h.buffers.end(),
+                          [&](const HostBuffer& x) { return x.value == largest[k].value; });
     if (!largest[k].leaf.empty()) continue;  // a gradient tree's leaf: the tree's buffer counts none
     EXPECT_NE(b, h.buffers.end()) << "#" << largest[k].instance << " %" << largest[k].value;
     if (b != h.buffers.end()) {
@@ -164,8 +165,8 @@ TEST(Memory, ALimitBelowTheNeedRefusesTheCallWithItsFigures) {
   EXPECT_FALSE(memory_limit_refusal(prog, c, m, needs, "one call of `loss`"));
   const auto refusal = memory_limit_refusal(prog, c, m, needs - 1, "one call of `loss`");
   ASSERT_TRUE(refusal);
-  EXPECT_TRUE(refusal->starts_with(fmt::format("one call of `loss` needs {} bytes, over --memory-limit {}: its inputs {}",
-                                               needs, needs - 1, m.input_bytes)))
+  EXPECT_TRUE(refusal->starts_with(fmt::format(
+      "one call of `loss` needs {} bytes, over --memory-limit {}: its inputs {}", needs, needs - 1, m.input_bytes)))
       << *refusal;
   EXPECT_NE(refusal->find("the largest values live at the peak:\n"), std::string::npos) << *refusal;
   // State added on top (a training step's optimizer) is counted and named.
@@ -187,7 +188,8 @@ TEST_F(Cli, MemoryPrintsTheTutorialsCount) {
   Outcome o = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4");
   EXPECT_EQ(o.status, 0) << o.output;
   EXPECT_TRUE(o.output.starts_with("quire memory: `loss` at B = 4 in f64, remat recompute:")) << o.output;
-  Outcome j = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --format json --grad --remat store");
+  Outcome j = quire::testing::run_quire("memory " + tutorial_train() +
+                                        " --entry loss --dim B=4 --format json --grad --remat store");
   EXPECT_EQ(j.status, 0) << j.output;
   const auto parsed = nlohmann::json::parse(j.output);
   EXPECT_EQ(parsed["format"], "quire-memory");
@@ -218,10 +220,12 @@ TEST_F(Cli, RunAndTrainRefuseWhatPassesTheMemoryLimit) {
   ASSERT_EQ(counted.status, 0) << counted.output;
   const int64_t needs = nlohmann::json::parse(counted.output)["needs"].get<int64_t>();
   for (const char* backend : {"native", "interp"}) {
-    const std::string run = fmt::format("run {} --entry loss --dim B=4 --backend {} --memory-limit ", tutorial_train(), backend);
+    const std::string run =
+        fmt::format("run {} --entry loss --dim B=4 --backend {} --memory-limit ", tutorial_train(), backend);
     Outcome over = quire::testing::run_quire(run + std::to_string(needs - 1));
     EXPECT_EQ(over.status, 1) << over.output;
-    EXPECT_TRUE(over.output.starts_with(fmt::format("quire: error: one call of `loss` needs {} bytes", needs))) << over.output;
+    EXPECT_TRUE(over.output.starts_with(fmt::format("quire: error: one call of `loss` needs {} bytes", needs)))
+        << over.output;
     EXPECT_EQ(over.output.find("result ="), std::string::npos) << over.output;
     Outcome fits = quire::testing::run_quire(run + std::to_string(needs));
     EXPECT_EQ(fits.status, 0) << fits.output;
@@ -234,13 +238,14 @@ TEST_F(Cli, RunAndTrainRefuseWhatPassesTheMemoryLimit) {
   Outcome unit = quire::testing::run_quire("run " + tutorial_train() + " --entry loss --dim B=4 --memory-limit 1KiB");
   EXPECT_NE(unit.output.find("over --memory-limit 1024:"), std::string::npos) << unit.output;
   const std::string dir = file("run");
-  Outcome train = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 2 --memory-limit 4KiB --run-dir " + dir);
+  Outcome train =
+      quire::testing::run_quire("train " + tutorial_train() + " --max-steps 2 --memory-limit 4KiB --run-dir " + dir);
   EXPECT_EQ(train.status, 1) << train.output;
   EXPECT_NE(train.output.find("quire: error: one training step needs "), std::string::npos) << train.output;
   EXPECT_NE(train.output.find(", the adamw state "), std::string::npos) << train.output;
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir) / "metrics.jsonl"));
-  Outcome trains = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 2 --memory-limit 1MiB --run-dir " +
-                                             file("run2"));
+  Outcome trains = quire::testing::run_quire("train " + tutorial_train() +
+                                             " --max-steps 2 --memory-limit 1MiB --run-dir " + file("run2"));
   EXPECT_EQ(trains.status, 0) << trains.output;
 }
 
@@ -271,7 +276,8 @@ TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
   EXPECT_EQ(recompute["kept"].get<int64_t>(), 0);
   EXPECT_GT(store["peak"].get<int64_t>(), recompute["peak"].get<int64_t>());
   // The step's peak is `memory --grad`'s at the run's batch.
-  Outcome grad = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=8 --grad --remat store --format json");
+  Outcome grad = quire::testing::run_quire("memory " + tutorial_train() +
+                                           " --entry loss --dim B=8 --grad --remat store --format json");
   ASSERT_EQ(grad.status, 0) << grad.output;
   EXPECT_EQ(nlohmann::json::parse(grad.output)["peak"]["bytes"], store["peak"]);
   // train --memory-limit refuses one byte under the store step's need, and names it.
@@ -279,7 +285,8 @@ TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
   Outcome train = quire::testing::run_quire("train " + tutorial_train() + " --max-steps 1 --run-dir " + file("r") +
                                             " --memory-limit " + std::to_string(needs - 1));
   EXPECT_EQ(train.status, 1) << train.output;
-  EXPECT_NE(train.output.find(fmt::format("one training step needs {} bytes", needs)), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find(fmt::format("one training step needs {} bytes", needs)), std::string::npos)
+      << train.output;
   // Bad invocations, one line each.
   for (const std::string& args : {tutorial_train() + " --step --entry loss", tutorial_train(),
                                   tutorial_train() + " --step --grad", tutorial_train() + " --step --remat store",
@@ -296,20 +303,22 @@ TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
 TEST_F(Cli, MemoryCountsTheStepUnderAGradientsRealization) {
   const std::string env = file("env.json");
   const std::string r = file("rg.json");
-  Outcome c = quire::testing::run_quire("calibrate " + tutorial_train() + " --entry loss --dim B=4 --samples 2 --out " +
-                                        env);
+  Outcome c =
+      quire::testing::run_quire("calibrate " + tutorial_train() + " --entry loss --dim B=4 --samples 2 --out " + env);
   ASSERT_EQ(c.status, 0) << c.output;
   Outcome s = quire::testing::run_quire("solve " + tutorial_train() + " --precision " + env +
                                         " --of gradient --budget 1e-2 --held-out 4 --out " + r);
   ASSERT_EQ(s.status, 0) << s.output;
   auto peak = [](const Outcome& o) { return nlohmann::json::parse(o.output)["peak"]["bytes"].get<int64_t>(); };
-  Outcome narrowed = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --grad --realize @" +
-                                               r + " --format json");
+  Outcome narrowed = quire::testing::run_quire("memory " + tutorial_train() +
+                                               " --entry loss --dim B=4 --grad --realize @" + r + " --format json");
   ASSERT_EQ(narrowed.status, 0) << narrowed.output;
-  Outcome f64 = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --grad --format json");
+  Outcome f64 =
+      quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --grad --format json");
   ASSERT_EQ(f64.status, 0) << f64.output;
   EXPECT_LT(peak(narrowed), peak(f64));
-  Outcome loss_alone = quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --realize @" + r);
+  Outcome loss_alone =
+      quire::testing::run_quire("memory " + tutorial_train() + " --entry loss --dim B=4 --realize @" + r);
   EXPECT_EQ(loss_alone.status, 1) << loss_alone.output;
   EXPECT_NE(loss_alone.output.find("solved for the gradient of `loss`"), std::string::npos) << loss_alone.output;
   Outcome run = quire::testing::run_quire("run " + tutorial_train() + " --entry loss --dim B=4 --realize @" + r);

@@ -10,8 +10,8 @@
 
 #include "quire/core/printer.h"
 #include "quire/core/walk.h"
-#include "quire/interp/interpreter.h"
 #include "quire/interp/core_geometry.h"
+#include "quire/interp/interpreter.h"
 #include "quire/runtime/host_loops.h"
 #include "quire/runtime/kernels.h"
 
@@ -123,8 +123,9 @@ void store_at_site(const core::Function& fn, const core::Instr& in, const precis
     // A call's result or a tuple's element keeps the type it was stored in;
     // the realization predicted that type, and this is where it is checked.
     if (v.type != site.storage)
-      throw std::logic_error(fmt::format("internal: {} was realized as {} but carries a {} value", core::site_name(fn, in.id),
-                                         runtime::float_type_name(site.storage), runtime::float_type_name(v.type)));
+      throw std::logic_error(fmt::format("internal: {} was realized as {} but carries a {} value",
+                                         core::site_name(fn, in.id), runtime::float_type_name(site.storage),
+                                         runtime::float_type_name(v.type)));
     return;
   }
   // Already of the site's type (an element of an input tuple, a parameter
@@ -142,8 +143,8 @@ void check_site_value(const elab::Program& prog, const core::Function& fn, const
   if (!in.type.is_tensor()) return;
   const elab::TensorType& t = in.type.tensor;
   auto fail = [&](const std::string& what) {
-    throw std::logic_error(fmt::format("internal: {} is {} but its value {}", core::site_name(fn, in.id),
-                                       prog.printer().tensor(t), what));
+    throw std::logic_error(
+        fmt::format("internal: {} is {} but its value {}", core::site_name(fn, in.id), prog.printer().tensor(t), what));
   };
   if (v.kind != Value::Kind::Tensor) fail("is not a tensor");
   const runtime::Shape& shape = v.tensor.shape;
@@ -205,11 +206,16 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
   };
   const core::OpInfo& info = core::op_info(in.op);
   switch (in.op) {
-    case Op::Const: return Value::of(Tensor::scalar(in.attr<core::attr::Literal>().value));
-    case Op::HostConst: return Value::of_host(in.attr<core::attr::Literal>().value);
-    case Op::ConstInt: return Value::of_host(static_cast<double>(in.attr<core::attr::Integer>().value));
-    case Op::ConstBool: return Value::of_host(in.attr<core::attr::Boolean>().value ? 1.0 : 0.0);
-    case Op::Real: return Value::of(Tensor::scalar(arg(0).host));
+    case Op::Const:
+      return Value::of(Tensor::scalar(in.attr<core::attr::Literal>().value));
+    case Op::HostConst:
+      return Value::of_host(in.attr<core::attr::Literal>().value);
+    case Op::ConstInt:
+      return Value::of_host(static_cast<double>(in.attr<core::attr::Integer>().value));
+    case Op::ConstBool:
+      return Value::of_host(in.attr<core::attr::Boolean>().value ? 1.0 : 0.0);
+    case Op::Real:
+      return Value::of(Tensor::scalar(arg(0).host));
     case Op::Field: {
       const ParamMap& tree = *arg(0).params;
       if (in.type.kind == elab::TypeKind::Tensor) {
@@ -310,7 +316,8 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
     auto map = [&](size_t k) { return axis_map(in.align.at(k), tensor_arg(k).rank(), explicit_count(k), result_rest); };
     if (in.op == Op::PowConst) {
       Tensor e = Tensor::scalar(in.attr<core::attr::Exponent>().value);
-      return Value::of(runtime::binary(runtime::BinaryOp::Pow, tensor_arg(0), map(0), e, runtime::AxisMap(rank, -1), rank));
+      return Value::of(
+          runtime::binary(runtime::BinaryOp::Pow, tensor_arg(0), map(0), e, runtime::AxisMap(rank, -1), rank));
     }
     if (in.args.size() == 1) return Value::of(runtime::unary(unary_op(in.op), tensor_arg(0)));  // identity alignment
     if (in.op == Op::Where)
@@ -325,12 +332,14 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::LogSumExp: {
       const std::vector<int> axes =
           reduced_axes(static_cast<int>(tensor_arg(0).rank()), rest_of(0), in.all_axes, in.axes);
-      return Value::of(runtime::reduce(reduce_op(in.op), tensor_arg(0), axes, tensor_arg(0).is_real() ? acc : FloatType::F64));
+      return Value::of(
+          runtime::reduce(reduce_op(in.op), tensor_arg(0), axes, tensor_arg(0).is_real() ? acc : FloatType::F64));
     }
-    case Op::Dot: return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc, step));
+    case Op::Dot:
+      return Value::of(runtime::dot(tensor_arg(0), tensor_arg(1), acc, step));
     case Op::Contract: {
-      runtime::ContractPlan plan = contract_plan(rest_of(0), rest_of(1), fn.type_of(in.args[0]).tensor, fn.type_of(in.args[1]).tensor,
-                                                 in.axes, in.pairs);
+      runtime::ContractPlan plan = contract_plan(rest_of(0), rest_of(1), fn.type_of(in.args[0]).tensor,
+                                                 fn.type_of(in.args[1]).tensor, in.axes, in.pairs);
       return Value::of(runtime::contract(tensor_arg(0), tensor_arg(1), plan.result, plan.contracted, acc, step));
     }
     case Op::Transpose: {
@@ -380,14 +389,18 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
       const core::attr::Range& r = in.attr<core::attr::Range>();
       if (r.stop > size)
         throw runtime::RuntimeError(fmt::format("slice [{}, {}) of axis `{}` is out of range: the axis has size {}",
-                                                r.start, r.stop,
-                                                fn.type_of(in.args[0]).tensor.axes.at(in.axes[0]).name, size));
+                                                r.start, r.stop, fn.type_of(in.args[0]).tensor.axes.at(in.axes[0]).name,
+                                                size));
       return Value::of(runtime::slice(tensor_arg(0), axis, r.start, r.stop, r.step));
     }
-    case Op::Gather: return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
-    case Op::Pick: return Value::of(runtime::pick(tensor_arg(0), rest_of(0) + in.axes[0], tensor_arg(1)));
-    case Op::OneHot: return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
-    case Op::Iota: return Value::of(runtime::iota(eval_size(in.sizes.at(0), dims)));
+    case Op::Gather:
+      return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
+    case Op::Pick:
+      return Value::of(runtime::pick(tensor_arg(0), rest_of(0) + in.axes[0], tensor_arg(1)));
+    case Op::OneHot:
+      return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
+    case Op::Iota:
+      return Value::of(runtime::iota(eval_size(in.sizes.at(0), dims)));
     case Op::KeySplit: {
       auto [a, b] = runtime::split_key(arg(0).key);
       return Value::of_tuple({Value::of_key(a), Value::of_key(b)});
@@ -407,7 +420,8 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
         return Value::of(runtime::draw_normal(arg(0).key, shape, d.first, d.second));
       }
       double p = tensor_arg(1).reals.at(0);
-      if (!(p >= 0 && p <= 1)) throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
+      if (!(p >= 0 && p <= 1))
+        throw runtime::RuntimeError(fmt::format("bernoulli: probability {} is outside [0, 1]", p));
       return Value::of(runtime::draw_bernoulli(arg(0).key, shape, p));
     }
     case Op::SumTo: {
@@ -458,10 +472,10 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::ContractGradB: {
       const Tensor& a = tensor_arg(1);
       const Tensor& b = tensor_arg(2);
-      runtime::ContractPlan fwd =
-          in.attr<core::attr::ProductForm>().dot ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
-                          : contract_plan(rest_of(1), rest_of(2), fn.type_of(in.args[1]).tensor, fn.type_of(in.args[2]).tensor,
-                                          in.axes, in.pairs);
+      runtime::ContractPlan fwd = in.attr<core::attr::ProductForm>().dot
+                                      ? runtime::dot_plan(static_cast<int>(a.rank()), static_cast<int>(b.rank()))
+                                      : contract_plan(rest_of(1), rest_of(2), fn.type_of(in.args[1]).tensor,
+                                                      fn.type_of(in.args[2]).tensor, in.axes, in.pairs);
       if (in.op == Op::ContractGradA) {
         runtime::ContractPlan p = runtime::contract_adjoint_a(fwd, static_cast<int>(a.rank()));
         return Value::of(runtime::contract(tensor_arg(0), b, p.result, p.contracted, acc, step));
@@ -469,7 +483,8 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
       runtime::ContractPlan p = runtime::contract_adjoint_b(fwd, static_cast<int>(b.rank()));
       return Value::of(runtime::contract(a, tensor_arg(0), p.result, p.contracted, acc, step));
     }
-    case Op::ReshapeAs: return Value::of(runtime::reshape(tensor_arg(0), tensor_arg(1).shape));
+    case Op::ReshapeAs:
+      return Value::of(runtime::reshape(tensor_arg(0), tensor_arg(1).shape));
     case Op::MergeGrad: {
       const Tensor& x = tensor_arg(1);
       std::vector<int> perm = merge_permutation(rest_of(1), static_cast<int>(explicit_count(1)), in.axes);
@@ -489,14 +504,16 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
     }
     case Op::SliceGrad: {
       const core::attr::Range& r = in.attr<core::attr::Range>();
-      return Value::of(
-          runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), r.start, r.stop, r.step));
+      return Value::of(runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), r.start,
+                                              r.stop, r.step));
     }
     case Op::PickGrad:
-      return Value::of(runtime::pick_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), tensor_arg(2)));
+      return Value::of(
+          runtime::pick_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), tensor_arg(2)));
     case Op::GatherGrad:
       return Value::of(runtime::gather_adjoint(tensor_arg(0), tensor_arg(1).shape, in.axes.at(0), tensor_arg(2), acc));
-    case Op::ZerosLike: return Value::of(Tensor::real(tensor_arg(0).shape));
+    case Op::ZerosLike:
+      return Value::of(Tensor::real(tensor_arg(0).shape));
     case Op::MakeParams: {
       // Each leaf of the model tree: its one part itself (shared, not
       // copied), the sum of its parts in order, or +0.0 where none arrived.
@@ -610,13 +627,13 @@ Value evaluate_step(const core::Function& fn, const core::Instr& in, const std::
   if (core::op_info(in.op).copies && v.kind == Value::Kind::Tensor && v.tensor.is_real()) {
     const precision::SiteType* site = table && table->values[in.id] ? &*table->values[in.id] : nullptr;
     const Value& x = env.at(in.args.at(0));
-    bool same = x.kind == Value::Kind::Tensor && x.tensor.is_real() && !(site && site->read_down && site->read_as != x.type);
+    bool same =
+        x.kind == Value::Kind::Tensor && x.tensor.is_real() && !(site && site->read_down && site->read_as != x.type);
     if (in.op == Op::Concat)
       for (int a : in.args) same = same && env.at(static_cast<size_t>(a)).type == x.type;
     if (same) v.type = x.type;
   }
   return v;
 }
-
 
 }  // namespace quire::interp

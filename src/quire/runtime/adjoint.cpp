@@ -122,7 +122,8 @@ Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor
   auto land = [&](const auto* from, auto* to) {
     int64_t at = 0;
     for (int64_t p = 0; p < outer; ++p)
-      for (int64_t q = 0; q < inner; ++q, ++at) to[(p * size + ids.ints[static_cast<size_t>(at)]) * inner + q] = from[at];
+      for (int64_t q = 0; q < inner; ++q, ++at)
+        to[(p * size + ids.ints[static_cast<size_t>(at)]) * inner + q] = from[at];
   };
   const size_t n = static_cast<size_t>(element_count(shape));
   Tensor out;

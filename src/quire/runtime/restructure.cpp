@@ -120,7 +120,8 @@ using detail::View;
 View transpose_view(const Shape& x, const std::vector<int>& perm) {
   const char* op = "transpose";
   const int rank = static_cast<int>(x.size());
-  if (perm.size() != x.size()) misuse(op, fmt::format("permutation of {} axes for a rank-{} operand", perm.size(), rank));
+  if (perm.size() != x.size())
+    misuse(op, fmt::format("permutation of {} axes for a rank-{} operand", perm.size(), rank));
   std::vector<bool> seen(perm.size(), false);
   const std::vector<int64_t> own = contiguous_strides(x);
   View v{Shape(perm.size()), std::vector<int64_t>(perm.size()), 0};
@@ -202,8 +203,8 @@ Tensor concat(const std::vector<const Tensor*>& parts, int axis) {
                              elem_kind_name(first.kind), first.rank()));
     for (size_t d = 0; d < shape.size(); ++d)
       if (static_cast<int>(d) != axis && p.shape[d] != first.shape[d])
-        throw RuntimeError(fmt::format("concat: axis {} has size {} in part 0 but {} in part {}", d, first.shape[d],
-                                       p.shape[d], k));
+        throw RuntimeError(
+            fmt::format("concat: axis {} has size {} in part 0 but {} in part {}", d, first.shape[d], p.shape[d], k));
     shape[axis] += p.shape[axis];
   }
   // Row-major: for each index before `axis`, each part contributes one
@@ -294,7 +295,8 @@ Tensor pick(const Tensor& x, int axis, const Tensor& ids) {
   Shape shape = x.shape;
   shape.erase(shape.begin() + axis);
   if (ids.shape != shape)
-    misuse(op, fmt::format("ids have shape {}, x without axis {} {}", shape_string(ids.shape), axis, shape_string(shape)));
+    misuse(op,
+           fmt::format("ids have shape {}, x without axis {} {}", shape_string(ids.shape), axis, shape_string(shape)));
   const int64_t size = x.shape[axis];
   for (size_t j = 0; j < ids.ints.size(); ++j)
     if (ids.ints[j] < 0 || ids.ints[j] >= size)

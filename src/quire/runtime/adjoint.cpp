@@ -15,6 +15,25 @@ namespace {
 
 double step(FloatType acc, double v) { return acc == FloatType::F64 ? v : round_to(acc, v); }
 
+/// +0.0 in `shape`, with ct's elements placed by land(from, to): a copy, in
+/// the view ct has (detail::copies_narrow).
+template <class Land>
+Tensor placed_into_zeros(const Tensor& ct, const Shape& shape, Land&& land) {
+  const size_t n = static_cast<size_t>(element_count(shape));
+  Tensor out;
+  out.shape = shape;
+  if (detail::copies_narrow({&ct})) {
+    out.reals = RealStorage::narrow_for_overwrite(n);
+    float* to = out.reals.narrow_for_writing();
+    std::fill_n(to, n, 0.0f);
+    land(ct.reals.narrow(), to);
+  } else {
+    out.reals = RealStorage(n, 0.0);
+    land(std::as_const(ct.reals).data(), out.reals.data());
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor sum_to(const Tensor& ct, const AxisMap& map, const Shape& shape, FloatType acc) {
@@ -42,24 +61,11 @@ Tensor slice_adjoint(const Tensor& ct, const Shape& shape, int axis, int64_t sta
   const detail::View where = detail::slice_view(shape, axis, start, stop, step_by);
   if (where.shape != ct.shape)
     detail::misuse(op, fmt::format("ct has shape {}, the slice {}", shape_string(ct.shape), shape_string(where.shape)));
-  // A copy of ct's elements into +0.0, in the view ct has (detail::copies_narrow).
   auto land = [&](const auto* from, auto* to) {
     detail::StridedWalk<1> walk(ct.shape, {where.strides}, {where.start});
     for (size_t i = 0; i < ct.reals.size(); ++i, walk.next()) to[walk.offset(0)] = from[i];
   };
-  const size_t n = static_cast<size_t>(element_count(shape));
-  Tensor out;
-  out.shape = shape;
-  if (detail::copies_narrow({&ct})) {
-    out.reals = RealStorage::narrow_for_overwrite(n);
-    float* to = out.reals.narrow_for_writing();
-    std::fill_n(to, n, 0.0f);
-    land(ct.reals.narrow(), to);
-  } else {
-    out.reals = RealStorage(n, 0.0);
-    land(std::as_const(ct.reals).data(), out.reals.data());
-  }
-  return out;
+  return placed_into_zeros(ct, shape, land);
 }
 
 Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor& ids, FloatType acc) {
@@ -118,26 +124,13 @@ Tensor pick_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tensor
       throw RuntimeError(fmt::format("pick: id {} at {} is outside axis {} of size {}", id,
                                      detail::index_string(at, ids.shape), axis, size));
   }
-  // A copy of ct's elements into +0.0, in the view ct has (detail::copies_narrow).
   auto land = [&](const auto* from, auto* to) {
     int64_t at = 0;
     for (int64_t p = 0; p < outer; ++p)
       for (int64_t q = 0; q < inner; ++q, ++at)
         to[(p * size + ids.ints[static_cast<size_t>(at)]) * inner + q] = from[at];
   };
-  const size_t n = static_cast<size_t>(element_count(shape));
-  Tensor out;
-  out.shape = shape;
-  if (detail::copies_narrow({&ct})) {
-    out.reals = RealStorage::narrow_for_overwrite(n);
-    float* to = out.reals.narrow_for_writing();
-    std::fill_n(to, n, 0.0f);
-    land(ct.reals.narrow(), to);
-  } else {
-    out.reals = RealStorage(n, 0.0);
-    land(std::as_const(ct.reals).data(), out.reals.data());
-  }
-  return out;
+  return placed_into_zeros(ct, shape, land);
 }
 
 }  // namespace quire::runtime

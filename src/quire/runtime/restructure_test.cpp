@@ -68,7 +68,7 @@ TEST(Reshape, KeepsRowMajorOrder) {
 }
 
 TEST(Concat, JoinsAlongAnAxis) {
-  const Tensor a = iota(ElemKind::I64, {2, 2});     // 0 1 / 2 3
+  const Tensor a = iota(ElemKind::I64, {2, 2});  // 0 1 / 2 3
   const Tensor b = ints(ElemKind::I64, {2, 1}, {8, 9});
   const Tensor c = ints(ElemKind::I64, {2, 0}, {});
   const Tensor cols = concat({&a, &c, &b}, 1);
@@ -84,7 +84,10 @@ TEST(Concat, JoinsAlongAnAxis) {
 TEST(Concat, Errors) {
   const Tensor a = iota(ElemKind::I64, {2, 2});
   const Tensor b = iota(ElemKind::I64, {3, 1});
-  EXPECT_EQ(error_of<RuntimeError>([&] { concat({&a, &b}, 1); }), "concat: axis 0 has size 2 in part 0 but 3 in part 1");
+  EXPECT_EQ(error_of<RuntimeError>([&] {
+              concat({&a, &b}, 1);
+            }),
+            "concat: axis 0 has size 2 in part 0 but 3 in part 1");
   const Tensor r = Tensor::real({2, 2});
   const Tensor v = iota(ElemKind::I64, {4});
   EXPECT_THROW(concat({&a, &r}, 0), KernelMisuse);
@@ -141,9 +144,13 @@ TEST(Gather, PicksRowsOfATable) {
 
 TEST(Gather, Errors) {
   const Tensor table = Tensor::real({4, 2});
-  EXPECT_EQ(error_of<RuntimeError>([&] { gather(table, 0, ints(ElemKind::I64, {2, 2}, {0, 1, 4, 0})); }),
+  EXPECT_EQ(error_of<RuntimeError>([&] {
+              gather(table, 0, ints(ElemKind::I64, {2, 2}, {0, 1, 4, 0}));
+            }),
             "gather: id 4 at [1, 0] is outside the table's axis 0 of size 4");
-  EXPECT_EQ(error_of<RuntimeError>([&] { gather(table, 1, ints(ElemKind::I32, {3}, {0, -1, 9})); }),
+  EXPECT_EQ(error_of<RuntimeError>([&] {
+              gather(table, 1, ints(ElemKind::I32, {3}, {0, -1, 9}));
+            }),
             "gather: id -1 at [1] is outside the table's axis 1 of size 2");
   EXPECT_THROW(gather(table, 0, Tensor::real({2})), KernelMisuse);
   EXPECT_THROW(gather(table, 2, ints(ElemKind::I32, {1}, {0})), KernelMisuse);
@@ -166,9 +173,13 @@ TEST(Pick, TakesOneElementAlongTheAxisAtEachPosition) {
 
 TEST(Pick, Errors) {
   const Tensor x = Tensor::real({2, 3});
-  EXPECT_EQ(error_of<RuntimeError>([&] { pick(x, 1, ints(ElemKind::I32, {2}, {0, 3})); }),
+  EXPECT_EQ(error_of<RuntimeError>([&] {
+              pick(x, 1, ints(ElemKind::I32, {2}, {0, 3}));
+            }),
             "pick: id 3 at [1] is outside axis 1 of size 3");
-  EXPECT_EQ(error_of<RuntimeError>([&] { pick_adjoint(Tensor::real({2}), {2, 3}, 1, ints(ElemKind::I32, {2}, {-1, 0})); }),
+  EXPECT_EQ(error_of<RuntimeError>([&] {
+              pick_adjoint(Tensor::real({2}), {2, 3}, 1, ints(ElemKind::I32, {2}, {-1, 0}));
+            }),
             "pick: id -1 at [0] is outside axis 1 of size 3");
   EXPECT_THROW(pick(x, 1, ints(ElemKind::I32, {3}, {0, 0, 0})), KernelMisuse);  // ids of another shape
   EXPECT_THROW(pick(x, 1, Tensor::real({2})), KernelMisuse);
@@ -187,7 +198,9 @@ TEST(OneHot, MarksEachId) {
   EXPECT_EQ(r.shape, (Shape{2, 2, 3}));
   EXPECT_EQ(r.kind, ElemKind::Real);
   expect_bits(r.reals, {0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1});
-  EXPECT_EQ(error_of<RuntimeError>([] { one_hot(ints(ElemKind::I64, {3}, {0, 3, 1}), 3); }),
+  EXPECT_EQ(error_of<RuntimeError>([] {
+              one_hot(ints(ElemKind::I64, {3}, {0, 3, 1}), 3);
+            }),
             "one_hot: id 3 at [1] is outside the new axis 1 of size 3");
   EXPECT_THROW(one_hot(ints(ElemKind::I64, {1}, {0}), -1), KernelMisuse);
   EXPECT_THROW(one_hot(Tensor::real({1}), 2), KernelMisuse);
@@ -214,7 +227,9 @@ TEST(CastKind, RealToIntegerTruncates) {
 }
 
 TEST(CastKind, UnrepresentableValuesAreRuntimeErrors) {
-  EXPECT_EQ(error_of<RuntimeError>([] { cast_kind(reals({2}, {1, kNaN}), ElemKind::I32); }),
+  EXPECT_EQ(error_of<RuntimeError>([] {
+              cast_kind(reals({2}, {1, kNaN}), ElemKind::I32);
+            }),
             "cast: nan at [1] is outside the range of i32");
   EXPECT_EQ(error_of<RuntimeError>([] { cast_kind(reals({1}, {2147483648.0}), ElemKind::I32); }),
             "cast: 2147483648 at [0] is outside the range of i32");
@@ -253,6 +268,43 @@ TEST(BroadcastTo, CopiesAlongNewAndSizeOneAxes) {
   EXPECT_EQ(error_of<RuntimeError>([&] { broadcast_to(v, {0}, {4}); }),
             "broadcast_to: axis 0 of the operand has size 3 but result axis 0 has size 4");
   EXPECT_THROW(broadcast_to(v, {0, 0}, {3, 3}), KernelMisuse);
+}
+
+// A copy moves numbers: f32 numbers held as f32 alone stay so, in a result
+// held as f32 alone, and the source gains no f64 view (detail::copies_narrow).
+// The same numbers as the copy of their f64 form.
+TEST(Copies, KeepF32NumbersInTheirF32View) {
+  auto narrow = [](Shape shape, std::vector<double> v) {
+    Tensor t = reals(std::move(shape), std::move(v));
+    Tensor n;
+    n.shape = t.shape;
+    n.reals = RealStorage::narrow_for_overwrite(t.reals.size());
+    float* f = n.reals.narrow_for_writing();
+    for (size_t i = 0; i < t.reals.size(); ++i) f[i] = static_cast<float>(t.reals[i]);
+    return n;
+  };
+  const std::vector<double> six = {1.5, -2.0, -0.0, 0.25, 3.0, -7.5};
+  const Tensor x = narrow({2, 3}, six), wide = reals({2, 3}, six);
+  const Tensor ids = iota(ElemKind::I32, {2});
+  Tensor picks = Tensor::integer(ElemKind::I32, {2});
+  picks.ints = {2, 0};
+  const Tensor ct = narrow({2}, {0.5, -1.0});
+  const std::vector<std::pair<Tensor, Tensor>> copies = {
+      {gather(x, 0, ids), gather(wide, 0, ids)},
+      {pick(x, 1, picks), pick(wide, 1, picks)},
+      {concat({&x, &x}, 1), concat({&wide, &wide}, 1)},
+      {slice_adjoint(ct, {4}, 0, 0, 4, 2), slice_adjoint(reals({2}, {0.5, -1.0}), {4}, 0, 0, 4, 2)},
+      {pick_adjoint(ct, {2, 3}, 1, picks), pick_adjoint(reals({2}, {0.5, -1.0}), {2, 3}, 1, picks)},
+  };
+  for (size_t k = 0; k < copies.size(); ++k) {
+    SCOPED_TRACE(k);
+    const Tensor& got = copies[k].first;
+    EXPECT_TRUE(got.reals.holds_narrow());
+    EXPECT_FALSE(got.reals.holds_wide());
+    expect_bits(got.reals, copies[k].second.reals);
+  }
+  EXPECT_FALSE(x.reals.holds_wide());
+  EXPECT_FALSE(ct.reals.holds_wide());
 }
 
 }  // namespace

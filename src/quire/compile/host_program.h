@@ -93,10 +93,6 @@ struct HostFunction {
   int64_t evaluations = 0;          ///< how many times one call of the entry runs it
 };
 
-/// A fold copy's carried value: its second argument, after θᵢ
-/// (core/walk.h's copy_operands), so value number 2 of the copy's frame.
-inline constexpr size_t kCarriedArgument = 2;
-
 struct HostProgram {
   int entry = -1;  ///< the function called
   int root = 0;    ///< its instance

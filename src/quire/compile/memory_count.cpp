@@ -452,7 +452,7 @@ struct Replay::Calls {
   static Dims callee_dims(const core::Instr&, Dims) { return {}; }
   int64_t copies(const core::Instr&, Dims) const { return step.count; }
   static Held tuple(std::vector<Held> elements) { return Replay::tuple(std::move(elements)); }
-  static Held element(const Held& tuple, size_t k) { return tuple.elements.at(k); }
+  static Held element(const Held& tuple, size_t k) { return Replay::element(tuple, k); }
   static Held for_copy(const Held& operand, int64_t) { return operand; }
   /// θᵢ: each leaf's slice, a window onto the stacked leaf's elements
   /// (runtime::slice of a leading axis shares them).

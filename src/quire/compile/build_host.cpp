@@ -350,7 +350,8 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
         v = shaped(it->second.kind, it->second.shape);
         break;
       }
-      return Value::of_params(std::make_shared<const interp::ParamMap>(interp::subtree(tree, in.attr<core::attr::Member>().name)));
+      return Value::of_params(
+          std::make_shared<const interp::ParamMap>(interp::subtree(tree, in.attr<core::attr::Member>().name)));
     }
     case Op::TupleGet:
     case Op::MakeTuple: {
@@ -645,13 +646,15 @@ void count(HostProgram& host, int instance, int64_t times, int depth = 0) {
 
 }  // namespace
 
+int64_t element_bytes(runtime::ElemKind elem, runtime::FloatType type) {
+  return elem == runtime::ElemKind::Real   ? runtime::float_type_info(type).storage_bits / 8
+         : elem == runtime::ElemKind::I32  ? 4
+         : elem == runtime::ElemKind::Bool ? 1
+                                           : 8;
+}
+
 int64_t buffer_bytes(const Value& v) {
-  if (v.kind != Value::Kind::Tensor) return 0;
-  const int64_t per = v.tensor.is_real()                         ? runtime::float_type_info(v.type).storage_bits / 8
-                      : v.tensor.kind == runtime::ElemKind::I32  ? 4
-                      : v.tensor.kind == runtime::ElemKind::Bool ? 1
-                                                                 : 8;
-  return v.tensor.size() * per;
+  return v.kind == Value::Kind::Tensor ? v.tensor.size() * element_bytes(v.tensor.kind, v.type) : 0;
 }
 
 HostProgram build_host(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,

@@ -29,8 +29,12 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
                        const precision::Realization* realization, std::shared_ptr<kernel::KernelCatalog> catalog,
                        interp::Remat remat, const std::vector<interp::Value>* arguments = nullptr);
 
-/// A value's bytes as a buffer holds it (HostBuffer::bytes): a tensor's at
-/// its storage type (i32 4, bool 1, other integers 8); 0 for the rest.
+/// Bytes an element of a tensor of this kind takes at its storage type (a
+/// real's `type`; i32 4, bool 1, other integers 8).
+int64_t element_bytes(runtime::ElemKind elem, runtime::FloatType type);
+
+/// A value's bytes as a buffer holds it (HostBuffer::bytes): a tensor's
+/// elements at element_bytes; 0 for the rest.
 int64_t buffer_bytes(const interp::Value& v);
 
 }  // namespace quire::compile

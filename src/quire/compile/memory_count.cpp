@@ -211,13 +211,10 @@ class Replay {
 
   /// Bytes an element of this kind and type, as the options count it.
   int64_t width(runtime::ElemKind elem, runtime::FloatType type) const {
-    if (elem == runtime::ElemKind::Real) {
-      if (options_.widths == Widths::Native) return type == runtime::FloatType::F64 ? 8 : 4;
-      return runtime::float_type_info(type).storage_bits / 8;
-    }
-    if (!options_.integers) return 0;
-    if (options_.widths == Widths::Native) return 8;
-    return elem == runtime::ElemKind::I32 ? 4 : elem == runtime::ElemKind::Bool ? 1 : 8;
+    const bool real = elem == runtime::ElemKind::Real;
+    if (!real && !options_.integers) return 0;
+    if (options_.widths == Widths::Stored) return element_bytes(elem, type);
+    return real && type != runtime::FloatType::F64 ? 4 : 8;
   }
 
   /// A new block of `bytes` allocated by `site` (none for 0 bytes).
@@ -634,7 +631,7 @@ CallMemory count_call_memory(const elab::Program& prog, const CompiledProgram& c
   if (compiled.realization)
     for (const precision::ParamStorage& p : compiled.realization->params) {
       auto& [elements, bytes] = m.parameters_by_type[p.stored];
-      const int64_t b = p.elements * runtime::float_type_info(p.stored).storage_bits / 8;
+      const int64_t b = p.elements * element_bytes(runtime::ElemKind::Real, p.stored);
       elements += p.elements;
       bytes += b;
       m.parameter_elements += p.elements;

@@ -248,6 +248,8 @@ runtime::Shape Walk::leading_axes(const core::Function& fn, const core::Instr& i
     case Op::PickGrad:
     case Op::GatherGrad:
     case Op::ContractGradA:
+    case Op::Scan:       // x's
+    case Op::ScanGradA:  // h's, which is a's
       return operand_rest(1);
     case Op::ContractGradB:
       return operand_rest(2);
@@ -429,6 +431,8 @@ Value Walk::computed(const core::Function& fn, const core::Instr& in, const std:
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike: {
       // The static type names every axis but the `...` ones; the operands give those.

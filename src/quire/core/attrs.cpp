@@ -30,7 +30,7 @@ std::optional<CastTarget> parse_cast_target(std::string_view name) {
 const char* attr_family_name(size_t index) {
   static constexpr const char* kNames[] = {"None",     "Literal",    "Integer",    "Boolean",  "Member",
                                            "Element",  "Exponent",   "CastTo",     "ProductOut", "Range",
-                                           "DrawParams", "ExpandOf", "ProductForm", "VjpOf"};
+                                           "DrawParams", "ExpandOf", "ProductForm", "ScanOf",     "VjpOf"};
   static_assert(std::size(kNames) == std::variant_size_v<Attrs>, "one name per family of Attrs");
   return index < std::size(kNames) ? kNames[index] : "?";
 }

@@ -77,6 +77,12 @@ struct ExpandOf {
 struct ProductForm {
   bool dot = false;
 };
+/// Scan, ScanGradA: the recurrence forward (h[t] from h[t − 1], first t = 0)
+/// or its adjoint (h[t] from h[t + 1] through a[t + 1] transposed, first the
+/// last t: the cotangent of x in a forward scan, and the other way round).
+struct ScanOf {
+  bool adjoint = false;
+};
 /// FoldVjp: the function that is the copy's vjp.
 struct VjpOf {
   int function = -1;
@@ -86,7 +92,7 @@ struct VjpOf {
 
 using Attrs = std::variant<attr::None, attr::Literal, attr::Integer, attr::Boolean, attr::Member, attr::Element,
                            attr::Exponent, attr::CastTo, attr::ProductOut, attr::Range, attr::DrawParams,
-                           attr::ExpandOf, attr::ProductForm, attr::VjpOf>;
+                           attr::ExpandOf, attr::ProductForm, attr::ScanOf, attr::VjpOf>;
 
 /// The position of family A in Attrs.
 template <class A, size_t I = 0>

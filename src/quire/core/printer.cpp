@@ -172,6 +172,16 @@ std::string print_instr(const elab::Program& prog, const Function& fn, const Ins
       return fmt::format("slice_grad axis {} [{}:{}:{}] {}, {}", axis_label(operand_type(1), in.axes.at(0)), r.start,
                          r.stop, r.step, arg(0), arg(1));
     }
+    case Op::Scan:
+    case Op::ScanGradA: {
+      // x (scan's operand 1) and h (scan_grad_a's operand 1) have t and n; a has m.
+      const std::string axes = fmt::format("axis {}, axis {}, axis {}", axis_label(operand_type(1), in.axes.at(0)),
+                                           axis_label(operand_type(1), in.axes.at(1)),
+                                           axis_label(operand_type(in.op == Op::Scan ? 0 : 2), in.axes.at(2)));
+      const char* adjoint = in.attr<attr::ScanOf>().adjoint ? " (adjoint)" : "";
+      return in.op == Op::Scan ? fmt::format("scan{} {} {}, {}", adjoint, axes, arg(0), arg(1))
+                               : fmt::format("scan_grad_a{} {} {}, {}, {}", adjoint, axes, arg(0), arg(1), arg(2));
+    }
     case Op::PickGrad:
       return fmt::format("pick_grad axis {} {}, {}, {}", axis_label(operand_type(1), in.axes.at(0)), arg(0), arg(1), arg(2));
     case Op::GatherGrad:

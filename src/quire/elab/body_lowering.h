@@ -223,6 +223,7 @@ class BodyLowering {
   NOINLINE Operand builtin_slice(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_gather(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_pick(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
+  NOINLINE Operand builtin_scan(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_one_hot(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_iota(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);
   NOINLINE Operand builtin_draw(const std::string& name, Op op, const ast::Expr& e, const BuiltinArgs& b);

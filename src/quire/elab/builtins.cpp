@@ -147,6 +147,7 @@ NOINLINE std::optional<Operand> BodyLowering::lower_builtin(const std::string& n
       {"slice", Op::Slice, &BodyLowering::builtin_slice},
       {"gather", Op::Gather, &BodyLowering::builtin_gather},
       {"pick", Op::Pick, &BodyLowering::builtin_pick},
+      {"scan", Op::Scan, &BodyLowering::builtin_scan},
       {"one_hot", Op::OneHot, &BodyLowering::builtin_one_hot},
       {"ι", Op::Iota, &BodyLowering::builtin_iota},  // `iota` is the same identifier (docs/language.md §1)
       {"uniform", Op::Uniform, &BodyLowering::builtin_draw},
@@ -558,6 +559,59 @@ NOINLINE Operand BodyLowering::builtin_pick(const std::string& name, Op, const a
   }
   Instr in = make(Op::Pick, Type::make_tensor(out), {x->id, ids->id}, e.range);
   in.axes = {i};
+  return emit(std::move(in));
+}
+
+// `scan(axis t, axis n, axis m, a, x)`: the linear recurrence
+// h[t, n] = x[t, n] + Σ_m a[t, n, m] h[t − 1, m] along t, h[0] = x[0]. x has
+// t and n; a has x's axes (the same names, sizes and order, and the same
+// `...`) with m, as long as n, added anywhere; the result has x's type.
+NOINLINE Operand BodyLowering::builtin_scan(const std::string& name, Op, const ast::Expr& e, const BuiltinArgs& b) {
+  if (!expect_args(name, e, b, 2, 2, true, false, {})) return Operand::error();
+  if (b.axes.size() != 3) {
+    error("E0405", e.range,
+          "`scan(axis t, axis n, axis m, a, x)` names the step axis and the state axis of x, and the axis of a "
+          "it sums over");
+    return Operand::error();
+  }
+  auto a = tensor(lower(*b.positional[0]->value), b.positional[0]->range);
+  auto x = tensor(lower(*b.positional[1]->value), b.positional[1]->range);
+  if (!a || !x) return Operand::error();
+  const TensorType& at = a->type.tensor;
+  const TensorType& xt = x->type.tensor;
+  for (size_t k = 0; k < 2; ++k) {
+    const TensorType& t = k == 0 ? at : xt;
+    if (t.elem != Elem::Real) {
+      error("E0406", b.positional[k]->range, fmt::format("scan takes real tensors, given {}", show(t)));
+      return Operand::error();
+    }
+  }
+  const int t = axis_index(xt, *b.axes[0]->name, "scan");
+  const int n = axis_index(xt, *b.axes[1]->name, "scan");
+  const int m = axis_index(at, *b.axes[2]->name, "scan");
+  if (t < 0 || n < 0 || m < 0) return Operand::error();
+  if (t == n) {
+    error("E0405", b.axes[1]->range, fmt::format("scan: the state axis `{}` is the step axis", b.axes[1]->name->text));
+    return Operand::error();
+  }
+  TensorType without = at;
+  without.axes.erase(without.axes.begin() + m);
+  if (without.axes != xt.axes || without.rest != xt.rest) {
+    error("E0401", b.positional[0]->range,
+          fmt::format("scan's a must have the axes of x and `{}`; without `{}` it is {}, x is {}",
+                      b.axes[2]->name->text, b.axes[2]->name->text, show(without), show(xt)));
+    return Operand::error();
+  }
+  if (!(at.axes[static_cast<size_t>(m)].size == xt.axes[static_cast<size_t>(n)].size)) {
+    error("E0404", b.axes[2]->range,
+          fmt::format("scan: a's `{}` has size {}, but the state axis `{}` has size {}", b.axes[2]->name->text,
+                      at.axes[static_cast<size_t>(m)].size.str(), b.axes[1]->name->text,
+                      xt.axes[static_cast<size_t>(n)].size.str()));
+    return Operand::error();
+  }
+  Instr in = make(Op::Scan, Type::make_tensor(xt), {a->id, x->id}, e.range);
+  in.axes = {t, n, m};
+  in.set(core::attr::ScanOf{false});
   return emit(std::move(in));
 }
 

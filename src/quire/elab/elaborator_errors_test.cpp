@@ -562,6 +562,30 @@ fn f(x : ℝ[..., v: 5], i : i32[b: 2]) -> ℝ[] = sum(pick(axis v, x, i))
       << e->rendered();
 }
 
+TEST(ElaborateErrors, ScanMistakes) {
+  auto e =
+      elaborate_text(R"(fn a(a : ℝ[t: 4, n: 3, m: 3], x : ℝ[t: 4, n: 3]) -> ℝ[t: 4, n: 3] = scan(axis t, axis n, a, x)
+fn b(a : ℝ[t: 4, n: 3, m: 2], x : ℝ[t: 4, n: 3]) -> ℝ[t: 4, n: 3] = scan(axis t, axis n, axis m, a, x)
+fn c(a : ℝ[t: 4, m: 3, n: 3], x : ℝ[t: 5, n: 3]) -> ℝ[t: 5, n: 3] = scan(axis t, axis n, axis m, a, x)
+fn d(a : ℝ[t: 4, n: 3, m: 3], x : ℝ[t: 4, n: 3]) -> ℝ[t: 4, n: 3] = scan(axis t, axis t, axis m, a, x)
+fn e(a : i32[t: 4, n: 3, m: 3], x : ℝ[t: 4, n: 3]) -> ℝ[t: 4, n: 3] = scan(axis t, axis n, axis m, a, x)
+fn f(a : ℝ[t: 4, n: 3, m: 3], x : ℝ[t: 4, n: 3]) -> ℝ[t: 4, n: 3] = scan(axis s, axis n, axis m, a, x)
+)");
+  EXPECT_EQ(e->errors().size(), 6u) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 1, 69,
+                           "`scan(axis t, axis n, axis m, a, x)` names the step axis and the state axis of x, and the "
+                           "axis of a it sums over"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0404", 2, 90, "scan: a's `m` has size 2, but the state axis `n` has size 3"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error(
+      "E0401", 3, 98, "scan's a must have the axes of x and `m`; without `m` it is ℝ[t: 4, n: 3], x is ℝ[t: 5, n: 3]"))
+      << e->rendered();
+  EXPECT_TRUE(e->has_error("E0405", 4, 82, "scan: the state axis `t` is the step axis")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0406", 5, 100, "scan takes real tensors, given i32[t: 4, n: 3, m: 3]")) << e->rendered();
+  EXPECT_TRUE(e->has_error("E0403", 6, 79, "scan: ℝ[t: 4, n: 3] has no axis named `s`")) << e->rendered();
+}
+
 TEST(ElaborateErrors, RestructuringMistakes) {
   auto e = elaborate_text(R"(dim B
 fn a(x : ℝ[a: 6]) -> ℝ[] = sum(split(axis a, x, p: 4, q: 2))

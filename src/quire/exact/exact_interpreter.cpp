@@ -13,6 +13,7 @@
 #include "quire/interp/inputs.h"
 #include "quire/realize/realization.h"
 #include "quire/runtime/kernels.h"
+#include "quire/runtime/scan_order.h"
 
 namespace quire::exact {
 
@@ -29,6 +30,7 @@ using interp::merge_permutation;
 using interp::reduce_op;
 using interp::reduced_axes;
 using interp::reduced_map;
+using interp::scan_axes;
 using interp::subtree;
 using interp::unary_op;
 
@@ -178,6 +180,8 @@ Big apply_unary(Op op, const Big& x) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -261,6 +265,8 @@ Big apply_binary(Op op, const Big& a, const Big& b) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -345,6 +351,8 @@ bool apply_comparison(Op op, const Big& a, const Big& b) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -646,6 +654,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::Erf:
     case Op::Sigmoid:
     case Op::Relu:
+    case Op::Scan:
     case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
@@ -693,6 +702,7 @@ bool ExactInterpreter::adds_terms(Op op) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::ScanGradA:
     case Op::ZerosLike:
     case Op::MakeParams:
     case Op::FoldVjp:
@@ -913,6 +923,8 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -1194,6 +1206,32 @@ ExactValue ExactInterpreter::step(const core::Function& fn, const core::Instr& i
       BigTensor r = BigTensor::filled(where.shape, bits);
       for (size_t i = 0; i < where.reals.size(); ++i)
         if (where.reals[i] != 0) r.elems[i] = ct.elems.at(position(where.reals[i]) - 1);
+      return ExactValue::of(std::move(r));
+    }
+    case Op::Scan: {
+      // The recurrence in MPFR, in the kernel's order (runtime/scan_order.h).
+      const BigTensor& a = real_arg(0);
+      const BigTensor& x = real_arg(1);
+      BigTensor h = BigTensor::filled(x.shape, bits);
+      runtime::scan_order(x.shape, scan_axes(in, rest_of(1)), in.attr<core::attr::ScanOf>().adjoint,
+                          [&](int64_t o, int64_t a0, int64_t a_step, int64_t h0, int64_t h_step, int64_t terms) {
+                            Big s = x.elems.at(static_cast<size_t>(o));
+                            for (int64_t m = 0; m < terms; ++m)
+                              s = add(s, mul(a.elems.at(static_cast<size_t>(a0 + m * a_step)),
+                                             h.elems.at(static_cast<size_t>(h0 + m * h_step))));
+                            h.elems[static_cast<size_t>(o)] = std::move(s);
+                          });
+      return ExactValue::of(std::move(h));
+    }
+    case Op::ScanGradA: {
+      const BigTensor& l = real_arg(0);
+      const BigTensor& h = real_arg(1);
+      BigTensor r = BigTensor::filled(shape_of(arg(2)), bits);
+      runtime::scan_grad_a_order(h.shape, scan_axes(in, rest_of(1)), in.attr<core::attr::ScanOf>().adjoint,
+                                 [&](int64_t o, int64_t li, int64_t hi) {
+                                   r.elems.at(static_cast<size_t>(o)) =
+                                       mul(l.elems.at(static_cast<size_t>(li)), h.elems.at(static_cast<size_t>(hi)));
+                                 });
       return ExactValue::of(std::move(r));
     }
     case Op::PickGrad: {

@@ -573,6 +573,8 @@ void Frame::step(const core::Instr& in, const std::string& why) {
     case Op::SumTo:
     case Op::ContractGradA:
     case Op::ContractGradB:
+    case Op::Scan:
+    case Op::ScanGradA:
 #ifdef QUIRE_TEST_EXTRA_OP
     case Op::TestExtraOp:
 #endif

@@ -259,6 +259,10 @@ class Translation {
       // gather's axis is the table's own (a table has no `...`), as the reference reads it.
       case Op::Gather: return fmt::format("qr.gather({}, {}, {})", operand(0), in_.axes[0], operand(1));
       case Op::Pick: return fmt::format("qr.pick({}, {}, {})", operand(0), dim(0, in_.axes[0]), operand(1));
+      case Op::Scan:
+        if (in_.attr<core::attr::ScanOf>().adjoint) not_exported(scope_, in_);
+        return fmt::format("qr.scan({}, {}, {}, {}, {})", operand(0), operand(1), dim(1, in_.axes[0]),
+                           dim(1, in_.axes[1]), dim(0, in_.axes[2]));
       case Op::OneHot: return fmt::format("qr.one_hot({}, {})", operand(0), python_size(in_.sizes.at(0)));
       case Op::Iota: return fmt::format("qr.iota({})", python_size(in_.sizes.at(0)));
       case Op::KeySplit: return fmt::format("qr.split_key({})", operand(0));
@@ -288,6 +292,7 @@ class Translation {
       case Op::ConcatGrad:
       case Op::SliceGrad:
       case Op::PickGrad:
+      case Op::ScanGradA:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:

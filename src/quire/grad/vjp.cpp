@@ -392,6 +392,8 @@ class Builder {
       case Op::ConcatGrad:
       case Op::SliceGrad:
       case Op::PickGrad:
+      case Op::Scan:
+      case Op::ScanGradA:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:
@@ -612,6 +614,21 @@ class Builder {
         s.axes = in.axes;
         return add(in.args[0], emit(std::move(s)), in);
       }
+      case Op::Scan: {
+        // x's cotangent λ follows the other direction's recurrence through
+        // the same a (a forward scan's, the adjoint: from the last step down,
+        // a[t + 1] transposed); a's is λ times the neighbouring state.
+        const bool adjoint = in.attr<attr::ScanOf>().adjoint;
+        Instr l = make(Op::Scan, src_.type_of(in.args[1]), {x(0), g}, in);
+        l.axes = in.axes;
+        l.set(attr::ScanOf{!adjoint});
+        const int lambda = emit(std::move(l));
+        Instr d = make(Op::ScanGradA, src_.type_of(in.args[0]), {lambda, y, x(0)}, in);
+        d.axes = in.axes;
+        d.set(attr::ScanOf{adjoint});
+        add(in.args[0], emit(std::move(d)), in);
+        return add(in.args[1], lambda, in);
+      }
       case Op::Gather: {
         Instr s = make(Op::GatherGrad, src_.type_of(in.args[0]), {g, x(0), x(1)}, in);
         s.axes = in.axes;
@@ -649,6 +666,7 @@ class Builder {
       case Op::ConcatGrad:
       case Op::SliceGrad:
       case Op::PickGrad:
+      case Op::ScanGradA:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:

@@ -122,6 +122,8 @@ runtime::UnaryOp unary_op(Op op) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -207,6 +209,8 @@ runtime::BinaryOp binary_op(Op op) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -292,6 +296,8 @@ runtime::ReduceOp reduce_op(Op op) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -324,6 +330,10 @@ runtime::ContractPlan contract_plan(int rest_a, int rest_b, const elab::TensorTy
   }
   plan.contracted = {{rest_a + axes[0], lead_b + axes[1]}};
   return plan;
+}
+
+runtime::ScanAxes scan_axes(const core::Instr& in, int rest) {
+  return {rest + in.axes.at(0), rest + in.axes.at(1), rest + in.axes.at(2)};
 }
 
 std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged) {

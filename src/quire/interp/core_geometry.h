@@ -44,6 +44,10 @@ runtime::ReduceOp reduce_op(core::Op op);
 runtime::ContractPlan contract_plan(int rest_a, int rest_b, const elab::TensorType& ta, const elab::TensorType& tb,
                                     const std::vector<int>& axes, const std::vector<std::pair<int, int>>& pairs);
 
+/// A scan's (or scan_grad_a's) run-time axes: its explicit axes t, n (of x)
+/// and m (of a) after the `rest` leading `...` axes the operands share.
+runtime::ScanAxes scan_axes(const core::Instr& in, int rest);
+
 /// merge's permutation of x's axes: the merged axes gathered, in the order
 /// listed, at the place of the first of them.
 std::vector<int> merge_permutation(int rest, int explicit_axes, const std::vector<int>& merged);

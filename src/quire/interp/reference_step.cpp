@@ -302,6 +302,8 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -397,6 +399,9 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
       return Value::of(runtime::gather(tensor_arg(0), in.axes[0], tensor_arg(1)));
     case Op::Pick:
       return Value::of(runtime::pick(tensor_arg(0), rest_of(0) + in.axes[0], tensor_arg(1)));
+    case Op::Scan:
+      return Value::of(runtime::scan(tensor_arg(0), tensor_arg(1), scan_axes(in, rest_of(1)),
+                                     in.attr<core::attr::ScanOf>().adjoint, acc));
     case Op::OneHot:
       return Value::of(runtime::one_hot(tensor_arg(0), eval_size(in.sizes.at(0), dims)));
     case Op::Iota:
@@ -507,6 +512,9 @@ Value computed_step(const core::Function& fn, const core::Instr& in, const std::
       return Value::of(runtime::slice_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), r.start,
                                               r.stop, r.step));
     }
+    case Op::ScanGradA:
+      return Value::of(runtime::scan_grad_a(tensor_arg(0), tensor_arg(1), scan_axes(in, rest_of(1)),
+                                            in.attr<core::attr::ScanOf>().adjoint));
     case Op::PickGrad:
       return Value::of(
           runtime::pick_adjoint(tensor_arg(0), tensor_arg(1).shape, rest_of(1) + in.axes.at(0), tensor_arg(2)));

@@ -80,6 +80,11 @@ StepStorage step_storage(const core::Function& fn, const core::Instr& in, const 
     case Op::GatherGrad:
       shape_only(1);
       break;
+    case Op::ScanGradA:  // λ, h, and a for its shape
+      shape_only(2);
+      break;
+    case Op::Scan:
+      break;
     case Op::Const:
     case Op::ConstInt:
     case Op::ConstBool:

@@ -108,6 +108,11 @@ LaunchKind launch_kind(const Instr& in) {
     case Op::PickGrad:
     case Op::GatherGrad:
       break;
+    // A scan's steps run one after another, by its reference kernel, and so
+    // does the cotangent of its a, which reads the states beside each step.
+    case Op::Scan:
+    case Op::ScanGradA:
+      return LaunchKind::Reduction;
   }
   // The rest by the operation table's columns, so that a new operation
   // takes the kind its flags give it.
@@ -269,6 +274,8 @@ std::optional<MemoryReason> blocking(const Instr& reader, const elab::Type& valu
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

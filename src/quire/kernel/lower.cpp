@@ -541,6 +541,8 @@ class GroupLowering {
       case Op::ConcatGrad:
       case Op::SliceGrad:
       case Op::PickGrad:
+      case Op::Scan:
+      case Op::ScanGradA:
       case Op::GatherGrad:
       case Op::ZerosLike:
       case Op::MakeParams:

@@ -770,6 +770,8 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
       break;
@@ -1033,6 +1035,50 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
         me = envelope_of(site, out.size());
         contraction_of(a, ct, k);
       }
+      return out;
+    }
+    case Op::Scan: {
+      // Step t's error e_t from e_(t−1): the terms' errors, N·(δa·(M_h + e) + M_a·e), x's δx, and
+      // the step's roundings, γ_(N+2) of Σ|terms| (x rounded to acc, N products, N sums; Higham
+      // §3.1); e_0 is x's with its rounding. So e_t ≤ c + ρ·e_(t−1), taken step by step over T.
+      // M_h is the result's own envelope. Under normwise each E bounds the largest error too, and
+      // the result's E is √n times the largest.
+      const Bounded& a = arg(0);
+      const Bounded& x = arg(1);
+      tensor_result(x.shape);
+      me = envelope_of(site, out.size());
+      const runtime::ScanAxes ax = interp::scan_axes(in, rest_of(1));
+      const double steps = x.shape.empty() ? 0 : static_cast<double>(x.shape.at(static_cast<size_t>(ax.t)));
+      const double states = static_cast<double>(x.shape.at(static_cast<size_t>(ax.n)));
+      const double g = gamma(states + 2, step_unit(acc));
+      const double root_n = std::sqrt(static_cast<double>(out.size()));
+      for (int r = 0; r < kEnvelopeRules; ++r) {
+        const double da = a.error[r], dx = x.error[r], Mh = out.max_abs;
+        const double rho = times(states, da + a.max_abs) * (1 + g);
+        const double c =
+            dx + times(states, times(da, Mh)) + times(g, x.max_abs + dx + times(states, times(a.max_abs + da, Mh)));
+        double e = dx + times(g, x.max_abs + dx);
+        for (double t = 1; t < steps && std::isfinite(e); ++t) e = c + times(rho, e);
+        out.error[r] = r == kNorm ? times(root_n, e) : e;
+        if (!std::isfinite(out.error[r])) why[r] = "the scan's steps amplify its error past every bound";
+      }
+      computed = true;
+      lies_in = acc;
+      return out;
+    }
+    case Op::ScanGradA: {
+      // One product per element, λ·h (each element of either read by N products): its
+      // propagation, then the f64 kernel's rounding.
+      const Bounded& l = arg(0);
+      const Bounded& h = arg(1);
+      tensor_result(arg(2).shape);
+      const runtime::ScanAxes ax = interp::scan_axes(in, rest_of(1));
+      const double states = static_cast<double>(h.shape.at(static_cast<size_t>(ax.n)));
+      for (int r = 0; r < kEnvelopeRules; ++r) {
+        const double e = times(l.error[r], h.max_abs + h.error[r]) + times(l.max_abs, h.error[r]);
+        out.error[r] = r == kNorm ? times(std::sqrt(states), e) : e;
+      }
+      charge_kernel(l, false);
       return out;
     }
     case Op::SumTo: {
@@ -1300,6 +1346,8 @@ Bounded BoundWalk::step(const core::Function& fn, const core::Instr& in, const s
     case Op::ContractGradA:
     case Op::ContractGradB:
     case Op::GatherGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::ZerosLike:
     case Op::MakeParams:
     case Op::FoldVjp:

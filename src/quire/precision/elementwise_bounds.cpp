@@ -158,6 +158,8 @@ Propagated unary_rule(const core::Instr& in, const RuleOperand& x, bool normwise
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -270,6 +272,8 @@ Propagated binary_rule(Op op, const RuleOperand& a, const RuleOperand& b, double
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -443,6 +447,8 @@ Linearized unary_linearization(const core::Instr& in, double x, double delta) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:
@@ -547,6 +553,8 @@ Linearized binary_linearization(Op op, double a, double b, double delta_a, doubl
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -112,6 +112,8 @@ bool library_function(const core::Instr& in) {
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
     case Op::MakeParams:

@@ -41,6 +41,7 @@
 #include "quire/precision/error_forms.h"
 #include "quire/precision/rounding_rules.h"
 #include "quire/runtime/kernels.h"
+#include "quire/runtime/scan_order.h"
 
 namespace quire::precision {
 
@@ -758,6 +759,8 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::ConcatGrad:
     case Op::SliceGrad:
     case Op::PickGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::GatherGrad:
     case Op::ZerosLike:
       break;
@@ -1043,6 +1046,58 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
       lies_in = acc;
       return out;
     }
+    case Op::Scan: {
+      // A bound per element, carried along the recurrence in the kernel's order
+      // (runtime/scan_order.h): x's bound, each term's a·e_(t−1) + δa·(|h| + e_(t−1)), and the
+      // step's roundings, γ_(N+2) of Σ|terms| (x rounded to acc, N products, N sums). The
+      // states' errors feed the next step, so the result's elements bound without a form.
+      const Sampled& a = arg(0);
+      const Sampled& x = arg(1);
+      std::vector<double> e(n_out, 0);
+      const runtime::ScanAxes ax = interp::scan_axes(in, rest_of(1));
+      const double g = gamma(static_cast<double>(x.exact.shape.at(static_cast<size_t>(ax.n))) + 2, ua);
+      runtime::scan_order(x.exact.shape, ax, in.attr<core::attr::ScanOf>().adjoint,
+                          [&](int64_t o, int64_t a0, int64_t a_step, int64_t h0, int64_t h_step, int64_t terms) {
+                            const size_t j = static_cast<size_t>(o);
+                            double prop = x.bound(j), size = above(x.exact.reals[j]) + x.bound(j);
+                            for (int64_t m = 0; m < terms; ++m) {
+                              const size_t ia = static_cast<size_t>(a0 + m * a_step),
+                                           ih = static_cast<size_t>(h0 + m * h_step);
+                              const double av = above(a.exact.reals[ia]), hv = above(out.exact.reals[ih]);
+                              prop += times(av, e[ih]) + times(a.bound(ia), hv + e[ih]);
+                              size += times(av + a.bound(ia), hv + e[ih]);
+                            }
+                            e[j] = prop + times(g, size);
+                          });
+      bounds([&](size_t j) { return e[j]; });
+      lies_in = acc;
+      return out;
+    }
+    case Op::ScanGradA: {
+      // One product per element, λ·h, then the f64 kernel's rounding.
+      const Sampled& l = arg(0);
+      const Sampled& h = arg(1);
+      build_.begin(n_out);
+      std::vector<std::pair<size_t, size_t>> reads(n_out, {SIZE_MAX, SIZE_MAX});
+      runtime::scan_grad_a_order(h.exact.shape, interp::scan_axes(in, rest_of(1)),
+                                 in.attr<core::attr::ScanOf>().adjoint, [&](int64_t o, int64_t li, int64_t hi) {
+                                   reads[static_cast<size_t>(o)] = {static_cast<size_t>(li), static_cast<size_t>(hi)};
+                                 });
+      for (size_t j = 0; j < n_out; ++j) {
+        const auto [li, hi] = reads[j];
+        if (li != SIZE_MAX) {
+          const double lv = l.exact.reals[li], hv = h.exact.reals[hi];
+          build_.add(*l.error, li, hv);
+          build_.add(*h.error, hi, lv);
+          build_.add_rest((l.bound(li) + slack(lv)) * (h.bound(hi) + slack(hv)));
+          add_fixed(kU64 * (above(lv) + l.bound(li)) * (above(hv) + h.bound(hi)));
+        }
+        build_.next();
+      }
+      out.error = build_.finish();
+      lies_in = FloatType::F64;
+      return out;
+    }
     case Op::SumTo:
     case Op::GatherGrad: {
       // Sums of the cotangent's elements into the operand's, in the cotangent's order.
@@ -1257,6 +1312,8 @@ Sampled RunningWalk::step(const core::Function& fn, const core::Instr& in, const
     case Op::ContractGradA:
     case Op::ContractGradB:
     case Op::GatherGrad:
+    case Op::Scan:
+    case Op::ScanGradA:
     case Op::ZerosLike:
     case Op::MakeParams:
     case Op::FoldVjp:

@@ -109,6 +109,8 @@ bool reads_discontinuously(core::Op op) {
     case core::Op::ConcatGrad:
     case core::Op::SliceGrad:
     case core::Op::PickGrad:
+    case core::Op::Scan:
+    case core::Op::ScanGradA:
     case core::Op::GatherGrad:
     case core::Op::ZerosLike:
     case core::Op::MakeParams:

@@ -526,6 +526,8 @@ class Realizer {
         case Op::ConcatGrad:
         case Op::SliceGrad:
         case Op::PickGrad:
+        case Op::Scan:
+        case Op::ScanGradA:
         case Op::GatherGrad:
         case Op::ZerosLike:
         case Op::MakeParams:

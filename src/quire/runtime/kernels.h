@@ -235,6 +235,33 @@ ContractPlan contract_adjoint_a(const ContractPlan& fwd, int a_rank);
 ContractPlan contract_adjoint_b(const ContractPlan& fwd, int b_rank);
 
 // ---------------------------------------------------------------------------
+// The linear recurrence (scan.cpp)
+
+/// The axes of a scan: t (the steps) and n (the state) index x's axes, m
+/// indexes a's axes; a's axes are x's with m (as long as n) inserted at m.
+struct ScanAxes {
+  int t = 0, n = 0, m = 0;
+};
+
+/// h[p, t, n] = x[p, t, n] + Σ_m a[p, t, n, m] · h[p, t − 1, m] along t, the
+/// batch p every other axis (written here with t before n and m last; any
+/// order is taken), and h at the first step just x there (a is not read at
+/// that step: the state before it is absent, not zero). Each state element is
+///   s = r(x[t, n]); for m = 0, 1, …: s = r(s + r(a[t, n, m] · h[t − 1, m]))
+/// with r rounding to `acc` (F64: unrounded), and the next step reads s as
+/// it is: the accumulator's type carries from step to step.
+/// `adjoint` is the recurrence a forward scan's cotangent follows: from the
+/// last t down, h[t, n] = x[t, n] + Σ_m a[t + 1, m, n] · h[t + 1, m] (a's
+/// first step unread), in the same order and rounding.
+Tensor scan(const Tensor& a, const Tensor& x, const ScanAxes& axes, bool adjoint, FloatType acc = FloatType::F64);
+
+/// The cotangent of a scan's a, given λ (the cotangent of its x, shaped as
+/// x) and h (its result): a's shape, +0.0 at t = 0, and elsewhere the one
+/// product λ[t, n] · h[t − 1, m] (the adjoint's: λ[t − 1, m] · h[t, n]),
+/// in f64 (for f32 operands, exact before the store rounds it).
+Tensor scan_grad_a(const Tensor& lambda, const Tensor& h, const ScanAxes& axes, bool adjoint);
+
+// ---------------------------------------------------------------------------
 // Adjoints (adjoint.cpp): the cotangents of broadcasting, slicing and gathering,
 // which scatter or sum rather than copy. Each sum folds in row-major order of
 // ct, every step rounded to `acc` (F64: unrounded).

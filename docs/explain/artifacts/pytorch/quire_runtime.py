@@ -105,6 +105,27 @@ def pick(x, dim, ids):
     return torch.gather(x, d, ids.long().unsqueeze(d)).squeeze(d)
 
 
+def scan(a, x, t, n, m):
+    """h[t, n] = x[t, n] + sum over m of a[t, n, m] * h[t - 1, m], h[0] = x[0]: x's step
+    axis at dim t, its state axis at dim n, a's summed axis at dim m (all < 0); each
+    state's terms added one at a time in the order of m, as quire's kernel adds them."""
+    td, nd, md = x.dim() + t, x.dim() + n, a.dim() + m
+    at, an = (td if td < md else td + 1), (nd if nd < md else nd + 1)
+    xs = x.movedim((td, nd), (-2, -1))
+    aa = a.movedim((at, an, md), (-3, -2, -1))
+    if xs.shape[-2] == 0:
+        return x.clone()
+    states = []
+    for i in range(xs.shape[-2]):
+        s = xs[..., i, :]
+        if states:
+            h = states[-1]
+            for j in range(aa.shape[-1]):
+                s = s + aa[..., i, :, j] * h[..., j:j + 1]
+        states.append(s)
+    return torch.stack(states, dim=-2).movedim((-2, -1), (td, nd))
+
+
 def one_hot(ids, n):
     """1.0 at [i, ids[i]], +0.0 elsewhere: shape ids + [n], float64."""
     return torch.nn.functional.one_hot(ids.long(), n).to(F64)

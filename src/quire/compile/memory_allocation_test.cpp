@@ -169,5 +169,29 @@ TEST_F(MemoryAllocation, GeneratedProgramsAndTheirGradientsAllocateWhatIsCounted
     });
 }
 
+TEST_F(MemoryAllocation, ScansAndTheirGradientsAllocateWhatIsCounted) {
+  // The recurrences' reference kernels: matrix_scan's island, linear_scan's
+  // transposes around it, the adjoint scan and a's cotangent in the vjp.
+  auto e = elab::testing::elaborate_text(R"(dim B
+fn f(a : ℝ[b: B, t: 6, n: 3, m: 3], x : ℝ[b: B, t: 6, n: 3], c : ℝ[b: B, t: 6, k: 4]) -> ℝ[] =
+  sum(tanh(matrix_scan(a * 0.5, x))) + sum(linear_scan(tanh(c), c) * c)
+)");
+  ASSERT_TRUE(e->ok()) << e->rendered();
+  elab::Program& prog = *e->prog;
+  const int f = prog.find_function("f");
+  const int vjp = grad::vjp(prog, f, {0, 1, 2});
+  for (precision::Policy policy : {precision::Policy::F64, precision::Policy::F32, precision::Policy::BF16})
+    for (interp::Remat remat : {interp::Remat::Recompute, interp::Remat::Store}) {
+      const std::string what = fmt::format("scans, {}, {}", precision::policy_name(policy), remat_label(remat));
+      SCOPED_TRACE(what);
+      const std::map<std::string, int64_t> dims = {{"B", 2}};
+      const std::vector<Value> args = kernel::testing::drawn_arguments(prog, f, dims);
+      expect_agree(count_and_log(prog, f, args, dims, policy, remat), what);
+      std::vector<Value> with_ct = args;
+      with_ct.push_back(Value::of(runtime::Tensor::scalar(1.0)));
+      expect_agree(count_and_log(prog, vjp, with_ct, dims, policy, remat), what + ", its vjp");
+    }
+}
+
 }  // namespace
 }  // namespace quire::compile

@@ -290,7 +290,11 @@ class Replay {
   /// The bytes of the distinct blocks `h` holds.
   static int64_t blocks_bytes(const Held& h, std::unordered_set<const Block*>& seen) {
     int64_t sum = 0;
-    if (h.block && seen.insert(h.block.get()).second) sum += h.block->bytes;
+    if (h.block && seen.insert(h.block.get()).second) {
+      sum += h.block->bytes;
+      // A view a reader made of the result's elements stays with them.
+      if (const std::shared_ptr<Block>& v = h.block->other_view; v && seen.insert(v.get()).second) sum += v->bytes;
+    }
     for (const Held& e : h.elements) sum += blocks_bytes(e, seen);
     for (const auto& [path, leaf] : h.leaves) sum += blocks_bytes(leaf, seen);
     return sum;

@@ -235,6 +235,11 @@ class Frame {
   /// where the forward read them, into +0.0, then stored at the site.
   void gather_adjoint(const core::Instr& in);
 
+  /// A scan (runtime/scan_order.h's order, each step rounded to the site's
+  /// accumulator) or the cotangent of its a, computed in f64 by the
+  /// runtime's quire_scan / quire_scan_grad_a, then stored at the site.
+  void scan(const core::Instr& in);
+
   /// A tree shaped as operand 0, each leaf the sum of the parts whose paths
   /// name it, in order, from +0.0 (the reference's `params`), held in f64.
   void make_params(const core::Instr& in);

@@ -14,6 +14,7 @@
 #include "quire/interp/reference_step.h"
 #include "quire/realize/realization.h"
 #include "quire/runtime/float_types.h"
+#include "quire/runtime/scan_order.h"
 
 namespace quire::exports::c_detail {
 
@@ -316,6 +317,37 @@ void Frame::gather_adjoint(const core::Instr& in) {
   finish_computed(in, std::move(out), t, kDouble, std::move(text), {&arg(in, 0), &arg(in, 2)});
 }
 
+void Frame::scan(const core::Instr& in) {
+  const Leaf& first = tensor(in, 0);
+  const Leaf& second = tensor(in, 1);
+  // x (a scan's operand 1) and h (scan_grad_a's) carry t and n after the `...`.
+  const int rest = static_cast<int>(second.shape.size() - fn.type_of(in.args[1]).tensor.axes.size());
+  const runtime::ScanAxes axes = interp::scan_axes(in, rest);
+  const bool adjoint = in.attr<core::attr::ScanOf>().adjoint;
+  Leaf out = new_tensor(in.id);
+  const std::string t = fresh_name("t");
+  std::string text = alloc_named(t, runtime::element_count(out.shape), kDouble);
+  if (in.op == Op::Scan) {
+    const precision::SiteType* site = h.table && h.table->values.at(static_cast<size_t>(in.id))
+                                          ? &*h.table->values[static_cast<size_t>(in.id)]
+                                          : nullptr;
+    const FloatType acc = site ? site->accumulator : FloatType::F64;
+    const runtime::ScanGeometry g = runtime::scan_geometry(second.shape, axes);
+    text += fmt::format("  quire_scan({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", t,
+                        first.expr, storage_name(first.storage), second.expr, storage_name(second.storage),
+                        c_array(g.batch), c_array(g.batch_x), c_array(g.batch_a), g.batch.size(), g.steps, g.states,
+                        g.ts, g.ns, g.ats, g.ans, g.am, adjoint ? 1 : 0,
+                        acc == FloatType::F64 ? "NULL" : w.rounding_function({acc}));
+  } else {
+    const runtime::ScanGradGeometry g = runtime::scan_grad_geometry(second.shape, axes);
+    text += fmt::format("  quire_scan_grad_a({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", t,
+                        first.expr, storage_name(first.storage), second.expr, storage_name(second.storage),
+                        c_array(g.a), g.a.size(), c_array(g.to_x), g.t_in_a, g.n_in_a, g.m, g.ts, g.ns,
+                        adjoint ? 1 : 0);
+  }
+  finish_computed(in, std::move(out), t, kDouble, std::move(text), {&arg(in, 0), &arg(in, 1)});
+}
+
 /// A tree shaped as operand 0, each leaf the sum of the parts whose paths
 /// name it, in order, from the first (the reference's `params`), +0.0 where
 /// none names it, held in f64.
@@ -520,6 +552,10 @@ void Frame::step(const core::Instr& in, const std::string& why) {
     case Op::GatherGrad:
       gather_adjoint(in);
       return;
+    case Op::Scan:
+    case Op::ScanGradA:
+      scan(in);
+      return;
     case Op::Neg:
     case Op::Abs:
     case Op::Not:
@@ -573,8 +609,6 @@ void Frame::step(const core::Instr& in, const std::string& why) {
     case Op::SumTo:
     case Op::ContractGradA:
     case Op::ContractGradB:
-    case Op::Scan:
-    case Op::ScanGradA:
 #ifdef QUIRE_TEST_EXTRA_OP
     case Op::TestExtraOp:
 #endif

@@ -17,7 +17,8 @@
 //     and `numerics(high)` regions, powers,
 //     reductions over one or two axes, `·` and `contract` (batched or not),
 //     `transpose`, and `slice`, `concat`, `merge` and `split` of arguments
-//     shaped for them, `gather` of a table by i32 ids, `pick` by ids and `one_hot` of ids;
+//     shaped for them, `gather` of a table by i32 ids, `pick` by ids and `one_hot` of ids,
+//     `scan` of arguments along one axis with another as the state;
 //   - every tensor of at most three axes; arguments made as the expression
 //     needs them;
 //   - now and then a second function, `g`, generated the same way, which
@@ -273,15 +274,15 @@ class Generator {
   }
 
   /// `slice`, `concat`, `merge` or `split` of new arguments, giving axes `t`;
-  /// or `gather` of a table by ids, `pick` along an axis by ids, or `one_hot` of ids (not in a module's
-  /// function, whose leaves are x and parameters).
+  /// or `gather` of a table by ids, `pick` along an axis by ids, `one_hot` of ids, or a `scan` of new
+  /// arguments (not in a module's function, whose leaves are x and parameters).
   std::string restructured(const Axes& t) {
     if (t.empty()) return leaf(t);
     const size_t i = static_cast<size_t>(pick(static_cast<int>(t.size())));
     const int64_t size = sizes_.at(t[i]);
     const std::string axis = std::string(1, t[i]);
     std::vector<int64_t> sizes = sizes_of(t);
-    switch (pick(module_ ? 4 : 7)) {
+    switch (pick(module_ ? 4 : 8)) {
       case 4: {  // gather(axis v, table, ids): the table's axes before v, the ids' axes, the table's after v
         const size_t j = i + static_cast<size_t>(pick(static_cast<int>(t.size() - i) + 1));
         const char v = fresh(t);
@@ -312,6 +313,19 @@ class Generator {
         std::vector<int64_t> x_sizes = sizes;
         x_sizes.insert(x_sizes.begin() + static_cast<std::ptrdiff_t>(i), rows);
         return std::string("pick(axis ") + v + ", " + argument(x, x_sizes) + ", " + ids(t, rows) + ")";
+      }
+      case 7: {  // scan(axis a, axis n, axis m, a, x): steps along t[i], the state along another axis of t
+        if (t.size() < 2 || t.size() + 1 > kMaxAxes) return leaf(t);
+        size_t j = static_cast<size_t>(pick(static_cast<int>(t.size()) - 1));
+        if (j >= i) ++j;
+        const char m = fresh(t);
+        Axes a = t;
+        std::vector<int64_t> a_sizes = sizes;
+        const size_t at = static_cast<size_t>(pick(static_cast<int>(t.size()) + 1));
+        a.insert(a.begin() + static_cast<std::ptrdiff_t>(at), m);
+        a_sizes.insert(a_sizes.begin() + static_cast<std::ptrdiff_t>(at), sizes[j]);
+        return "scan(axis " + axis + ", axis " + std::string(1, t[j]) + ", axis " + m + ", " + argument(a, a_sizes) +
+               ", " + argument(t, sizes) + ")";
       }
       case 0: {  // slice(axis a, x, start, stop, step) of a longer axis
         const int64_t start = pick(4), step = 1 + pick(3);

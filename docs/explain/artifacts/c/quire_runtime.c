@@ -198,6 +198,65 @@ void quire_pick_adjoint(double* out, const void* ct, int ct_storage, int64_t out
     }
 }
 
+void quire_scan(double* h, const void* a, int a_storage, const void* x, int x_storage, const int64_t* batch,
+                const int64_t* batch_x, const int64_t* batch_a, int batch_rank, int64_t steps, int64_t states,
+                int64_t ts, int64_t ns, int64_t ats, int64_t ans, int64_t am, int adjoint, quire_rounding acc) {
+  if (steps == 0 || states == 0) return;
+  int64_t count = 1;
+  for (int d = 0; d < batch_rank; ++d) count *= batch[d];
+  const int64_t row = adjoint ? am : ans, column = adjoint ? ans : am;
+  int64_t index[8] = {0};
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t xo = 0, ao = 0;
+    for (int d = 0; d < batch_rank; ++d) {
+      xo += index[d] * batch_x[d];
+      ao += index[d] * batch_a[d];
+    }
+    for (int64_t i = 0; i < steps; ++i) {
+      const int64_t t = adjoint ? steps - 1 - i : i;
+      const int64_t prev = adjoint ? t + 1 : t - 1;
+      const int64_t a_step = ao + (adjoint ? prev : t) * ats;
+      for (int64_t n = 0; n < states; ++n) {
+        const double v = load(x, x_storage, xo + t * ts + n * ns);
+        double s = acc ? acc(v) : v;
+        if (i > 0)
+          for (int64_t m = 0; m < states; ++m) {
+            const double p = load(a, a_storage, a_step + n * row + m * column) * h[xo + prev * ts + m * ns];
+            const double sum = s + (acc ? acc(p) : p);
+            s = acc ? acc(sum) : sum;
+          }
+        h[xo + t * ts + n * ns] = s;
+      }
+    }
+    for (int d = batch_rank - 1; d >= 0; --d) {
+      if (++index[d] < batch[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+void quire_scan_grad_a(double* out, const void* l, int l_storage, const void* h, int h_storage, const int64_t* shape,
+                       int rank, const int64_t* to_x, int t_axis, int n_axis, int m_axis, int64_t ts, int64_t ns,
+                       int adjoint) {
+  int64_t total = 1;
+  for (int d = 0; d < rank; ++d) total *= shape[d];
+  int64_t index[9] = {0};
+  for (int64_t e = 0; e < total; ++e) {
+    const int64_t t = index[t_axis], n = index[n_axis], m = index[m_axis];
+    out[e] = 0.0;
+    if (t > 0) {
+      int64_t batch = 0;
+      for (int d = 0; d < rank; ++d) batch += index[d] * to_x[d];
+      out[e] = adjoint ? load(l, l_storage, batch + (t - 1) * ts + m * ns) * load(h, h_storage, batch + t * ts + n * ns)
+                       : load(l, l_storage, batch + t * ts + n * ns) * load(h, h_storage, batch + (t - 1) * ts + m * ns);
+    }
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 static int fits(int64_t r, int i32) { return !i32 || (r >= INT32_MIN && r <= INT32_MAX); }
 
 static const char* int_op_name(int op) {

@@ -71,6 +71,21 @@ void quire_gather_adjoint(double* sums, const void* ct, int ct_storage, int64_t 
 void quire_pick_adjoint(double* out, const void* ct, int ct_storage, int64_t outer, int64_t size, int64_t inner,
                         const int64_t* ids);
 
+/* The linear recurrence (runtime/scan_order.h's order): each element of h is
+   x's plus, for m in order, a's term times the state one step back (the
+   adjoint's: a step on, through a transposed), every step rounded by `acc`
+   (NULL: f64, unrounded); the first step is x. The batch is walked row-major
+   over `batch` (rank ≤ 8) with x's and a's strides. */
+void quire_scan(double* h, const void* a, int a_storage, const void* x, int x_storage, const int64_t* batch,
+                const int64_t* batch_x, const int64_t* batch_a, int batch_rank, int64_t steps, int64_t states,
+                int64_t ts, int64_t ns, int64_t ats, int64_t ans, int64_t am, int adjoint, quire_rounding acc);
+/* The cotangent of a scan's a, of a's `shape` (rank ≤ 9): +0.0 at t = 0,
+   else λ[t, n]·h[t − 1, m] (the adjoint's λ[t − 1, m]·h[t, n]) in f64, each
+   element's batch offset in λ and h from `to_x`. */
+void quire_scan_grad_a(double* out, const void* l, int l_storage, const void* h, int h_storage, const int64_t* shape,
+                       int rank, const int64_t* to_x, int t_axis, int n_axis, int m_axis, int64_t ts, int64_t ns,
+                       int adjoint);
+
 /* Integer element-wise steps and reductions (runtime/elementwise.cpp's and
    reduce.cpp's integer paths): exact, so any order gives the same integers;
    an overflow of int64, or of i32 where `i32` is set, is a failure. Operand

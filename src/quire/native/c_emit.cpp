@@ -88,6 +88,23 @@ static inline double quire_round_narrow(double x, int precision, int min_exp, do
 
 static inline double quire_round_f64(double x) { return isnan(x) ? copysign(NAN, x) : x; }
 static inline double quire_round_f32(double x) { return (double)(float)x; }
+/* quire_round_bf16 of an x that is an f32 value (a bf16 site's f32 rounding
+   is done): bf16 keeps f32's exponent range, so ties to even on the f32 bit
+   pattern is the same rounding, subnormals, the carry into infinity and
+   NaN's canonical quiet pattern with x's sign included. Branch-free on
+   float lanes, so a loop around it vectorizes, as quire_round_narrow's
+   cases do not. */
+static inline double quire_round_bf16_of_f32(double x) {
+  const float f = (float)x;
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
+  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
+  const uint32_t r = f != f ? nan : rounded;
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return (double)o;
+}
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
@@ -406,6 +423,12 @@ class FunctionWriter {
     return op && (op->unary == runtime::UnaryOp::Erf || op->unary == runtime::UnaryOp::Gelu);
   }
 
+  /// Whether expression e's value is an f32 value: its rounding to f32.
+  bool rounds_to_f32(int e) const {
+    return valid_expr(e) && k_.exprs[static_cast<size_t>(e)].kind == ExprKind::Round &&
+           k_.exprs[static_cast<size_t>(e)].type == runtime::FloatType::F32;
+  }
+
   /// Whether a statement of `body` computes a fast site.
   bool holds_fast_site(const std::vector<Stmt>& body) const {
     const std::vector<int> computed = kernel::reached(k_, kernel::statement_exprs(body));
@@ -550,6 +573,10 @@ class FunctionWriter {
       case ExprKind::Round:
         if (fast_ && is_fast_site(e)) return fast_site(i, depth);
         if (fast_ && exp_partner_.count(i)) return fast_exp_site(i, depth);
+        if (e.type == runtime::FloatType::BF16 && rounds_to_f32(e.a)) {
+          text = fmt::format("quire_round_bf16_of_f32({})", value(e.a, depth));
+          break;
+        }
         text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
         break;
       case ExprKind::Finite:

@@ -364,6 +364,8 @@ TEST_F(CEmitCompiled, RoundingHelpersMatchRoundTo) {
        "  for (int64_t i = 0; i < n; ++i) {\n";
   for (int t = 0; t < runtime::kFloatTypeCount; ++t)
     c += fmt::format("    out[{} * n + i] = quire_round_{}(x[i]);\n", t, runtime::kFloatTypes[t].name);
+  // And bf16 from an f32 value, the shortcut a bf16 site's f32 rounding takes.
+  c += fmt::format("    out[{} * n + i] = quire_round_bf16_of_f32(quire_round_f32(x[i]));\n", runtime::kFloatTypeCount);
   c += "  }\n}\n";
   CCompiler compiler(settings());
   using RoundAll = void (*)(const double*, double*, int64_t);
@@ -373,20 +375,23 @@ TEST_F(CEmitCompiled, RoundingHelpersMatchRoundTo) {
   const std::vector<double> more = random_doubles(1'000'000);
   xs.insert(xs.end(), more.begin(), more.end());
   const int64_t n = static_cast<int64_t>(xs.size());
-  std::vector<double> out(static_cast<size_t>(n) * runtime::kFloatTypeCount);
+  std::vector<double> out(static_cast<size_t>(n) * (runtime::kFloatTypeCount + 1));
   round_all(xs.data(), out.data(), n);
 
-  for (int t = 0; t < runtime::kFloatTypeCount; ++t) {
-    const runtime::FloatTypeInfo& f = runtime::kFloatTypes[t];
+  for (int t = 0; t <= runtime::kFloatTypeCount; ++t) {
+    const bool of_f32 = t == runtime::kFloatTypeCount;
+    const runtime::FloatTypeInfo& f = runtime::kFloatTypes[of_f32 ? static_cast<int>(runtime::FloatType::BF16) : t];
     int failures = 0;
     for (int64_t i = 0; i < n && failures < 10; ++i) {
-      const double want = runtime::round_to(f.type, xs[static_cast<size_t>(i)]);
+      const double x = xs[static_cast<size_t>(i)];
+      const double want =
+          of_f32 ? runtime::round_to(f.type, runtime::round_to(runtime::FloatType::F32, x)) : runtime::round_to(f.type, x);
       const double got = out[static_cast<size_t>(t * n + i)];
       const bool same = std::isnan(want) ? std::isnan(got) && std::signbit(got) == std::signbit(want)
                                          : std::bit_cast<uint64_t>(got) == std::bit_cast<uint64_t>(want);
       if (!same) {
         ++failures;
-        ADD_FAILURE() << f.name << ": x = " << fmt::format("{:a}", xs[static_cast<size_t>(i)])
+        ADD_FAILURE() << f.name << (of_f32 ? " of f32" : "") << ": x = " << fmt::format("{:a}", x)
                       << fmt::format(" gives {:a}, round_to gives {:a}", got, want);
       }
     }

@@ -34,6 +34,7 @@
 // bf16/fp8 through f32 (ml_dtypes, Eigen do) and differ on fp8 overflow and
 // NaN patterns; quire needs one-step rounding with the semantics above.
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -103,6 +104,26 @@ inline double round_to(FloatType t, double x) {
   if (!std::isnan(x)) {
     if (t == FloatType::F64) return x;
     if (t == FloatType::F32) return static_cast<double>(static_cast<float>(x));
+    if (t == FloatType::BF16 || t == FloatType::F16) {
+      // A normal result: the top precision − 1 mantissa bits of the double,
+      // ties to even on its bit pattern in one step (the carry of a round-up
+      // moves into the exponent), as the general path rounds it and
+      // native/c_emit.cpp's quire_round_narrow does; what leaves the format's
+      // normal finite range takes the general path.
+      const FloatTypeInfo& f = float_type_info(t);
+      const uint64_t bits = std::bit_cast<uint64_t>(x);
+      const uint64_t sign = bits & UINT64_C(0x8000000000000000);
+      const uint64_t magnitude = bits ^ sign;
+      const int exponent = static_cast<int>(magnitude >> 52) - 1023;
+      if (exponent >= f.min_exp && exponent <= f.max_exp) {
+        const int dropped = 52 - f.mantissa_bits();
+        const uint64_t kept_lsb = (magnitude >> dropped) & 1;
+        const uint64_t rounded =
+            (magnitude + (UINT64_C(1) << (dropped - 1)) - 1 + kept_lsb) & ~((UINT64_C(1) << dropped) - 1);
+        const double r = std::bit_cast<double>(rounded);
+        if (r <= f.largest_finite) return std::bit_cast<double>(rounded | sign);
+      }
+    }
   }
   return round_to_general(t, x);
 }

@@ -32,6 +32,10 @@ void round_in_place(Tensor& x, FloatType type) {
     // view, which the next kernel reads without a conversion.
     if (type == FloatType::F32) return;
     float* f = x.reals.narrow_for_writing();
+    if (type == FloatType::BF16) {
+      for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = runtime::round_bf16_of_f32(f[i]);
+      return;
+    }
     for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = static_cast<float>(runtime::round_to(type, f[i]));
     return;
   }

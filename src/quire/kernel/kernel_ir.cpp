@@ -311,10 +311,20 @@ Operand operand(const PackedProduct& p, const runtime::Tensor& t, ElemType held,
         }
     }
   };
-  if (t.reals.holds_narrow())
+  if (t.reals.holds_narrow() && read == runtime::FloatType::BF16) {
+    // f32 values read as bf16 (f32 masters under the bf16 policy): the
+    // rounding on their bit patterns, which the loop vectorizes.
+    const float* v = t.reals.narrow();
+    for (int64_t b = 0; b < batches; ++b) {
+      const float* base = v + batch_offset(p.batch, batch_strides, b);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) *out++ = runtime::round_bf16_of_f32(base[r * rs + c * cs]);
+    }
+  } else if (t.reals.holds_narrow()) {
     gather(t.reals.narrow());
-  else
+  } else {
     gather(t.reals.data());
+  }
   return o;
 }
 

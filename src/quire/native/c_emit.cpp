@@ -61,6 +61,19 @@ constexpr const char* kHelpers = R"(
    round_half_even does. */
 static inline double quire_round_narrow(double x, int precision, int min_exp, double spacing, double largest,
                                         int has_infinities) {
+  {
+    /* The common case first, with no other branch: a normal result. */
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    const uint64_t magnitude = bits & UINT64_C(0x7FFFFFFFFFFFFFFF);
+    const int exponent = (int)(magnitude >> 52) - 1023;
+    const int dropped = 52 - (precision - 1);
+    const uint64_t rounded = (magnitude + (UINT64_C(1) << (dropped - 1)) - 1 + ((magnitude >> dropped) & 1)) &
+                             ~((UINT64_C(1) << dropped) - 1);
+    double r;
+    memcpy(&r, &rounded, sizeof r);
+    if (exponent >= min_exp && exponent < 1024 && r <= largest) return copysign(r, x); /* not NaN or ∞ */
+  }
   if (isnan(x)) return copysign(NAN, x);
   if (isinf(x)) return has_infinities ? x : copysign(largest, x);
   uint64_t bits;
@@ -423,10 +436,33 @@ class FunctionWriter {
     return op && (op->unary == runtime::UnaryOp::Erf || op->unary == runtime::UnaryOp::Gelu);
   }
 
-  /// Whether expression e's value is an f32 value: its rounding to f32.
-  bool rounds_to_f32(int e) const {
-    return valid_expr(e) && k_.exprs[static_cast<size_t>(e)].kind == ExprKind::Round &&
-           k_.exprs[static_cast<size_t>(e)].type == runtime::FloatType::F32;
+  /// Whether expression e's value is an f32 value, as f32_scalars decides
+  /// it, the scalars' marks taken as final: a rounding to f32 or a
+  /// narrower type, a load of a buffer held as f32, a float scalar, …
+  bool holds_f32_value(int i) const {
+    if (!valid_expr(i)) return false;
+    const Expr& e = k_.exprs[static_cast<size_t>(i)];
+    switch (e.kind) {
+      case ExprKind::Const:
+        return runtime::round_to(runtime::FloatType::F32, e.value) == e.value;  // false for NaN
+      case ExprKind::Load:
+        return e.buffer >= 0 && e.buffer < static_cast<int>(k_.buffers.size()) &&
+               kernel::held_as_f32(k_.buffers[static_cast<size_t>(e.buffer)].type);
+      case ExprKind::Scalar:
+        return float_scalar(e.scalar);
+      case ExprKind::Where:
+        return holds_f32_value(e.b) && holds_f32_value(e.c);
+      case ExprKind::Fma:
+        return e.type == runtime::FloatType::F32;
+      case ExprKind::Round:
+        return e.type == runtime::FloatType::F32 || e.type == runtime::FloatType::BF16 ||
+               e.type == runtime::FloatType::F16;
+      case ExprKind::Unary:
+      case ExprKind::Binary:
+      case ExprKind::Finite:
+        return false;
+    }
+    return false;
   }
 
   /// Whether a statement of `body` computes a fast site.
@@ -573,7 +609,7 @@ class FunctionWriter {
       case ExprKind::Round:
         if (fast_ && is_fast_site(e)) return fast_site(i, depth);
         if (fast_ && exp_partner_.count(i)) return fast_exp_site(i, depth);
-        if (e.type == runtime::FloatType::BF16 && rounds_to_f32(e.a)) {
+        if (e.type == runtime::FloatType::BF16 && holds_f32_value(e.a)) {
           text = fmt::format("quire_round_bf16_of_f32({})", value(e.a, depth));
           break;
         }

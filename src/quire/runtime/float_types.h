@@ -128,6 +128,17 @@ inline double round_to(FloatType t, double x) {
   return round_to_general(t, x);
 }
 
+/// round_to(BF16, f) for an f32 value f, as a float: bf16 keeps f32's
+/// exponent range, so ties to even on f's bit pattern is the same rounding
+/// (subnormals, the carry into infinity, and a NaN made the quiet NaN of its
+/// sign included), with no branch for a loop around it to stumble on.
+inline float round_bf16_of_f32(float f) {
+  const uint32_t b = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
+  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
+  return std::bit_cast<float>(f != f ? nan : rounded);
+}
+
 /// x rounded to t, as t's bit pattern in the low storage_bits bits.
 uint64_t encode_bits(FloatType t, double x);
 /// The value of t's bit pattern `bits` (bits above storage_bits are ignored).

@@ -368,6 +368,29 @@ double random_near_range(std::mt19937_64& rng, const ReferenceFormat& r) {
 
 /// 10^6 f64 and 10^6 f32 inputs per narrower type: half spread over every
 /// exponent (any bit pattern, subnormals included), half around the type's range.
+TEST(FloatRounding, Bf16OfAnF32ValueOnItsBitPatternIsRoundTo) {
+  // Every 251st f32 pattern, and every pattern around the binade edges, the
+  // bf16 ties and the largest finite values, both signs.
+  int failures = 0;
+  auto check = [&](uint32_t pattern) {
+    const float f = std::bit_cast<float>(pattern);
+    const double want = round_to(FloatType::BF16, static_cast<double>(f));
+    const double got = static_cast<double>(round_bf16_of_f32(f));
+    const bool ok = std::isnan(want) ? std::isnan(got) && std::signbit(got) == std::signbit(want) &&
+                                           std::bit_cast<uint32_t>(round_bf16_of_f32(f)) ==
+                                               (std::bit_cast<uint32_t>(static_cast<float>(want)) | 0x7FC00000u)
+                                     : bits_of(got) == bits_of(want);
+    if (!ok && ++failures < 10) ADD_FAILURE() << std::hex << "0x" << pattern << std::hexfloat << ": " << got << " vs " << want;
+  };
+  for (uint64_t p = 0; p <= 0xFFFFFFFFu; p += 251) check(static_cast<uint32_t>(p));
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t exponent = 0; exponent <= 255; ++exponent)
+      for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, 0x17FFFu, 0x18000u, 0x7F7FFFu})
+        for (uint32_t mantissa : {0u, 0x10000u, 0x7F0000u})
+          check(sign | exponent << 23 | ((mantissa | low) & 0x7FFFFFu));
+  EXPECT_EQ(failures, 0);
+}
+
 TEST(FloatRounding, RandomValuesMatchTheBitLevelReference) {
   constexpr int kSamples = 1'000'000;
   for (const ReferenceFormat& r : kNarrower) {

@@ -366,6 +366,19 @@ static inline QUIRE_ELEM_INLINE double quire_fast_gelu_window(double x) {
    round_half_even does. */
 static inline double quire_round_narrow(double x, int precision, int min_exp, double spacing, double largest,
                                         int has_infinities) {
+  {
+    /* The common case first, with no other branch: a normal result. */
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    const uint64_t magnitude = bits & UINT64_C(0x7FFFFFFFFFFFFFFF);
+    const int exponent = (int)(magnitude >> 52) - 1023;
+    const int dropped = 52 - (precision - 1);
+    const uint64_t rounded = (magnitude + (UINT64_C(1) << (dropped - 1)) - 1 + ((magnitude >> dropped) & 1)) &
+                             ~((UINT64_C(1) << dropped) - 1);
+    double r;
+    memcpy(&r, &rounded, sizeof r);
+    if (exponent >= min_exp && exponent < 1024 && r <= largest) return copysign(r, x); /* not NaN or ∞ */
+  }
   if (isnan(x)) return copysign(NAN, x);
   if (isinf(x)) return has_infinities ? x : copysign(largest, x);
   uint64_t bits;
@@ -393,6 +406,23 @@ static inline double quire_round_narrow(double x, int precision, int min_exp, do
 
 static inline double quire_round_f64(double x) { return isnan(x) ? copysign(NAN, x) : x; }
 static inline double quire_round_f32(double x) { return (double)(float)x; }
+/* quire_round_bf16 of an x that is an f32 value (a bf16 site's f32 rounding
+   is done): bf16 keeps f32's exponent range, so ties to even on the f32 bit
+   pattern is the same rounding, subnormals, the carry into infinity and
+   NaN's canonical quiet pattern with x's sign included. Branch-free on
+   float lanes, so a loop around it vectorizes, as quire_round_narrow's
+   cases do not. */
+static inline double quire_round_bf16_of_f32(double x) {
+  const float f = (float)x;
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
+  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
+  const uint32_t r = f != f ? nan : rounded;
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return (double)o;
+}
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }

@@ -26,6 +26,10 @@ step time.
 --rounds R alternates quire and PyTorch R times per thread count and reports
 each round's ratio (PyTorch's step time / quire's: above 1, quire is faster)
 and their median.
+
+--half bf16 (or f16) measures quire's half step against quire's own f32 step
+instead of PyTorch: the two alternate R times per thread count, and the ratio
+is the f32 step time over the half one (above 1, the half type is faster).
 """
 
 import argparse
@@ -164,12 +168,15 @@ def main():
     ap.add_argument("--precision", default="f32", choices=["f32", "f64"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--config", default="example", choices=sorted(CONFIGS))
+    ap.add_argument("--half", choices=["bf16", "f16"], help="quire's half step against its own f32 step")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
         return torch_child(args)
     if not args.quire:
         sys.exit("--quire BUILD/quire is required")
+    if args.half:
+        return half_against_f32(args)
     try:
         import torch  # noqa: F401 (checked here, used in the child)
     except ImportError:
@@ -193,6 +200,23 @@ def main():
                       f"PyTorch / quire {t / q:.2f}", flush=True)
             print(f"threads {threads} {args.precision} {args.config}: median PyTorch / quire "
                   f"{statistics.median(ratios):.2f} (above 1: quire is faster)")
+
+
+def half_against_f32(args):
+    use_config(args.config)
+    quire = os.path.abspath(args.quire)
+    with tempfile.TemporaryDirectory() as tmp:
+        program = quire_copy(tmp, args.config)
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ratios = []
+            for r in range(args.rounds):
+                f32, _ = quire_step_seconds(quire, program, tmp, threads, "f32", args.steps, args.warmup)
+                half, _ = quire_step_seconds(quire, program, tmp, threads, args.half, args.steps, args.warmup)
+                ratios.append(f32 / half)
+                print(f"threads {threads} round {r + 1}: quire f32 {f32 * 1e3:.2f} ms/step, {args.half} "
+                      f"{half * 1e3:.2f} ms/step, f32 / {args.half} {f32 / half:.2f}", flush=True)
+            print(f"threads {threads} {args.config}: median f32 / {args.half} {statistics.median(ratios):.2f} "
+                  f"(above 1: {args.half} is faster)")
 
 
 if __name__ == "__main__":

@@ -609,8 +609,8 @@ class FunctionWriter {
       case ExprKind::Round:
         if (fast_ && is_fast_site(e)) return fast_site(i, depth);
         if (fast_ && exp_partner_.count(i)) return fast_exp_site(i, depth);
-        if (e.type == runtime::FloatType::BF16 && holds_f32_value(e.a)) {
-          text = fmt::format("quire_round_bf16_of_f32({})", value(e.a, depth));
+        if ((e.type == runtime::FloatType::BF16 || e.type == runtime::FloatType::F16) && holds_f32_value(e.a)) {
+          text = fmt::format("quire_round_{}_of_f32({})", runtime::float_type_name(e.type), value(e.a, depth));
           break;
         }
         text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
@@ -714,6 +714,20 @@ std::string c_prelude() {
                         round_function(f.type), f.precision, f.min_exp, c_double(f.smallest_subnormal),
                         c_double(f.largest_finite), f.has_infinities ? 1 : 0);
   }
+  // f16 from an f32 value: the compiler's conversion to _Float16, IEEE's ties
+  // to even in one step (one instruction with F16C or AVX512-FP16), a NaN made
+  // the quiet NaN of its sign as round_to makes it; without _Float16, the
+  // general rounding.
+  text +=
+      "static inline double quire_round_f16_of_f32(double x) {\n"
+      "#if defined(__FLT16_MANT_DIG__)\n"
+      "  const float f = (float)x;\n"
+      "  const double r = (double)(_Float16)f;\n"
+      "  return f != f ? copysign(NAN, x) : r;\n"
+      "#else\n"
+      "  return quire_round_f16(x);\n"
+      "#endif\n"
+      "}\n";
   return text + "#endif\n";
 }
 

@@ -364,8 +364,9 @@ TEST_F(CEmitCompiled, RoundingHelpersMatchRoundTo) {
        "  for (int64_t i = 0; i < n; ++i) {\n";
   for (int t = 0; t < runtime::kFloatTypeCount; ++t)
     c += fmt::format("    out[{} * n + i] = quire_round_{}(x[i]);\n", t, runtime::kFloatTypes[t].name);
-  // And bf16 from an f32 value, the shortcut a bf16 site's f32 rounding takes.
+  // And bf16 and f16 from an f32 value, the shortcuts a half site's f32 rounding takes.
   c += fmt::format("    out[{} * n + i] = quire_round_bf16_of_f32(quire_round_f32(x[i]));\n", runtime::kFloatTypeCount);
+  c += fmt::format("    out[{} * n + i] = quire_round_f16_of_f32(quire_round_f32(x[i]));\n", runtime::kFloatTypeCount + 1);
   c += "  }\n}\n";
   CCompiler compiler(settings());
   using RoundAll = void (*)(const double*, double*, int64_t);
@@ -375,12 +376,13 @@ TEST_F(CEmitCompiled, RoundingHelpersMatchRoundTo) {
   const std::vector<double> more = random_doubles(1'000'000);
   xs.insert(xs.end(), more.begin(), more.end());
   const int64_t n = static_cast<int64_t>(xs.size());
-  std::vector<double> out(static_cast<size_t>(n) * (runtime::kFloatTypeCount + 1));
+  std::vector<double> out(static_cast<size_t>(n) * (runtime::kFloatTypeCount + 2));
   round_all(xs.data(), out.data(), n);
 
-  for (int t = 0; t <= runtime::kFloatTypeCount; ++t) {
-    const bool of_f32 = t == runtime::kFloatTypeCount;
-    const runtime::FloatTypeInfo& f = runtime::kFloatTypes[of_f32 ? static_cast<int>(runtime::FloatType::BF16) : t];
+  for (int t = 0; t <= runtime::kFloatTypeCount + 1; ++t) {
+    const bool of_f32 = t >= runtime::kFloatTypeCount;
+    const runtime::FloatType half = t == runtime::kFloatTypeCount ? runtime::FloatType::BF16 : runtime::FloatType::F16;
+    const runtime::FloatTypeInfo& f = runtime::kFloatTypes[of_f32 ? static_cast<int>(half) : t];
     int failures = 0;
     for (int64_t i = 0; i < n && failures < 10; ++i) {
       const double x = xs[static_cast<size_t>(i)];

@@ -23,7 +23,7 @@ void quire_k0(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t0 = b0[4 * i0 + i1];
       const double t1 = quire_mul(t0, t0);
       const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16(t2);
+      const double t3 = quire_round_f16_of_f32(t2);
       s0 = t3;
       b1[4 * i0 + i1] = (float)s0;
     }
@@ -126,12 +126,12 @@ void quire_k3(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t1 = (double)b1[i0];
       const double t2 = quire_div(t0, t1);
       const double t3 = quire_round_f32(t2);
-      const double t4 = quire_round_f16(t3);
+      const double t4 = quire_round_f16_of_f32(t3);
       s0 = t4;
       const double t5 = (double)b2[i1];
       const double t6 = quire_mul(s0, t5);
       const double t7 = quire_round_f32(t6);
-      const double t8 = quire_round_f16(t7);
+      const double t8 = quire_round_f16_of_f32(t7);
       s1 = t8;
       b3[4 * i0 + i1] = (float)s1;
     }
@@ -160,7 +160,7 @@ void quire_k4(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t0 = (double)b0[4 * i0 + i1];
       const double t1 = quire_gelu(t0);
       const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16(t2);
+      const double t3 = quire_round_f16_of_f32(t2);
       s0 = t3;
       b1[4 * i0 + i1] = (float)s0;
     }
@@ -263,7 +263,7 @@ void quire_k7(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t0 = (double)b0[4 * i0 + i1];
       const double t1 = quire_mul(t0, t0);
       const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16(t2);
+      const double t3 = quire_round_f16_of_f32(t2);
       s0 = t3;
       b1[4 * i0 + i1] = (float)s0;
     }
@@ -299,12 +299,12 @@ void quire_k8(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t1 = (double)b1[i0];
       const double t2 = quire_div(t0, t1);
       const double t3 = quire_round_f32(t2);
-      const double t4 = quire_round_f16(t3);
+      const double t4 = quire_round_f16_of_f32(t3);
       s0 = t4;
       const double t5 = (double)b2[i1];
       const double t6 = quire_mul(s0, t5);
       const double t7 = quire_round_f32(t6);
-      const double t8 = quire_round_f16(t7);
+      const double t8 = quire_round_f16_of_f32(t7);
       s1 = t8;
       b3[4 * i0 + i1] = (float)s1;
     }

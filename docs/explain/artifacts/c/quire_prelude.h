@@ -471,4 +471,13 @@ static inline double quire_round_bf16(double x) { return quire_round_narrow(x, 8
 static inline double quire_round_f16(double x) { return quire_round_narrow(x, 11, -14, 0x1p-24, 0x1.ffcp+15, 1); }
 static inline double quire_round_fp8e4m3(double x) { return quire_round_narrow(x, 4, -6, 0x1p-9, 0x1.cp+8, 0); }
 static inline double quire_round_fp8e5m2(double x) { return quire_round_narrow(x, 3, -14, 0x1p-16, 0x1.cp+15, 1); }
+static inline double quire_round_f16_of_f32(double x) {
+#if defined(__FLT16_MANT_DIG__)
+  const float f = (float)x;
+  const double r = (double)(_Float16)f;
+  return f != f ? copysign(NAN, x) : r;
+#else
+  return quire_round_f16(x);
+#endif
+}
 #endif

@@ -6,7 +6,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -295,6 +294,34 @@ class FunctionWriter {
     }
   }
 
+  /// Whether expression i's value is an f32 value, given the scalars marked
+  /// as holding f32 values alone (`f32`): a constant that f32 holds, a load
+  /// of a buffer held as f32, a marked scalar, an f32 rounding or fma, or a
+  /// `where` between two such.
+  static bool holds_f32_value(const Kernel& k, const std::vector<bool>& f32, int i) {
+    if (i < 0 || i >= static_cast<int>(k.exprs.size())) return false;
+    const Expr& e = k.exprs[static_cast<size_t>(i)];
+    switch (e.kind) {
+      case ExprKind::Const:
+        return runtime::round_to(runtime::FloatType::F32, e.value) == e.value;  // false for NaN
+      case ExprKind::Load:
+        return e.buffer >= 0 && e.buffer < static_cast<int>(k.buffers.size()) &&
+               kernel::held_as_f32(k.buffers[static_cast<size_t>(e.buffer)].type);
+      case ExprKind::Scalar:
+        return e.scalar >= 0 && e.scalar < k.scalars && f32[static_cast<size_t>(e.scalar)];
+      case ExprKind::Where:
+        return holds_f32_value(k, f32, e.b) && holds_f32_value(k, f32, e.c);
+      case ExprKind::Fma:
+      case ExprKind::Round:
+        return e.type == runtime::FloatType::F32;
+      case ExprKind::Unary:
+      case ExprKind::Binary:
+      case ExprKind::Finite:
+        return false;
+    }
+    return false;
+  }
+
   /// Which scalars hold f32 values alone: every assignment to them (and
   /// their starting 0) is an f32 value, exactly. Such a scalar is declared
   /// `float`: the conversions to and from double are exact, so the bits are
@@ -307,28 +334,8 @@ class FunctionWriter {
   static std::vector<bool> f32_scalars(const Kernel& k) {
     const std::vector<std::pair<int, int>> sets = kernel::assignments(k.body);
     std::vector<bool> f32(static_cast<size_t>(std::max(k.scalars, 0)), true);
-    // Whether expression i's value is an f32 value, given the scalars still
-    // marked so; the marks only fall, so the loop below ends.
-    std::function<bool(int)> holds_f32 = [&](int i) {
-      if (i < 0 || i >= static_cast<int>(k.exprs.size())) return false;
-      const Expr& e = k.exprs[static_cast<size_t>(i)];
-      switch (e.kind) {
-        case ExprKind::Const:
-          return runtime::round_to(runtime::FloatType::F32, e.value) == e.value;  // false for NaN
-        case ExprKind::Load:
-          return e.buffer >= 0 && e.buffer < static_cast<int>(k.buffers.size()) &&
-                 kernel::held_as_f32(k.buffers[static_cast<size_t>(e.buffer)].type);
-        case ExprKind::Scalar:
-          return e.scalar >= 0 && e.scalar < k.scalars && f32[static_cast<size_t>(e.scalar)];
-        case ExprKind::Where:
-          return holds_f32(e.b) && holds_f32(e.c);
-        case ExprKind::Fma:
-        case ExprKind::Round:
-          return e.type == runtime::FloatType::F32;
-        default:
-          return false;
-      }
-    };
+    // The marks only fall, so the loop below ends.
+    auto holds_f32 = [&](int i) { return holds_f32_value(k, f32, i); };
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& [scalar, expr] : sets)
@@ -436,34 +443,8 @@ class FunctionWriter {
     return op && (op->unary == runtime::UnaryOp::Erf || op->unary == runtime::UnaryOp::Gelu);
   }
 
-  /// Whether expression e's value is an f32 value, as f32_scalars decides
-  /// it, the scalars' marks taken as final: a rounding to f32 or a
-  /// narrower type, a load of a buffer held as f32, a float scalar, …
-  bool holds_f32_value(int i) const {
-    if (!valid_expr(i)) return false;
-    const Expr& e = k_.exprs[static_cast<size_t>(i)];
-    switch (e.kind) {
-      case ExprKind::Const:
-        return runtime::round_to(runtime::FloatType::F32, e.value) == e.value;  // false for NaN
-      case ExprKind::Load:
-        return e.buffer >= 0 && e.buffer < static_cast<int>(k_.buffers.size()) &&
-               kernel::held_as_f32(k_.buffers[static_cast<size_t>(e.buffer)].type);
-      case ExprKind::Scalar:
-        return float_scalar(e.scalar);
-      case ExprKind::Where:
-        return holds_f32_value(e.b) && holds_f32_value(e.c);
-      case ExprKind::Fma:
-        return e.type == runtime::FloatType::F32;
-      case ExprKind::Round:
-        return e.type == runtime::FloatType::F32 || e.type == runtime::FloatType::BF16 ||
-               e.type == runtime::FloatType::F16;
-      case ExprKind::Unary:
-      case ExprKind::Binary:
-      case ExprKind::Finite:
-        return false;
-    }
-    return false;
-  }
+  /// Whether expression i's value is an f32 value, the scalars' marks final.
+  bool holds_f32_value(int i) const { return holds_f32_value(k_, f32_scalar_, i); }
 
   /// Whether a statement of `body` computes a fast site.
   bool holds_fast_site(const std::vector<Stmt>& body) const {

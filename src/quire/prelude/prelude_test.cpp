@@ -534,6 +534,10 @@ TEST(Prelude, TheLibraryMarksItsIslands) {
   EXPECT_EQ(marks(e->fn("attention")), "contract iota max const add sqrt div call contract");
   EXPECT_EQ(marks(e->fn("causal_attention")),
             "contract iota max const add sqrt div call call contract");
+  // The recurrences compute in f32 under a half policy: matrix_scan's scan
+  // is an island, and linear_scan runs through it.
+  EXPECT_EQ(marks(e->fn("matrix_scan")), "scan!");
+  EXPECT_EQ(marks(e->fn("linear_scan")), "transpose split transpose split call merge transpose");
 }
 
 TEST(Prelude, UserFunctionsComeFirstThenThePreludeThenBuiltins) {

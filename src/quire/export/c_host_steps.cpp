@@ -333,6 +333,7 @@ void Frame::scan(const core::Instr& in) {
                                           : nullptr;
     const FloatType acc = site ? site->accumulator : FloatType::F64;
     const runtime::ScanGeometry g = runtime::scan_geometry(second.shape, axes);
+    if (g.batch.size() > 8) fail(in.id, "a scan with more than 8 batch axes: quire_scan walks at most 8");
     text += fmt::format("  quire_scan({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", t,
                         first.expr, storage_name(first.storage), second.expr, storage_name(second.storage),
                         c_array(g.batch), c_array(g.batch_x), c_array(g.batch_a), g.batch.size(), g.steps, g.states,
@@ -340,6 +341,7 @@ void Frame::scan(const core::Instr& in) {
                         acc == FloatType::F64 ? "NULL" : w.rounding_function({acc}));
   } else {
     const runtime::ScanGradGeometry g = runtime::scan_grad_geometry(second.shape, axes);
+    if (g.a.size() > 9) fail(in.id, "a scan's a of more than 9 axes: quire_scan_grad_a walks at most 9");
     text += fmt::format("  quire_scan_grad_a({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", t,
                         first.expr, storage_name(first.storage), second.expr, storage_name(second.storage),
                         c_array(g.a), g.a.size(), c_array(g.to_x), g.t_in_a, g.n_in_a, g.m, g.ts, g.ns,

@@ -109,13 +109,15 @@ void expect_fusion_promises(const core::Function& fn, const FunctionFusion& ff) 
 }
 
 TEST(GeneratedPrograms, DrawEveryOperationThatTakesArgumentsOfItsOwn) {
-  // The suites' 200 programs meet each of them: a construct the
-  // generator stopped drawing would go untested silently.
+  // The first 200 programs, which the suites run (a fifth of them under the
+  // sanitizers), meet each of them: a construct the generator stopped
+  // drawing would go untested silently. Only their sources are read.
   std::map<std::string, int> seen = {{"gather(", 0}, {"pick(", 0}, {"one_hot(", 0}, {"scan(", 0}, {"slice(", 0},
                                      {"concat(", 0}, {"merge(", 0}, {"split(", 0}};
-  testing::for_each_generated_case(false, 200, [&](const testing::GeneratedCase& c) {
-    for (auto& [what, count] : seen) count += c.program.source.find(what) != std::string::npos ? 1 : 0;
-  });
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const std::string source = testing::generate_program(seed).source;
+    for (auto& [what, count] : seen) count += source.find(what) != std::string::npos ? 1 : 0;
+  }
   for (const auto& [what, count] : seen) EXPECT_GT(count, 0) << what << " in none of 200 generated programs";
 }
 

@@ -190,6 +190,23 @@ TEST_F(CExportCli, GradientsThroughFoldsGathersAndParameterTreesMatchBitForBit) 
   EXPECT_TRUE(std::filesystem::exists(file("tower_f64") + "/check/expected/result.blocks.proj.w.npy"));
 }
 
+TEST_F(CExportCli, ScansAndTheirGradientsMatchBitForBit) {
+  // matrix_scan (its island), linear_scan (transposes around it), and the
+  // gradient's adjoint scan and scan_grad_a, under f64, f32 (sanitized) and bf16.
+  const std::string scans =
+      write("scans.qr",
+            "fn f(a : ℝ[b: 2, t: 5, n: 3, m: 3], x : ℝ[b: 2, t: 5, n: 3], c : ℝ[b: 2, t: 5, k: 4]) -> ℝ[] =\n"
+            "  sum(tanh(matrix_scan(a * 0.5, x))) + sum(linear_scan(tanh(c), c) * c)\n"
+            "fn g(a : ℝ[b: 2, t: 5, n: 3, m: 3], x : ℝ[b: 2, t: 5, n: 3], c : ℝ[b: 2, t: 5, k: 4]) ->\n"
+            "    (ℝ[b: 2, t: 5, n: 3, m: 3], ℝ[b: 2, t: 5, n: 3], ℝ[b: 2, t: 5, k: 4]) =\n"
+            "  (grad(f, wrt = a)(a, x, c), grad(f, wrt = x)(a, x, c), grad(f, wrt = c)(a, x, c))\n");
+  for (const char* policy : {"f64", "f32", "bf16"}) {
+    SCOPED_TRACE(policy);
+    export_and_check(scans + " --entry g --precision " + policy, file(std::string("scans_") + policy),
+                     /*sanitized=*/std::string(policy) == "f32");
+  }
+}
+
 TEST_F(CExportCli, RefusesWhatItCannotExportWithOneLine) {
   const std::string grad = write("g.qr",
                                  "fn f(x : ℝ[n: 3]) -> ℝ[] = sum(x * x)\n"

@@ -7,15 +7,9 @@
 #include <vector>
 
 #include "quire/runtime/kernels.h"
+#include "quire/runtime/tensor.h"
 
 namespace quire::runtime {
-
-/// Strides of a row-major tensor of `shape`.
-inline std::vector<int64_t> row_major_strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
 
 /// Where a scan over x of shape `x` reads and writes, as strides: the batch
 /// (every axis but t and n, row-major) with x's and a's strides, the steps
@@ -32,7 +26,7 @@ inline ScanGeometry scan_geometry(const Shape& x, const ScanAxes& axes) {
   const int64_t rank = static_cast<int64_t>(x.size());
   Shape a = x;
   a.insert(a.begin() + axes.m, x[static_cast<size_t>(axes.n)]);
-  const std::vector<int64_t> xs = row_major_strides(x), a_full = row_major_strides(a);
+  const std::vector<int64_t> xs = contiguous_strides(x), a_full = contiguous_strides(a);
   const auto a_stride = [&](int64_t d) { return a_full[static_cast<size_t>(d < axes.m ? d : d + 1)]; };
   ScanGeometry g;
   for (int64_t d = 0; d < rank; ++d) {
@@ -94,7 +88,7 @@ inline ScanGradGeometry scan_grad_geometry(const Shape& x, const ScanAxes& axes)
   ScanGradGeometry g;
   g.a = x;
   g.a.insert(g.a.begin() + axes.m, x[static_cast<size_t>(axes.n)]);
-  const std::vector<int64_t> xs = row_major_strides(x);
+  const std::vector<int64_t> xs = contiguous_strides(x);
   g.t_in_a = axes.t < axes.m ? axes.t : axes.t + 1;
   g.n_in_a = axes.n < axes.m ? axes.n : axes.n + 1;
   g.m = axes.m;

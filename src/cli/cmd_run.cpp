@@ -193,7 +193,8 @@ Handler setup_run(CLI::App& sub) {
   sub.add_option("--threads", o->threads, "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
   sub.add_option("--profile", o->profile,
-                 "the machine profile the kernels' layouts are planned under (default: the one that ships)");
+                 "the machine profile the kernels' layouts are planned under (default: this machine's: the one that "
+                 "ships where it describes this machine, else one measured here on first use and kept)");
   sub.add_option("--memory-limit", o->memory_limit,
                  "refuse the call, before it runs, if its inputs and peak of live bytes (as `quire memory` counts "
                  "them) pass this many bytes (64MiB, 2GB, 1048576)");
@@ -262,7 +263,8 @@ Handler setup_run(CLI::App& sub) {
     // follows the host program without walking Core; `--repeat` reuses it.
     // `--backend interp` is the reference interpreter alone.
     std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(*kernel::parse_backend(o->backend), o->threads);
-    const machine::Profile profile = machine::planning_profile(o->profile);
+    const machine::Profile profile =
+        machine::planning_profile(o->backend == "native" ? execution_profile(o->profile) : o->profile);
     std::optional<compile::CompiledProgram> compiled;
     std::optional<kernel::KernelEngine> engine;
     std::optional<compile::Executor> executor;

@@ -67,7 +67,8 @@ Handler setup_train(CLI::App& sub) {
                  "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
   sub.add_option("--profile", o->train.profile,
-                 "the machine profile the kernels' layouts are planned under (default: the one that ships)");
+                 "the machine profile the kernels' layouts are planned under (default: this machine's: the one that "
+                 "ships where it describes this machine, else one measured here on first use and kept)");
   sub.add_option("--log-every", o->train.log_every, "print a plain progress line every N steps (default: about 50 lines)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--realize", o->realize,
@@ -98,6 +99,7 @@ Handler setup_train(CLI::App& sub) {
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
     o->train.remat = *interp::parse_remat(o->remat);
     o->train.backend = *kernel::parse_backend(o->backend);
+    if (o->train.backend == kernel::Backend::Native) o->train.profile = execution_profile(o->train.profile);
     // A launcher hands its ranks a terminal of its own whatever its output
     // is, so under one the progress is plain lines.
     train::train(*prog, o->train, std::cout, ::isatty(STDOUT_FILENO) == 1 && !o->train.world);

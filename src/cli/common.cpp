@@ -4,16 +4,19 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <set>
 #include <thread>
 
+#include "quire/calibrate/machine_profile.h"
 #include "quire/elab/elaborator.h"
 #include "quire/grad/vjp.h"
 #include "quire/interp/inputs.h"
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
+#include "quire/native/c_compiler.h"
 
 namespace quire::cli {
 
@@ -139,6 +142,23 @@ CLI::Option* add_output_option(CLI::App& sub, const std::string& flags, std::str
 int default_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores == 0 ? 1 : static_cast<int>(std::min(cores, 256u));
+}
+
+std::string execution_profile(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("QUIRE_PROFILE"); env && *env) {
+    const std::string value = env;
+    if (value == "shipped") return "";
+    if (value == "machine") {
+      // the machine's, as when the variable is unset
+    } else {
+      return value;  // a file, read (and checked) as --profile's
+    }
+  }
+  const machine::MachineProfile m =
+      machine::machine_profile(machine::this_machine(), native::CompilerSettings::from_environment().cache_dir);
+  if (!m.note.empty()) std::cerr << m.note << "\n";
+  return m.path;
 }
 
 std::vector<int> gradient_wrt(const elab::Program& prog, int entry) {

@@ -75,6 +75,14 @@ CLI::Validator non_empty(const std::string& why, const std::string& name);
 /// The threads a native kernel may use unless --threads says: the machine's cores.
 int default_threads();
 
+/// The profile file `quire run` and `quire train` plan the native kernels'
+/// layouts under ("" for the shipped one): --profile's file when given; else
+/// QUIRE_PROFILE's (`shipped`, `machine`, or a profile file, read as
+/// --profile's); else (and for `machine`) the profile for this machine
+/// (quire/calibrate/machine_profile.h), measured once, on first use, with a
+/// note on stderr.
+std::string execution_profile(const std::string& given);
+
 /// `--grad`: the arguments a training step differentiates `entry` with
 /// respect to: θ, or every argument that can have a cotangent when it takes
 /// no parameters; a UsageError when there is none.

@@ -117,6 +117,18 @@ static inline double quire_round_bf16_of_f32(double x) {
   memcpy(&o, &r, sizeof o);
   return (double)o;
 }
+/* The same on a float, for kernels whose f32 values stay in float
+   temporaries (FunctionWriter::float_site). */
+static inline float quire_round_bf16_of_f32f(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
+  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
+  const uint32_t r = f != f ? nan : rounded;
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return o;
+}
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
@@ -296,8 +308,8 @@ class FunctionWriter {
 
   /// Whether expression i's value is an f32 value, given the scalars marked
   /// as holding f32 values alone (`f32`): a constant that f32 holds, a load
-  /// of a buffer held as f32, a marked scalar, an f32 rounding or fma, or a
-  /// `where` between two such.
+  /// of a buffer held as f32, a marked scalar, an f32 fma, a rounding to f32
+  /// or a narrower type, or a `where` between two such.
   static bool holds_f32_value(const Kernel& k, const std::vector<bool>& f32, int i) {
     if (i < 0 || i >= static_cast<int>(k.exprs.size())) return false;
     const Expr& e = k.exprs[static_cast<size_t>(i)];
@@ -312,8 +324,9 @@ class FunctionWriter {
       case ExprKind::Where:
         return holds_f32_value(k, f32, e.b) && holds_f32_value(k, f32, e.c);
       case ExprKind::Fma:
-      case ExprKind::Round:
         return e.type == runtime::FloatType::F32;
+      case ExprKind::Round:  // every narrower type's numbers are f32's
+        return e.type != runtime::FloatType::F64;
       case ExprKind::Unary:
       case ExprKind::Binary:
       case ExprKind::Finite:
@@ -375,7 +388,10 @@ class FunctionWriter {
     // share once for 4 vectors of work, and the tile's scalars still fit in
     // registers (at 256³, tiles of 1, 2, 4 and 8 vectors ran an f32 product
     // in 7.4, 6.0, 4.1 and 5.1 ms here: docs/performance.md).
-    const int w = s.lanes * kTileVectors;
+    // A loop shorter than 4 vectors takes the whole vectors it has: a tile
+    // wider than the loop would leave every iteration to the scalar loop
+    // after it (a head's 16 columns under lanes 8 ran scalar so).
+    const int w = s.lanes * static_cast<int>(std::clamp<int64_t>(s.extent / s.lanes, 1, kTileVectors));
     const std::string begin = &s == split_ ? "lo" : "0";
     const std::string end = &s == split_ ? "hi" : fmt::format("{}", s.extent);
     Tile tile{s.var, s.lanes, w, kernel::scalars_set_in(s.body)};
@@ -564,10 +580,12 @@ class FunctionWriter {
         break;
     }
     std::string text;
+    bool as_float = false;  // declared float: an f32 value computed in float (float_site)
     switch (e.kind) {
       case ExprKind::Load: {
         const int b = checked_buffer(e.buffer);
-        text = fmt::format("{}b{}[{}]", held_in_ints(b) || held_in_floats(b) ? "(double)" : "", b, index(e.index));
+        as_float = held_in_floats(b);
+        text = fmt::format("{}b{}[{}]", held_in_ints(b) ? "(double)" : "", b, index(e.index));
         break;
       }
       case ExprKind::Unary:
@@ -581,17 +599,24 @@ class FunctionWriter {
       case ExprKind::Fma: {
         const std::string a = value(e.a, depth);
         const std::string b = value(e.b, depth);
-        // fmaf on the f32 values (exact conversions), widened back exactly.
-        text = e.type == runtime::FloatType::F32
-                   ? fmt::format("(double)fmaf((float)({}), (float)({}), (float)({}))", a, b, value(e.c, depth))
-                   : fmt::format("fma({}, {}, {})", a, b, value(e.c, depth));
+        // fmaf on the f32 values (exact conversions).
+        as_float = e.type == runtime::FloatType::F32;
+        text = as_float ? fmt::format("fmaf({}, {}, {})", as_float_text(a), as_float_text(b),
+                                      as_float_text(value(e.c, depth)))
+                        : fmt::format("fma({}, {}, {})", a, b, value(e.c, depth));
         break;
       }
       case ExprKind::Round:
         if (fast_ && is_fast_site(e)) return fast_site(i, depth);
         if (fast_ && exp_partner_.count(i)) return fast_exp_site(i, depth);
+        if (e.type == runtime::FloatType::F32) {
+          as_float = true;
+          text = float_site(e.a, depth);
+          break;
+        }
         if ((e.type == runtime::FloatType::BF16 || e.type == runtime::FloatType::F16) && holds_f32_value(e.a)) {
-          text = fmt::format("quire_round_{}_of_f32({})", runtime::float_type_name(e.type), value(e.a, depth));
+          as_float = true;
+          text = fmt::format("quire_round_{}_of_f32f({})", runtime::float_type_name(e.type), float_value(e.a, depth));
           break;
         }
         text = fmt::format("{}({})", round_function(e.type), value(e.a, depth));
@@ -605,14 +630,60 @@ class FunctionWriter {
         break;
     }
     const std::string name = fmt::format("t{}", temps_++);
-    line(depth, fmt::format("const double {} = {};", name, text));
+    line(depth, fmt::format("const {} {} = {};", as_float ? "float" : "double", name, text));
+    if (as_float) float_temps_.insert(name);
     return memo_[i] = name;
+  }
+
+  /// A C value as a float: itself when it names a float, else cast (exact,
+  /// its value being an f32 value).
+  std::string as_float_text(const std::string& v) const {
+    return float_temps_.count(v) ? v : fmt::format("(float){}", v);
+  }
+
+  /// The C text, as a float, of expression i, which holds an f32 value.
+  std::string float_value(int i, int depth) {
+    const Expr& e = k_.exprs[static_cast<size_t>(i)];
+    if (e.kind == ExprKind::Const) return fmt::format("(float){}", c_double(e.value));
+    if (e.kind == ExprKind::Scalar && float_scalar(e.scalar)) return scalar_name(e.scalar);
+    return as_float_text(value(i, depth));
+  }
+
+  /// The C text, as a float, of expression i rounded to f32. Where i is
+  /// +, −, ×, ÷, √, negation or |·| of f32 values, the float operation
+  /// itself: f64 has more than 2 · 24 + 2 significant bits, so rounding the
+  /// f64 result to f32 is the same number as the one correctly rounded f32
+  /// operation (the double rounding is innocuous for these five operations,
+  /// Figueroa 1995), and a kernel over f32 data then computes in float
+  /// vectors, twice the lanes, with no conversions. Otherwise the f64 value
+  /// narrowed.
+  std::string float_site(int i, int depth) {
+    const Expr& e = k_.exprs[static_cast<size_t>(i)];
+    if (e.kind == ExprKind::Binary && holds_f32_value(e.a) && holds_f32_value(e.b)) {
+      const char* op = e.binary == runtime::BinaryOp::Add   ? "+"
+                       : e.binary == runtime::BinaryOp::Sub ? "-"
+                       : e.binary == runtime::BinaryOp::Mul ? "*"
+                       : e.binary == runtime::BinaryOp::Div ? "/"
+                                                            : nullptr;
+      if (op) {
+        const std::string a = float_value(e.a, depth);
+        return fmt::format("{} {} {}", a, op, float_value(e.b, depth));
+      }
+    }
+    if (e.kind == ExprKind::Unary && holds_f32_value(e.a)) {
+      if (e.unary == runtime::UnaryOp::Sqrt) return fmt::format("sqrtf({})", float_value(e.a, depth));
+      if (e.unary == runtime::UnaryOp::Neg) return fmt::format("-{}", float_value(e.a, depth));
+      if (e.unary == runtime::UnaryOp::Abs) return fmt::format("fabsf({})", float_value(e.a, depth));
+    }
+    return fmt::format("(float){}", value(i, depth));
   }
 
   std::string where(int i, const Expr& e, int depth) {
     const std::string cond = value(e.a, depth);
     const std::string name = fmt::format("t{}", temps_++);
-    line(depth, fmt::format("double {};", name));
+    const bool as_float = holds_f32_value(i);
+    line(depth, fmt::format("{} {};", as_float ? "float" : "double", name));
+    if (as_float) float_temps_.insert(name);
     line(depth, fmt::format("if ({} != 0.0) {{", cond));
     side(name, e.b, depth + 1);
     line(depth, "} else {");
@@ -631,6 +702,7 @@ class FunctionWriter {
   std::string out_;
   std::vector<bool> in_scope_;       ///< by loop variable: bound by an enclosing loop
   std::map<int, std::string> memo_;  ///< expression → its temporary, within the current statement
+  std::set<std::string> float_temps_;  ///< the temporaries declared float
   int temps_ = 0;
   const Stmt* split_ = nullptr;  ///< the loop whose range the caller gives
   /// Inside a lane tile (lane_tiles): its loop variable, lanes, and the
@@ -638,7 +710,7 @@ class FunctionWriter {
   struct Tile {
     int var = -1;
     int lanes = 1;  ///< the layout's vector lanes
-    int width = 1;  ///< iterations per tile: lanes × kTileVectors
+    int width = 1;  ///< iterations per tile: lanes × (kTileVectors, or fewer in a shorter loop)
     std::set<int> own;
   };
   static constexpr int kTileVectors = 4;
@@ -707,6 +779,14 @@ std::string c_prelude() {
       "  return f != f ? copysign(NAN, x) : r;\n"
       "#else\n"
       "  return quire_round_f16(x);\n"
+      "#endif\n"
+      "}\n"
+      "static inline float quire_round_f16_of_f32f(float f) {\n"
+      "#if defined(__FLT16_MANT_DIG__)\n"
+      "  const float r = (float)(_Float16)f;\n"
+      "  return f != f ? copysignf(NAN, f) : r;\n"
+      "#else\n"
+      "  return (float)quire_round_f16((double)f);\n"
       "#endif\n"
       "}\n";
   return text + "#endif\n";

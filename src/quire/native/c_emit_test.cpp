@@ -222,10 +222,10 @@ kernel::Kernel column_sums(int64_t rows, int64_t cols, int lanes, bool f64_sums 
   return b.take();
 }
 
-// A scalar whose every value is an f32 value (its 0 start, f32 roundings,
-// f32 loads, f32-exact constants, such scalars and `where`s of them) is a
-// C float, in a lane tile an array of floats; the others stay double: an f64
-// operation's result, a rounding to another format, a constant f32 does not
+// A scalar whose every value is an f32 value (its 0 start, roundings to f32
+// or a narrower type, f32 loads, f32-exact constants, such scalars and
+// `where`s of them) is a C float, in a lane tile an array of floats; the
+// others stay double: an f64 operation's result, a constant f32 does not
 // hold, or a NaN constant.
 TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
   const std::string c = emit_c(column_sums(8, 64, 8), "quire_f");
@@ -233,7 +233,7 @@ TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
   SCOPED_TRACE(body);
   EXPECT_NE(body.find("float s0 = 0.0;"), std::string::npos);
   EXPECT_NE(body.find("double s1 = 0.0;"), std::string::npos);
-  EXPECT_NE(body.find("double s2 = 0.0;"), std::string::npos);
+  EXPECT_NE(body.find("float s2 = 0.0;"), std::string::npos) << "a bf16 rounding's values are f32's";
   EXPECT_NE(body.find("float s0_v[32] = {0};"), std::string::npos) << "the lane tile's accumulators";
   EXPECT_NE(body.find("double s1_v[32] = {0};"), std::string::npos);
   EXPECT_NE(body.find("s0_v[i0_l] = (float)"), std::string::npos);
@@ -529,6 +529,79 @@ TEST_F(CEmitCompiled, FloatScalarsKeepTheInterpretersBits) {
           EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(w)) << "column " << j;
       }
     }
+}
+
+// out[i, op, t] = round_t(round_f32(a[i] op b[i])) for +, −, ×, ÷ and
+// round_t(round_f32(f(a[i]))) for √, negation and |·|, with t f32, bf16 and
+// f16: the f32 site of a kernel over f32 values.
+kernel::Kernel f32_arithmetic(int64_t n) {
+  KernelBuilder b("f32 arithmetic");
+  const int a = b.buffer(ElemType::F32, {n});
+  const int c = b.buffer(ElemType::F32, {n});
+  const std::vector<runtime::FloatType> targets = {FloatType::F32, FloatType::BF16, FloatType::F16};
+  const int64_t ops = 7, width = ops * static_cast<int64_t>(targets.size());
+  const int out = b.buffer(ElemType::F32, {n, width});
+  const int i = b.new_loop_var();
+  std::vector<Stmt> body;
+  const int x = b.load(a, Affine{0, {{i, 1}}}), y = b.load(c, Affine{0, {{i, 1}}});
+  const std::vector<int> values = {b.binary(runtime::BinaryOp::Add, x, y), b.binary(runtime::BinaryOp::Sub, x, y),
+                                   b.binary(runtime::BinaryOp::Mul, x, y), b.binary(runtime::BinaryOp::Div, x, y),
+                                   b.unary(runtime::UnaryOp::Sqrt, x),     b.unary(runtime::UnaryOp::Neg, y),
+                                   b.unary(runtime::UnaryOp::Abs, y)};
+  for (size_t t = 0; t < targets.size(); ++t)
+    for (size_t op = 0; op < values.size(); ++op) {
+      const int rounded = b.round(targets[t], b.round(FloatType::F32, values[op]));
+      body.push_back(kernel::store_stmt(out, Affine{static_cast<int64_t>(t * values.size() + op), {{i, width}}}, rounded));
+    }
+  Stmt loop = kernel::loop_stmt(i, n, std::move(body), /*independent=*/true);
+  loop.lanes = 8;
+  b.kernel().body.push_back(std::move(loop));
+  return b.take();
+}
+
+// The float operations an f32 site computes in (FunctionWriter::float_site)
+// give the interpreter's bits, which compute in f64 and round: over every
+// format's edge cases and a million random f32 values, paired.
+TEST_F(CEmitCompiled, FloatArithmeticOfF32SitesHasTheInterpretersBits) {
+  std::vector<double> xs = edge_cases();
+  const std::vector<double> more = random_doubles(200'000);
+  xs.insert(xs.end(), more.begin(), more.end());
+  for (double& x : xs) x = static_cast<double>(static_cast<float>(x));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  runtime::Tensor a = runtime::Tensor::real({n}), c = runtime::Tensor::real({n});
+  std::vector<float> a32(static_cast<size_t>(n)), c32(static_cast<size_t>(n));
+  std::mt19937_64 rng(11);
+  for (size_t e = 0; e < xs.size(); ++e) {
+    a.reals[e] = xs[e];
+    c.reals[e] = xs[rng() % xs.size()];
+    a32[e] = static_cast<float>(a.reals[e]);
+    c32[e] = static_cast<float>(c.reals[e]);
+  }
+  const kernel::Kernel k = f32_arithmetic(n);
+  const std::string text = emit_c(k, "quire_f");
+  EXPECT_NE(text.find("const float t2 = t0 + t1;"), std::string::npos) << text;
+  EXPECT_NE(text.find(" = sqrtf(t"), std::string::npos) << text;
+  EXPECT_NE(text.find("quire_round_bf16_of_f32f("), std::string::npos) << text;
+
+  const runtime::Tensor want = kernel::run_kernel(k, {&a, &c});
+  CCompiler compiler(settings());
+  using Fn = void (*)(const void* const*, void*, int64_t, int64_t);
+  const auto f = reinterpret_cast<Fn>(compiler.load(text, "quire_f"));
+  std::vector<float> got(want.reals.size());
+  const void* inputs[] = {a32.data(), c32.data()};
+  f(inputs, got.data(), 0, n);
+  int failures = 0;
+  for (size_t e = 0; e < got.size() && failures < 10; ++e) {
+    const double w = want.reals[e], g = static_cast<double>(got[e]);
+    const bool same = std::isnan(w) ? std::isnan(g) && std::signbit(g) == std::signbit(w)
+                                    : std::bit_cast<uint64_t>(g) == std::bit_cast<uint64_t>(w);
+    if (!same) {
+      ++failures;
+      const size_t i = e / 21;
+      ADD_FAILURE() << fmt::format("element {} (column {}): a = {:a}, b = {:a}: {:a}, the interpreter {:a}", i, e % 21,
+                                   a.reals[i], c.reals[i], g, w);
+    }
+  }
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ void quire_k0(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const double t0 = b0[4 * i0 + i1];
       const double t1 = quire_mul(t0, t0);
-      const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16_of_f32(t2);
+      const float t2 = (float)t1;
+      const float t3 = quire_round_f16_of_f32f(t2);
       s0 = t3;
       b1[4 * i0 + i1] = (float)s0;
     }
@@ -53,14 +53,12 @@ void quire_k1(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     s1 = (float)0x0p+0;
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
-      const double t1 = quire_add(s1, t0);
-      const double t2 = quire_round_f32(t1);
-      s1 = (float)t2;
+      const float t0 = b0[4 * i0 + i1];
+      const float t1 = s1 + t0;
+      s1 = (float)t1;
     }
-    const double t3 = quire_div(s1, 0x1p+2);
-    const double t4 = quire_round_f32(t3);
-    s0 = (float)t4;
+    const float t2 = s1 / (float)0x1p+2;
+    s0 = (float)t2;
     b1[i0] = (float)s0;
   }
 }
@@ -85,14 +83,13 @@ void quire_k2(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   float s0 = 0.0;
   float s1 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
-    const double t0 = (double)b0[i0];
+    const float t0 = b0[i0];
     const double t1 = b1[0];
     const double t2 = quire_add(t0, t1);
-    const double t3 = quire_round_f32(t2);
+    const float t3 = (float)t2;
     s0 = (float)t3;
-    const double t4 = quire_sqrt(s0);
-    const double t5 = quire_round_f32(t4);
-    s1 = (float)t5;
+    const float t4 = sqrtf(s0);
+    s1 = (float)t4;
     b2[i0] = (float)s1;
   }
 }
@@ -123,15 +120,15 @@ void quire_k3(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const double t0 = b0[4 * i0 + i1];
-      const double t1 = (double)b1[i0];
+      const float t1 = b1[i0];
       const double t2 = quire_div(t0, t1);
-      const double t3 = quire_round_f32(t2);
-      const double t4 = quire_round_f16_of_f32(t3);
+      const float t3 = (float)t2;
+      const float t4 = quire_round_f16_of_f32f(t3);
       s0 = t4;
-      const double t5 = (double)b2[i1];
+      const float t5 = b2[i1];
       const double t6 = quire_mul(s0, t5);
-      const double t7 = quire_round_f32(t6);
-      const double t8 = quire_round_f16_of_f32(t7);
+      const float t7 = (float)t6;
+      const float t8 = quire_round_f16_of_f32f(t7);
       s1 = t8;
       b3[4 * i0 + i1] = (float)s1;
     }
@@ -157,10 +154,10 @@ void quire_k4(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   double s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
+      const float t0 = b0[4 * i0 + i1];
       const double t1 = quire_gelu(t0);
-      const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16_of_f32(t2);
+      const float t2 = (float)t1;
+      const float t3 = quire_round_f16_of_f32f(t2);
       s0 = t3;
       b1[4 * i0 + i1] = (float)s0;
     }
@@ -197,14 +194,13 @@ void quire_k5(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   float s2 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b3[4 * i0 + i1];
+      const float t0 = b3[4 * i0 + i1];
       s1 = (float)t0;
-      const double t1 = quire_round_f32(s1);
+      const float t1 = (float)s1;
       s0 = (float)t1;
-      const double t2 = (double)b2[i1];
-      const double t3 = quire_add(s0, t2);
-      const double t4 = quire_round_f32(t3);
-      s2 = (float)t4;
+      const float t2 = b2[i1];
+      const float t3 = s0 + t2;
+      s2 = (float)t3;
       b4[4 * i0 + i1] = (float)s2;
     }
   }
@@ -232,9 +228,9 @@ void quire_k6(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const double t0 = b0[4 * i0 + i1];
-      const double t1 = (double)b1[4 * i0 + i1];
+      const float t1 = b1[4 * i0 + i1];
       const double t2 = quire_add(t0, t1);
-      const double t3 = quire_round_f32(t2);
+      const float t3 = (float)t2;
       s0 = (float)t3;
       b2[4 * i0 + i1] = (float)s0;
     }
@@ -260,11 +256,10 @@ void quire_k7(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   double s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
-      const double t1 = quire_mul(t0, t0);
-      const double t2 = quire_round_f32(t1);
-      const double t3 = quire_round_f16_of_f32(t2);
-      s0 = t3;
+      const float t0 = b0[4 * i0 + i1];
+      const float t1 = t0 * t0;
+      const float t2 = quire_round_f16_of_f32f(t1);
+      s0 = t2;
       b1[4 * i0 + i1] = (float)s0;
     }
   }
@@ -295,17 +290,16 @@ void quire_k8(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   double s1 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
-      const double t1 = (double)b1[i0];
-      const double t2 = quire_div(t0, t1);
-      const double t3 = quire_round_f32(t2);
-      const double t4 = quire_round_f16_of_f32(t3);
-      s0 = t4;
-      const double t5 = (double)b2[i1];
-      const double t6 = quire_mul(s0, t5);
-      const double t7 = quire_round_f32(t6);
-      const double t8 = quire_round_f16_of_f32(t7);
-      s1 = t8;
+      const float t0 = b0[4 * i0 + i1];
+      const float t1 = b1[i0];
+      const float t2 = t0 / t1;
+      const float t3 = quire_round_f16_of_f32f(t2);
+      s0 = t3;
+      const float t4 = b2[i1];
+      const double t5 = quire_mul(s0, t4);
+      const float t6 = (float)t5;
+      const float t7 = quire_round_f16_of_f32f(t6);
+      s1 = t7;
       b3[4 * i0 + i1] = (float)s1;
     }
   }
@@ -332,11 +326,10 @@ void quire_k9(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   float s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
-      const double t1 = (double)b1[4 * i0 + i1];
-      const double t2 = quire_add(t0, t1);
-      const double t3 = quire_round_f32(t2);
-      s0 = (float)t3;
+      const float t0 = b0[4 * i0 + i1];
+      const float t1 = b1[4 * i0 + i1];
+      const float t2 = t0 + t1;
+      s0 = (float)t2;
       b2[4 * i0 + i1] = (float)s0;
     }
   }
@@ -372,14 +365,13 @@ void quire_k10(const void* const* inputs, void* output, int64_t lo, int64_t hi) 
   float s2 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b3[4 * i0 + i1];
+      const float t0 = b3[4 * i0 + i1];
       s1 = (float)t0;
-      const double t1 = quire_round_f32(s1);
+      const float t1 = (float)s1;
       s0 = (float)t1;
-      const double t2 = (double)b2[i1];
-      const double t3 = quire_add(s0, t2);
-      const double t4 = quire_round_f32(t3);
-      s2 = (float)t4;
+      const float t2 = b2[i1];
+      const float t3 = s0 + t2;
+      s2 = (float)t3;
       b4[4 * i0 + i1] = (float)s2;
     }
   }
@@ -408,14 +400,13 @@ void quire_k11(const void* const* inputs, void* output, int64_t lo, int64_t hi) 
   float s1 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
+      const float t0 = b0[4 * i0 + i1];
       const double t1 = b1[4 * i0 + i1];
       const double t2 = quire_sub(t0, t1);
-      const double t3 = quire_round_f32(t2);
+      const float t3 = (float)t2;
       s0 = (float)t3;
-      const double t4 = quire_mul(s0, s0);
-      const double t5 = quire_round_f32(t4);
-      s1 = (float)t5;
+      const float t4 = s0 * s0;
+      s1 = (float)t4;
       b2[4 * i0 + i1] = (float)s1;
     }
   }
@@ -445,7 +436,7 @@ void quire_k12(const void* const* inputs, void* output, int64_t lo, int64_t hi) 
   s1 = 0x0p+0;
   for (int64_t i0 = 0; i0 < 4; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
-      const double t0 = (double)b0[4 * i0 + i1];
+      const float t0 = b0[4 * i0 + i1];
       const double t1 = quire_add(s1, t0);
       s1 = t1;
     }

@@ -423,6 +423,18 @@ static inline double quire_round_bf16_of_f32(double x) {
   memcpy(&o, &r, sizeof o);
   return (double)o;
 }
+/* The same on a float, for kernels whose f32 values stay in float
+   temporaries (FunctionWriter::float_site). */
+static inline float quire_round_bf16_of_f32f(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
+  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
+  const uint32_t r = f != f ? nan : rounded;
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return o;
+}
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
@@ -478,6 +490,14 @@ static inline double quire_round_f16_of_f32(double x) {
   return f != f ? copysign(NAN, x) : r;
 #else
   return quire_round_f16(x);
+#endif
+}
+static inline float quire_round_f16_of_f32f(float f) {
+#if defined(__FLT16_MANT_DIG__)
+  const float r = (float)(_Float16)f;
+  return f != f ? copysignf(NAN, f) : r;
+#else
+  return (float)quire_round_f16((double)f);
 #endif
 }
 #endif

@@ -17,14 +17,14 @@ void quire_k0(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   const double* const b0 = (const double*)inputs[0];
   float* const b1 = (float*)output;
   (void)b0;
-  double s0 = 0.0;
+  float s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const double t0 = b0[4 * i0 + i1];
       const double t1 = quire_mul(t0, t0);
       const float t2 = (float)t1;
       const float t3 = quire_round_f16_of_f32f(t2);
-      s0 = t3;
+      s0 = (float)t3;
       b1[4 * i0 + i1] = (float)s0;
     }
   }
@@ -115,8 +115,8 @@ void quire_k3(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   (void)b0;
   (void)b1;
   (void)b2;
-  double s0 = 0.0;
-  double s1 = 0.0;
+  float s0 = 0.0;
+  float s1 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const double t0 = b0[4 * i0 + i1];
@@ -124,12 +124,11 @@ void quire_k3(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
       const double t2 = quire_div(t0, t1);
       const float t3 = (float)t2;
       const float t4 = quire_round_f16_of_f32f(t3);
-      s0 = t4;
+      s0 = (float)t4;
       const float t5 = b2[i1];
-      const double t6 = quire_mul(s0, t5);
-      const float t7 = (float)t6;
-      const float t8 = quire_round_f16_of_f32f(t7);
-      s1 = t8;
+      const float t6 = s0 * t5;
+      const float t7 = quire_round_f16_of_f32f(t6);
+      s1 = (float)t7;
       b3[4 * i0 + i1] = (float)s1;
     }
   }
@@ -151,14 +150,14 @@ void quire_k4(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   const float* const b0 = (const float*)inputs[0];
   float* const b1 = (float*)output;
   (void)b0;
-  double s0 = 0.0;
+  float s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const float t0 = b0[4 * i0 + i1];
       const double t1 = quire_gelu(t0);
       const float t2 = (float)t1;
       const float t3 = quire_round_f16_of_f32f(t2);
-      s0 = t3;
+      s0 = (float)t3;
       b1[4 * i0 + i1] = (float)s0;
     }
   }
@@ -253,13 +252,13 @@ void quire_k7(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   const float* const b0 = (const float*)inputs[0];
   float* const b1 = (float*)output;
   (void)b0;
-  double s0 = 0.0;
+  float s0 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const float t0 = b0[4 * i0 + i1];
       const float t1 = t0 * t0;
       const float t2 = quire_round_f16_of_f32f(t1);
-      s0 = t2;
+      s0 = (float)t2;
       b1[4 * i0 + i1] = (float)s0;
     }
   }
@@ -286,20 +285,19 @@ void quire_k8(const void* const* inputs, void* output, int64_t lo, int64_t hi) {
   (void)b0;
   (void)b1;
   (void)b2;
-  double s0 = 0.0;
-  double s1 = 0.0;
+  float s0 = 0.0;
+  float s1 = 0.0;
   for (int64_t i0 = lo; i0 < hi; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       const float t0 = b0[4 * i0 + i1];
       const float t1 = b1[i0];
       const float t2 = t0 / t1;
       const float t3 = quire_round_f16_of_f32f(t2);
-      s0 = t3;
+      s0 = (float)t3;
       const float t4 = b2[i1];
-      const double t5 = quire_mul(s0, t4);
-      const float t6 = (float)t5;
-      const float t7 = quire_round_f16_of_f32f(t6);
-      s1 = t7;
+      const float t5 = s0 * t4;
+      const float t6 = quire_round_f16_of_f32f(t5);
+      s1 = (float)t6;
       b3[4 * i0 + i1] = (float)s1;
     }
   }

@@ -30,6 +30,15 @@ and their median.
 --half bf16 (or f16) measures quire's half step against quire's own f32 step
 instead of PyTorch: the two alternate R times per thread count, and the ratio
 is the f32 step time over the half one (above 1, the half type is faster).
+
+--machine-profile measures quire's step with its kernels planned under the
+shipped profile (QUIRE_PROFILE=shipped) against planned under a quick profile
+of this machine (`quire profile calibrate --quick`, what `quire train` measures
+on first use where the shipped profile does not describe the machine), the two
+alternating R times per thread count; the ratio is the shipped plan's step
+time over the machine's (above 1, the machine's plan is faster). QUIRE_ISA is
+passed on: under QUIRE_ISA=avx2 both the calibration and the steps take the
+AVX2 paths.
 """
 
 import argparse
@@ -80,10 +89,10 @@ def quire_copy(tmp, config):
     return path
 
 
-def run_measured(cmd):
+def run_measured(cmd, env=None):
     """Runs cmd; returns its standard output and its peak resident bytes."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -93,11 +102,11 @@ def run_measured(cmd):
         return out.read().decode(), usage.ru_maxrss * 1024
 
 
-def quire_step_seconds(quire, program, tmp, threads, precision, steps, warmup):
+def quire_step_seconds(quire, program, tmp, threads, precision, steps, warmup, extra=(), env=None):
     """The median step time, and the process's peak resident bytes."""
     run_dir = os.path.join(tmp, f"run-{threads}-{time.monotonic_ns()}")
     _, rss = run_measured([quire, "train", program, "--precision", precision, "--threads", str(threads),
-                           "--max-steps", str(steps), "--run-dir", run_dir])
+                           "--max-steps", str(steps), "--run-dir", run_dir, *extra], env=env)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         elapsed = [json.loads(line)["elapsed_s"] for line in f if line.strip()]
     return statistics.median([b - a for a, b in zip(elapsed, elapsed[1:])][warmup:]), rss
@@ -169,6 +178,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--config", default="example", choices=sorted(CONFIGS))
     ap.add_argument("--half", choices=["bf16", "f16"], help="quire's half step against its own f32 step")
+    ap.add_argument("--machine-profile", action="store_true",
+                    help="quire planned under the shipped profile against under this machine's quick profile")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
@@ -177,6 +188,8 @@ def main():
         sys.exit("--quire BUILD/quire is required")
     if args.half:
         return half_against_f32(args)
+    if args.machine_profile:
+        return machine_against_shipped(args)
     try:
         import torch  # noqa: F401 (checked here, used in the child)
     except ImportError:
@@ -217,6 +230,28 @@ def half_against_f32(args):
                       f"{half * 1e3:.2f} ms/step, f32 / {args.half} {f32 / half:.2f}", flush=True)
             print(f"threads {threads} {args.config}: median f32 / {args.half} {statistics.median(ratios):.2f} "
                   f"(above 1: {args.half} is faster)")
+
+
+def machine_against_shipped(args):
+    use_config(args.config)
+    quire = os.path.abspath(args.quire)
+    with tempfile.TemporaryDirectory() as tmp:
+        program = quire_copy(tmp, args.config)
+        measured = os.path.join(tmp, "machine.json")
+        run_measured([quire, "profile", "calibrate", "--quick", "-o", measured])
+        shipped_env = dict(os.environ, QUIRE_PROFILE="shipped")
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ratios = []
+            for r in range(args.rounds):
+                shipped, _ = quire_step_seconds(quire, program, tmp, threads, args.precision, args.steps, args.warmup,
+                                                env=shipped_env)
+                machine, _ = quire_step_seconds(quire, program, tmp, threads, args.precision, args.steps,
+                                                args.warmup, extra=["--profile", measured])
+                ratios.append(shipped / machine)
+                print(f"threads {threads} round {r + 1}: shipped profile {shipped * 1e3:.2f} ms/step, this "
+                      f"machine's {machine * 1e3:.2f} ms/step, shipped / machine {shipped / machine:.2f}", flush=True)
+            print(f"threads {threads} {args.precision} {args.config} (QUIRE_ISA={os.environ.get('QUIRE_ISA', '')}): "
+                  f"median shipped / machine {statistics.median(ratios):.2f} (above 1: the machine's plan is faster)")
 
 
 if __name__ == "__main__":

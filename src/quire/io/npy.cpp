@@ -12,6 +12,7 @@
 
 #include "quire/io/atomic_file.h"
 #include "quire/io/byte_codec.h"
+#include "quire/io/held_values.h"
 #include "quire/io/npy_format.h"
 #include "quire/runtime/float_types.h"
 
@@ -123,7 +124,7 @@ std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& whe
   else append_le(out, static_cast<uint16_t>(dict.size()));
   out += dict;
   if (tensor.is_real()) {
-    for (double v : tensor.reals) {
+    for_each_held_value(tensor.reals, [&](double v) {
       switch (type) {
         case StoreType::F64: append_le(out, std::bit_cast<uint64_t>(v)); break;
         case StoreType::F16: append_le(out, runtime::encode_f16(v)); break;
@@ -131,7 +132,7 @@ std::string encode_npy_at(const Tensor& tensor, StoreType type, const Where& whe
         case StoreType::BF16: append_le(out, runtime::encode_f32(runtime::round_to(runtime::FloatType::BF16, v))); break;
         case StoreType::F32: append_le(out, std::bit_cast<uint32_t>(static_cast<float>(v))); break;
       }
-    }
+    });
     return out;
   }
   for (size_t i = 0; i < tensor.ints.size(); ++i) {

@@ -1,6 +1,7 @@
 #include "quire/io/safetensors.h"
 
 #include "quire/io/byte_codec.h"
+#include "quire/io/held_values.h"
 
 #include <fmt/format.h>
 
@@ -277,14 +278,14 @@ std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::
       case ElemKind::Real: {
         const StoreType type = types.of(name);
         dtype = type == StoreType::F64 ? "F64" : type == StoreType::F32 ? "F32" : type == StoreType::BF16 ? "BF16" : "F16";
-        for (double v : tensor.reals) {
+        for_each_held_value(tensor.reals, [&](double v) {
           switch (type) {
             case StoreType::F64: append_le(buffer, std::bit_cast<uint64_t>(v)); break;
             case StoreType::F32: append_le(buffer, std::bit_cast<uint32_t>(static_cast<float>(v))); break;
             case StoreType::BF16: append_le(buffer, runtime::encode_bf16(v)); break;
             case StoreType::F16: append_le(buffer, runtime::encode_f16(v)); break;
           }
-        }
+        });
         break;
       }
       case ElemKind::I32:

@@ -9,6 +9,7 @@
 
 #include "quire/io/atomic_file.h"
 #include "quire/io/io_testing.h"
+#include "quire/io/npy.h"
 
 namespace quire::io {
 
@@ -199,6 +200,21 @@ TEST(Safetensors, WriterRejectsBadInput) {
   EXPECT_THROW(encode_safetensors({{"bad\xff", reals({}, {1})}}, {}, StoreType::F64, kOrigin), IoError);
   Tensor broken = reals({3}, {1, 2});
   EXPECT_THROW(encode_safetensors({{"b", broken}}, {}, StoreType::F64, kOrigin), IoError);
+}
+
+// An f32-held tensor is written from its f32 view: no f64 view is made (it
+// would stay beside the f32 one as long as the tensor lives), and the bytes
+// are those of the same numbers held as f64.
+TEST(Safetensors, AnF32HeldTensorIsWrittenWithoutWideningIt) {
+  Tensor wide = reals({2, 3}, {0.5, -1.25, 3.0, static_cast<double>(1e-3f), -0.0, 65504.0});
+  Tensor narrow = wide;
+  narrow.reals.narrow_for_writing();
+  ASSERT_FALSE(narrow.reals.holds_wide());
+  for (StoreType type : {StoreType::F32, StoreType::F64, StoreType::BF16, StoreType::F16}) {
+    EXPECT_EQ(encode_safetensors({{"t", narrow}}, {}, type, kOrigin), encode_safetensors({{"t", wide}}, {}, type, kOrigin));
+    EXPECT_EQ(encode_npy(narrow, type, kOrigin), encode_npy(wide, type, kOrigin));
+  }
+  EXPECT_FALSE(narrow.reals.holds_wide()) << "writing made an f64 view";
 }
 
 }  // namespace quire::io

@@ -599,6 +599,31 @@ int64_t state_bytes_of(const OptimizerConfig& config, const std::vector<ParamExt
   return elements * runtime::float_type_info(master).storage_bits / 8;
 }
 
+namespace {
+
+/// n zeros, held as f32 alone for a parameter held so (an f32, bf16 or f16
+/// master's): its state then starts as the f32 numbers an update keeps it in
+/// (with_state_views), where f64 zeros would hold twice the bytes until the
+/// first update narrowed them (GPT-2 small's moments: 1.98 GB during the
+/// first step, docs/memory.md).
+runtime::RealStorage zero_state(size_t n, bool narrow) {
+  if (!narrow) return runtime::RealStorage(n);
+  runtime::RealStorage s = runtime::RealStorage::narrow_for_overwrite(n);
+  std::fill_n(s.narrow_for_writing(), n, 0.0f);
+  return s;
+}
+
+/// A restored state's elements (a checkpoint's reader holds them as f64):
+/// as f32 alone where they are f32 numbers, which the update of an f32
+/// master writes in place, and which an f64 master's update widens exactly.
+runtime::RealStorage held_as_read(const runtime::RealStorage& read) {
+  runtime::RealStorage s = read;
+  if (s.holds_f32_numbers()) s.narrow_for_writing();
+  return s;
+}
+
+}  // namespace
+
 Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std::set<std::string> frozen,
                      const std::map<std::string, int>& stacked)
     : config_(std::move(config)), frozen_(std::move(frozen)) {
@@ -609,7 +634,8 @@ Optimizer::Optimizer(OptimizerConfig config, const interp::ParamMap& params, std
     auto copies = stacked.find(path);
     const StatePlan plan = plan_state(config_, path, tensor.rank(), copies == stacked.end() ? 0 : copies->second,
                                       static_cast<size_t>(tensor.size()));
-    states_.push_back({path, tensor.shape, plan.muon, runtime::RealStorage(plan.first), runtime::RealStorage(plan.second)});
+    const bool narrow = tensor.reals.holds_narrow() && !tensor.reals.holds_wide();
+    states_.push_back({path, tensor.shape, plan.muon, zero_state(plan.first, narrow), zero_state(plan.second, narrow)});
   }
   for (const std::string& entry : config_.adamw_params)
     if (!std::ranges::any_of(states_, [&](const ParamState& s) { return names(entry, s.path); }))
@@ -804,7 +830,7 @@ void Optimizer::restore(const io::NamedTensors& tensors, const nlohmann::json& s
       if (!t.is_real() || t.shape != s.shape)
         throw refuse(fmt::format("tensor `{}` is {} {}, not real {}", name, runtime::elem_kind_name(t.kind),
                                  runtime::shape_string(t.shape), runtime::shape_string(s.shape)));
-      (k.in_first ? s.first : s.second) = t.reals.to_vector();
+      (k.in_first ? s.first : s.second) = held_as_read(t.reals);
       by_name.erase(it);
     }
   if (!by_name.empty())

@@ -182,6 +182,48 @@ TEST(OptimizerAdamWTest, MatchesTheF32RoundedReferenceExactlyUnderF32) {
   compare_with_reference(adamw_config(), FloatType::F32, 7, 10);
 }
 
+// Parameters held as f32 alone (the trainer holds an f32 master so) get
+// state held as f32 alone from the start, keep both so through updates and a
+// restore, and give the bits of the same run on f64-held parameters.
+TEST(OptimizerAdamWTest, F32HeldParametersKeepF32HeldStateWithTheSameBits) {
+  auto held_alone = [](const runtime::Tensor& t) { return t.reals.holds_narrow() && !t.reals.holds_wide(); };
+  ParamMap wide = initial_params(FloatType::F32);
+  ParamMap narrow = wide;
+  for (auto& [path, t] : narrow) t.reals.narrow_for_writing();
+  Optimizer a(adamw_config(), wide), b(adamw_config(), narrow);
+  for (const auto& [name, t] : b.state_tensors()) EXPECT_TRUE(held_alone(t)) << name << " at the start";
+  for (int k = 0; k < 3; ++k) {
+    const ParamMap grads = gradients(wide, k, FloatType::F32);
+    a.step(wide, grads, FloatType::F32, 10);
+    b.step(narrow, grads, FloatType::F32, 10);
+  }
+  const io::NamedTensors sa = a.state_tensors(), sb = b.state_tensors();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t k = 0; k < sb.size(); ++k) {
+    const auto& [name, t] = sb[k];
+    ASSERT_EQ(name, sa[k].first);
+    EXPECT_TRUE(held_alone(t)) << name << " after 3 updates";
+    for (size_t i = 0; i < t.reals.size(); ++i) EXPECT_TRUE(same_bits(t.reals.narrow()[i], sa[k].second.reals[i])) << name;
+  }
+  for (const auto& [path, t] : narrow) {
+    EXPECT_TRUE(held_alone(t)) << path;
+    for (size_t i = 0; i < t.reals.size(); ++i) EXPECT_TRUE(same_bits(t.reals.narrow()[i], wide.at(path).reals[i])) << path;
+  }
+  // A checkpoint's reader holds the state as f64: restored, it is f32 alone.
+  io::NamedTensors read;
+  for (const auto& [name, t] : sb) {
+    runtime::Tensor wide_copy = runtime::Tensor::real(t.shape);
+    wide_copy.reals = runtime::RealStorage(t.reals.to_vector());
+    read.emplace_back(name, wide_copy);
+  }
+  Optimizer c(adamw_config(), narrow);
+  c.restore(read, b.state_json());
+  for (const auto& [name, t] : c.state_tensors()) EXPECT_TRUE(held_alone(t)) << name << " restored";
+  // f64-held parameters keep f64 state.
+  Optimizer d(adamw_config(), initial_params(FloatType::F64));
+  for (const auto& [name, t] : d.state_tensors()) EXPECT_TRUE(t.reals.holds_wide()) << name;
+}
+
 TEST(OptimizerAdamWTest, DefaultsWithoutWeightDecayOrSchedule) {
   OptimizerConfig c = OptimizerConfig::defaults(OptimizerKind::AdamW);
   c.weight_decay = 0;

@@ -92,6 +92,12 @@ class Trainer {
   void set_up();
   void start_fresh();
   void resume();
+  /// Each parameter stored in a type whose numbers are f32's (an f32 master,
+  /// a bf16 or f16 one) held as f32 alone: the native kernels and the
+  /// optimizer's update read and write that view, and the f64 view the
+  /// initialization or a checkpoint's reader made would stay beside it for
+  /// the whole run (GPT-2 small: 990 MB, docs/memory.md).
+  void hold_narrow_params();
   /// One step (TrainError when the run cannot go on).
   void step();
   /// The `evaluate` function's mean over every held-out batch (file order,
@@ -362,6 +368,7 @@ void Trainer::set_up() {
   for (auto& [path, t] : params_)
     if (const precision::ParamStorage* p = realization_->param(path); p && t.is_real())
       for (double& x : t.reals) x = runtime::round_to(p->stored, x);
+  hold_narrow_params();
   // A stacked parameter's leading axes are its copies (`stack{L}`): Muon
   // takes each copy's matrix. The declaration has the copy's own axes.
   try {
@@ -385,6 +392,13 @@ void Trainer::set_up() {
       loader_->steps_per_epoch(), loader_->options().epochs, loader_->total_steps(), policy_label_,
       scaler_ ? fmt::format(" (loss scale {})", scaler_->scale()) : "", interp::remat_name(options_.remat),
       shards_ == 1 ? std::string() : shards_text()));
+}
+
+void Trainer::hold_narrow_params() {
+  for (auto& [path, t] : params_)
+    if (const precision::ParamStorage* p = realization_->param(path);
+        p && t.is_real() && p->stored != FloatType::F64 && t.reals.holds_f32_numbers())
+      t.reals.narrow_for_writing();
 }
 
 void Trainer::refuse_over_limit(int64_t limit, const precision::RealizeOptions& realize) {
@@ -535,6 +549,7 @@ void Trainer::resume() {
                                    before == 1 ? std::string("one process and no --shards")
                                                : fmt::format("{} shards or ranks", before)));
   params_ = std::move(restored);
+  hold_narrow_params();
   retention_.trust(c.path);
   step_ = c.state.step;
   last_checkpoint_step_ = step_;

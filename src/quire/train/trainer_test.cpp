@@ -17,6 +17,7 @@
 #include "quire/interp/interpreter.h"
 #include "quire/interp/params.h"
 #include "quire/io/npy.h"
+#include "quire/runtime/allocation_log.h"
 #include "quire/runtime/kernels.h"
 #include "quire/runtime/random.h"
 #include "quire/train/checkpoint.h"
@@ -297,6 +298,60 @@ TEST(Trainer, StoringAndRecomputingTheForwardGiveTheSameBits) {
     EXPECT_GT(recompute.outcome.per_step.forwards_repeated, 0);
     EXPECT_GT(store.outcome.per_step.stored_bytes_peak, 0);
     EXPECT_EQ(recompute.outcome.per_step.stored_bytes_peak, 0);
+  }
+}
+
+// Under an f32 policy, on the native backend, the masters and AdamW's
+// moments are held as f32 alone,
+// through steps and checkpoints: no f64 view of a parameter's size is live
+// when the run's memory peaks (the allocation log sees every view made
+// during the run), where f64 views of the parameters and the moments once
+// tripled GPT-2 small's memory (docs/memory.md).
+TEST(Trainer, AnF32RunHoldsItsMastersAndMomentsAsF32Alone) {
+  ScratchDir dir("trainer");
+  const std::string program = dir.file("wide.qr");
+  std::ofstream(program) << R"(dim B
+module Lin {
+  param w : ℝ[29, 3]  init = xavier_uniform
+  fn apply(x : ℝ[..., 29]) -> ℝ[..., 3] = x · w
+}
+fn loss(θ : params Lin, batch : (ℝ[batch: B, 29], ℝ[batch: B, 3])) -> ℝ[] =
+  let (x, y) = batch
+  mean((Lin.apply(θ, x) - y)^2)
+optimizer adamw { lr : f64 = 0.01 }
+training run {
+  model     = Lin
+  objective = loss
+  optimizer = adamw
+  data      = stream "pairs.npz" |> batch(B = 8)
+  epochs    : nat = 2
+  checkpoint every 2 steps to "ckpt/"
+}
+)";
+  runtime::Tensor x = runtime::Tensor::real({16, 29}), y = runtime::Tensor::real({16, 3});
+  for (size_t i = 0; i < x.reals.size(); ++i) x.reals[i] = std::sin(0.3 * static_cast<double>(i));
+  for (size_t i = 0; i < y.reals.size(); ++i) y.reals[i] = std::cos(0.7 * static_cast<double>(i));
+  io::write_npz(dir.file("pairs.npz"), {{"0", x}, {"1", y}});
+  for (const char* precision : {"f32", "f64"}) {
+    SCOPED_TRACE(precision);
+    TrainOptions o;
+    o.precision = precision;
+    o.backend = kernel::Backend::Native;  // the CLI's default: the reference walk reads f64
+    o.run_dir = dir.file(std::string("run-") + precision);
+    runtime::AllocationLog log;
+    const TrainedRun r = train_file(program, o);
+    EXPECT_TRUE(r.outcome.finished());
+    int64_t f64_params = 0, f32_params = 0;
+    for (const runtime::LoggedAllocation& a : log.live_at_peak()) {
+      if (a.bytes == 29 * 3 * 8 && a.held == runtime::HeldAs::F64) ++f64_params;
+      if (a.bytes == 29 * 3 * 4 && a.held == runtime::HeldAs::F32) ++f32_params;
+    }
+    if (std::string(precision) == "f32") {
+      EXPECT_EQ(f64_params, 0) << "an f64 view of w, its gradient or a moment";
+      EXPECT_GE(f32_params, 3) << "w and its two moments";
+    } else {
+      EXPECT_GE(f64_params, 3) << "an f64 run holds them in f64";
+    }
   }
 }
 

@@ -88,9 +88,32 @@ Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tens
     if (ids.ints[static_cast<size_t>(i)] < 0 || ids.ints[static_cast<size_t>(i)] >= size)
       throw RuntimeError(fmt::format("gather: id {} at {} is outside the table's axis {} of size {}",
                                      ids.ints[static_cast<size_t>(i)], detail::index_string(i, ids.shape), axis, size));
+  const double* from = std::as_const(ct.reals).data();
+  if (acc == FloatType::F32) {
+    // Every sum is rounded to f32 at every step, so an f32 view holds the
+    // sums exactly: the same numbers in half the bytes, and no f64 table
+    // beside the f32 one the site stores (an embedding's gradient: GPT-2
+    // small's is 154 MB, not 309 MB, docs/memory.md). Each step is
+    // step(F32, r + from[k]): the sum in f64, rounded once.
+    Tensor out;
+    out.kind = ElemKind::Real;
+    out.shape = shape;
+    out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(shape)));
+    float* sums = out.reals.narrow_for_writing();
+    std::fill_n(sums, out.reals.size(), 0.0f);
+    int64_t k = 0;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = (p * size + ids.ints[static_cast<size_t>(i)]) * inner;
+        for (int64_t q = 0; q < inner; ++q, ++k) {
+          float& r = sums[row + q];
+          r = static_cast<float>(step(acc, static_cast<double>(r) + from[k]));
+        }
+      }
+    return out;
+  }
   Tensor out = Tensor::real(shape);
   double* sums = out.reals.data();
-  const double* from = std::as_const(ct.reals).data();
   int64_t k = 0;
   for (int64_t p = 0; p < outer; ++p)
     for (int64_t i = 0; i < n; ++i) {

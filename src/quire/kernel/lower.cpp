@@ -666,7 +666,23 @@ class GroupLowering {
   }
 
   /// The product as a packed matrix multiply, or NotLowered saying why it is not one.
+  /// The packed product's A gives C's rows: the site's first operand, or its
+  /// second where the result's axes come batch, then the second operand's,
+  /// then the first's (a tied read-out's weight gradient, [v, d] from the
+  /// logits' cotangent and the hidden states). Each step of the chain is
+  /// fmaf(x, y, acc) either way, and the exact product x · y does not
+  /// depend on the order of its factors, so the roles change no bit.
   PackedProduct packing(const core::Instr& in, const Product& p, int va, const Operand& a, int vb, const Operand& b) {
+    try {
+      return packing_as(in, p, va, a, vb, b, /*swapped=*/false);
+    } catch (const NotLowered&) {
+      return packing_as(in, p, vb, b, va, a, /*swapped=*/true);
+    }
+  }
+
+  /// packing() with A the operand `va` (the site's second where `swapped`).
+  PackedProduct packing_as(const core::Instr& in, const Product& p, int va, const Operand& a, int vb, const Operand& b,
+                           bool swapped) {
     const precision::SiteType* st = site(in.id);
     if (!st || !st->fma || st->accumulator != FloatType::F32)
       throw NotLowered{"the product's steps are not f32 fused multiply-adds"};
@@ -677,28 +693,31 @@ class GroupLowering {
     k.a_read = read_type(in, va, a);
     k.b_read = read_type(in, vb, b);
     k.scratch = scratch_;
-    // Result axes: the batch (both operands), then a's rows, then b's columns.
+    // The plan's axes of A and of B.
+    auto a_axis = [&](const runtime::ResultAxis& r) { return swapped ? r.b_axis : r.a_axis; };
+    auto b_axis = [&](const runtime::ResultAxis& r) { return swapped ? r.a_axis : r.b_axis; };
+    // Result axes: the batch (both operands), then A's rows, then B's columns.
     std::vector<int> m_dims, n_dims, ka_dims, kb_dims;
     int phase = 0;
     for (size_t i = 0; i < p.plan.result.size(); ++i) {
       const runtime::ResultAxis& r = p.plan.result[i];
       if (p.shape[i] == 1) continue;
-      const int here = r.a_axis >= 0 && r.b_axis >= 0 ? 0 : r.a_axis >= 0 ? 1 : 2;
+      const int here = a_axis(r) >= 0 && b_axis(r) >= 0 ? 0 : a_axis(r) >= 0 ? 1 : 2;
       if (here < phase) throw NotLowered{"the result's axes are not batch, rows, columns in order"};
       phase = here;
       if (here == 0) {
         k.batch.push_back(p.shape[i]);
-        k.a_batch.push_back(sa[static_cast<size_t>(r.a_axis)]);
-        k.b_batch.push_back(sb[static_cast<size_t>(r.b_axis)]);
+        k.a_batch.push_back(sa[static_cast<size_t>(a_axis(r))]);
+        k.b_batch.push_back(sb[static_cast<size_t>(b_axis(r))]);
       } else if (here == 1) {
-        m_dims.push_back(r.a_axis);
+        m_dims.push_back(a_axis(r));
       } else {
-        n_dims.push_back(r.b_axis);
+        n_dims.push_back(b_axis(r));
       }
     }
     for (auto [ax, bx] : p.plan.contracted) {
-      ka_dims.push_back(ax);
-      kb_dims.push_back(bx);
+      ka_dims.push_back(swapped ? bx : ax);
+      kb_dims.push_back(swapped ? ax : bx);
     }
     const auto m = merged(m_dims, a.shape, sa), n = merged(n_dims, b.shape, sb);
     const auto ka = merged(ka_dims, a.shape, sa), kb = merged(kb_dims, b.shape, sb);

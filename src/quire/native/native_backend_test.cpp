@@ -68,6 +68,8 @@ fn lx(x : ℝ[b: 37, n: 53], w : ℝ[n: 53, m: 29]) -> ℝ[] = sum(tanh(x · w))
 fn lw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[] = sum(tanh(x · w))
 fn dx(x : ℝ[b: 37, n: 53], w : ℝ[n: 53, m: 29]) -> ℝ[b: 37, n: 53] = grad(lx)(x, w)
 fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(lw)(w, x)
+fn tied(e : ℝ[v: 23, d: 40], h : ℝ[b: 2, t: 5, d: 40]) -> ℝ[] = sum(tanh(contract(axis d, h, e)))
+fn de(e : ℝ[v: 23, d: 40], h : ℝ[b: 2, t: 5, d: 40]) -> ℝ[v: 23, d: 40] = grad(tied)(e, h)
 )");
   auto draw = [](runtime::Shape shape, uint64_t seed) {
     int64_t n = 1;
@@ -79,6 +81,9 @@ fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(
       {"g", {draw({3, 17, 40}, 3), draw({3, 19, 40}, 4)}},
       {"dx", {draw({37, 53}, 5), draw({53, 29}, 6)}},
       {"dw", {draw({53, 29}, 7), draw({37, 53}, 8)}},
+      // A tied read-out's weight gradient: its rows (v) come from the
+      // cotangent, the product's second operand, over k = (b, t) merged.
+      {"de", {draw({23, 40}, 9), draw({2, 5, 40}, 10)}},
   };
   const machine::Profile eager = kernel::testing::eager_profile();
   for (Policy policy : {Policy::F32, Policy::BF16}) {
@@ -111,6 +116,36 @@ fn dw(w : ℝ[n: 53, m: 29], x : ℝ[b: 37, n: 53]) -> ℝ[n: 53, m: 29] = grad(
       expect_same(c.kernels, a.reference, "packed, kernel interpreter");
     }
   }
+}
+
+// A tied read-out's weight gradient (`de` above) is packed, its operands'
+// roles swapped: C's rows come from the product's second operand.
+TEST_F(NativeBackend, AProductWhoseRowsComeFromItsSecondOperandIsPacked) {
+  interp::testing::Program p(R"(fn tied(e : ℝ[v: 23, d: 40], h : ℝ[b: 2, t: 5, d: 40]) -> ℝ[] = sum(tanh(contract(axis d, h, e)))
+fn de(e : ℝ[v: 23, d: 40], h : ℝ[b: 2, t: 5, d: 40]) -> ℝ[v: 23, d: 40] = grad(tied)(e, h)
+)");
+  struct Recording : kernel::KernelRunner {
+    kernel::InterpretingRunner inner;
+    std::vector<kernel::PackedProduct> products;
+    runtime::Tensor run(int id, const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& in) override {
+      if (k.product && k.title.rfind("contract_grad_b", 0) == 0) products.push_back(*k.product);
+      return inner.run(id, k, in);
+    }
+  } recording;
+  precision::RealizeOptions o;
+  o.policy = Policy::F32;
+  o.fused_products = true;
+  const std::vector<Value> args = {Value::of(interp::testing::reals({23, 40}, kernel::testing::specials_and_random(920, 9))),
+                                   Value::of(interp::testing::reals({2, 5, 40}, kernel::testing::specials_and_random(400, 10)))};
+  const machine::Profile eager = kernel::testing::eager_profile();
+  const kernel::testing::Runs r =
+      kernel::testing::run_both(p.prog(), p.index("de"), args, p.dims, o, recording, interp::Remat::Recompute, &eager, 1);
+  expect_same(r.kernels, r.reference, "de");
+  ASSERT_FALSE(recording.products.empty()) << "the weight gradient ran unpacked";
+  const kernel::PackedProduct& k = recording.products.front();
+  EXPECT_EQ(k.m, 23) << "rows: the vocabulary, from the cotangent";
+  EXPECT_EQ(k.n, 40);
+  EXPECT_EQ(k.k, 10) << "b and t merged";
 }
 
 // Runs each kernel it is given at every point of its layout space (the

@@ -100,25 +100,12 @@ static inline double quire_round_narrow(double x, int precision, int min_exp, do
 
 static inline double quire_round_f64(double x) { return isnan(x) ? copysign(NAN, x) : x; }
 static inline double quire_round_f32(double x) { return (double)(float)x; }
-/* quire_round_bf16 of an x that is an f32 value (a bf16 site's f32 rounding
-   is done): bf16 keeps f32's exponent range, so ties to even on the f32 bit
+/* quire_round_bf16 of an f32 value f (a bf16 site's f32 rounding is
+   done): bf16 keeps f32's exponent range, so ties to even on the f32 bit
    pattern is the same rounding, subnormals, the carry into infinity and
-   NaN's canonical quiet pattern with x's sign included. Branch-free on
+   NaN's canonical quiet pattern with f's sign included. Branch-free on
    float lanes, so a loop around it vectorizes, as quire_round_narrow's
    cases do not. */
-static inline double quire_round_bf16_of_f32(double x) {
-  const float f = (float)x;
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
-  const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
-  const uint32_t r = f != f ? nan : rounded;
-  float o;
-  memcpy(&o, &r, sizeof o);
-  return (double)o;
-}
-/* The same on a float, for kernels whose f32 values stay in float
-   temporaries (FunctionWriter::float_site). */
 static inline float quire_round_bf16_of_f32f(float f) {
   uint32_t b;
   memcpy(&b, &f, sizeof b);
@@ -129,6 +116,8 @@ static inline float quire_round_bf16_of_f32f(float f) {
   memcpy(&o, &r, sizeof o);
   return o;
 }
+/* The same on the double that holds the f32 value. */
+static inline double quire_round_bf16_of_f32(double x) { return (double)quire_round_bf16_of_f32f((float)x); }
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
@@ -772,15 +761,6 @@ std::string c_prelude() {
   // the quiet NaN of its sign as round_to makes it; without _Float16, the
   // general rounding.
   text +=
-      "static inline double quire_round_f16_of_f32(double x) {\n"
-      "#if defined(__FLT16_MANT_DIG__)\n"
-      "  const float f = (float)x;\n"
-      "  const double r = (double)(_Float16)f;\n"
-      "  return f != f ? copysign(NAN, x) : r;\n"
-      "#else\n"
-      "  return quire_round_f16(x);\n"
-      "#endif\n"
-      "}\n"
       "static inline float quire_round_f16_of_f32f(float f) {\n"
       "#if defined(__FLT16_MANT_DIG__)\n"
       "  const float r = (float)(_Float16)f;\n"
@@ -788,7 +768,8 @@ std::string c_prelude() {
       "#else\n"
       "  return (float)quire_round_f16((double)f);\n"
       "#endif\n"
-      "}\n";
+      "}\n"
+      "static inline double quire_round_f16_of_f32(double x) { return (double)quire_round_f16_of_f32f((float)x); }\n";
   return text + "#endif\n";
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "quire/runtime/kernels.h"
@@ -89,40 +90,35 @@ Tensor gather_adjoint(const Tensor& ct, const Shape& shape, int axis, const Tens
       throw RuntimeError(fmt::format("gather: id {} at {} is outside the table's axis {} of size {}",
                                      ids.ints[static_cast<size_t>(i)], detail::index_string(i, ids.shape), axis, size));
   const double* from = std::as_const(ct.reals).data();
+  // Each step is step(acc, r + from[k]): the sum in f64, rounded once.
+  auto scatter = [&](auto* sums) {
+    using Held = std::remove_pointer_t<decltype(sums)>;
+    int64_t k = 0;
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = (p * size + ids.ints[static_cast<size_t>(i)]) * inner;
+        for (int64_t q = 0; q < inner; ++q, ++k) {
+          Held& r = sums[row + q];
+          r = static_cast<Held>(step(acc, static_cast<double>(r) + from[k]));
+        }
+      }
+  };
   if (acc == FloatType::F32) {
     // Every sum is rounded to f32 at every step, so an f32 view holds the
     // sums exactly: the same numbers in half the bytes, and no f64 table
     // beside the f32 one the site stores (an embedding's gradient: GPT-2
-    // small's is 154 MB, not 309 MB, docs/memory.md). Each step is
-    // step(F32, r + from[k]): the sum in f64, rounded once.
+    // small's is 154 MB, not 309 MB, docs/memory.md).
     Tensor out;
     out.kind = ElemKind::Real;
     out.shape = shape;
     out.reals = RealStorage::narrow_for_overwrite(static_cast<size_t>(element_count(shape)));
     float* sums = out.reals.narrow_for_writing();
     std::fill_n(sums, out.reals.size(), 0.0f);
-    int64_t k = 0;
-    for (int64_t p = 0; p < outer; ++p)
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t row = (p * size + ids.ints[static_cast<size_t>(i)]) * inner;
-        for (int64_t q = 0; q < inner; ++q, ++k) {
-          float& r = sums[row + q];
-          r = static_cast<float>(step(acc, static_cast<double>(r) + from[k]));
-        }
-      }
+    scatter(sums);
     return out;
   }
   Tensor out = Tensor::real(shape);
-  double* sums = out.reals.data();
-  int64_t k = 0;
-  for (int64_t p = 0; p < outer; ++p)
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = (p * size + ids.ints[static_cast<size_t>(i)]) * inner;
-      for (int64_t q = 0; q < inner; ++q, ++k) {
-        double& r = sums[row + q];
-        r = step(acc, r + from[k]);
-      }
-    }
+  scatter(out.reals.data());
   return out;
 }
 

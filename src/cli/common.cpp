@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -152,7 +153,14 @@ std::string execution_profile(const std::string& given) {
     if (value == "machine") {
       // the machine's, as when the variable is unset
     } else {
-      return value;  // a file, read (and checked) as --profile's
+      // A file, read (and checked) as --profile's; one that is not there is
+      // named with the variable that gave it.
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(value, ec))
+        throw UsageError(fmt::format("QUIRE_PROFILE={}: no such profile file (give `shipped`, `machine` or a profile "
+                                     "file that `quire profile calibrate` wrote)",
+                                     value));
+      return value;
     }
   }
   const machine::MachineProfile m =

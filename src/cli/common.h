@@ -78,7 +78,8 @@ int default_threads();
 /// The profile file `quire run` and `quire train` plan the native kernels'
 /// layouts under ("" for the shipped one): --profile's file when given; else
 /// QUIRE_PROFILE's (`shipped`, `machine`, or a profile file, read as
-/// --profile's); else (and for `machine`) the profile for this machine
+/// --profile's; a UsageError naming the variable where no such file
+/// exists); else (and for `machine`) the profile for this machine
 /// (quire/calibrate/machine_profile.h), measured once, on first use, with a
 /// note on stderr.
 std::string execution_profile(const std::string& given);

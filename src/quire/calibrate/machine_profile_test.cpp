@@ -198,6 +198,13 @@ TEST_F(MachineProfileCli, RunMeasuresOnFirstUseAndSaysSoOnce) {
   EXPECT_EQ(second.output.substr(second.output.find('[')), first.output.substr(first.output.find('[')))
       << "the same result";
 
+  {
+    native::testing::ScopedEnv missing("QUIRE_PROFILE", file("nowhere.json"));
+    const quire::testing::Outcome refused = quire::testing::run_quire(args);
+    EXPECT_NE(refused.status, 0);
+    EXPECT_NE(refused.output.find("QUIRE_PROFILE=" + file("nowhere.json") + ": no such profile file"), std::string::npos)
+        << refused.output;
+  }
   native::testing::ScopedEnv shipped("QUIRE_PROFILE", "shipped");
   native::testing::ScopedEnv fresh("QUIRE_CACHE_DIR", file("objects2"));
   const quire::testing::Outcome pinned = quire::testing::run_quire(args);

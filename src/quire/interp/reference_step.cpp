@@ -36,6 +36,10 @@ void round_in_place(Tensor& x, FloatType type) {
       for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = runtime::round_bf16_of_f32(f[i]);
       return;
     }
+    if (type == FloatType::F16) {
+      for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = runtime::round_f16_of_f32(f[i]);
+      return;
+    }
     for (size_t i = 0, n = x.reals.size(); i < n; ++i) f[i] = static_cast<float>(runtime::round_to(type, f[i]));
     return;
   }

@@ -311,15 +311,20 @@ Operand operand(const PackedProduct& p, const runtime::Tensor& t, ElemType held,
         }
     }
   };
-  if (t.reals.holds_narrow() && read == runtime::FloatType::BF16) {
-    // f32 values read as bf16 (f32 masters under the bf16 policy): the
-    // rounding on their bit patterns, which the loop vectorizes.
+  // f32 values read as bf16 or f16 (f32 masters under a half policy): the
+  // rounding on their bit patterns, which the loop vectorizes.
+  auto gather_rounded = [&](auto round) {
     const float* v = t.reals.narrow();
     for (int64_t b = 0; b < batches; ++b) {
       const float* base = v + batch_offset(p.batch, batch_strides, b);
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) *out++ = runtime::round_bf16_of_f32(base[r * rs + c * cs]);
+        for (int64_t c = 0; c < cols; ++c) *out++ = round(base[r * rs + c * cs]);
     }
+  };
+  if (t.reals.holds_narrow() && read == runtime::FloatType::BF16) {
+    gather_rounded([](float f) { return runtime::round_bf16_of_f32(f); });
+  } else if (t.reals.holds_narrow() && read == runtime::FloatType::F16) {
+    gather_rounded([](float f) { return runtime::round_f16_of_f32(f); });
   } else if (t.reals.holds_narrow()) {
     gather(t.reals.narrow());
   } else {

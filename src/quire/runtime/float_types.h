@@ -139,6 +139,24 @@ inline float round_bf16_of_f32(float f) {
   return std::bit_cast<float>(f != f ? nan : rounded);
 }
 
+/// round_to(F16, f) for an f32 value f, as a float, without a branch (the
+/// native kernels' quire_round_f16_of_f32f is its C twin, native/c_emit.cpp):
+/// in f16's normal range ties to even on f's bit pattern with 13 bits
+/// dropped, the carry moving into the exponent; past the largest finite
+/// f16 (65504), infinity; below 2^-14, the nearest multiple of 2^-24 (f16's
+/// subnormal step), ties to even, by the sum with 0.5, whose ulp is 2^-24
+/// (taking 0.5 back is exact); a NaN the quiet NaN of its sign.
+inline float round_f16_of_f32(float f) {
+  const uint32_t b = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = b & UINT32_C(0x80000000);
+  const uint32_t mag = b ^ sign;
+  const uint32_t rounded = (mag + UINT32_C(0xFFF) + ((mag >> 13) & 1u)) & UINT32_C(0xFFFFE000);
+  const uint32_t normal = rounded > UINT32_C(0x477FE000) ? UINT32_C(0x7F800000) : rounded;
+  const uint32_t sub = std::bit_cast<uint32_t>((std::bit_cast<float>(mag) + 0.5f) - 0.5f);
+  const uint32_t m = mag < UINT32_C(0x38800000) ? sub : normal;
+  return std::bit_cast<float>(mag > UINT32_C(0x7F800000) ? (sign | UINT32_C(0x7FC00000)) : (sign | m));
+}
+
 /// x rounded to t, as t's bit pattern in the low storage_bits bits.
 uint64_t encode_bits(FloatType t, double x);
 /// The value of t's bit pattern `bits` (bits above storage_bits are ignored).

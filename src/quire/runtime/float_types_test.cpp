@@ -391,6 +391,30 @@ TEST(FloatRounding, Bf16OfAnF32ValueOnItsBitPatternIsRoundTo) {
   EXPECT_EQ(failures, 0);
 }
 
+TEST(FloatRounding, F16OfAnF32ValueWithoutABranchIsRoundTo) {
+  // Every 251st f32 pattern, and every pattern around the binade edges, the
+  // f16 ties (13 bits dropped), its subnormal steps and its largest finite
+  // value, both signs.
+  int failures = 0;
+  auto check = [&](uint32_t pattern) {
+    const float f = std::bit_cast<float>(pattern);
+    const double want = round_to(FloatType::F16, static_cast<double>(f));
+    const float r = round_f16_of_f32(f);
+    const bool ok = std::isnan(want) ? std::isnan(r) && std::signbit(r) == std::signbit(want) &&
+                                           (std::bit_cast<uint32_t>(r) & 0x7FFFFFFFu) == 0x7FC00000u
+                                     : bits_of(static_cast<double>(r)) == bits_of(want);
+    if (!ok && ++failures < 10)
+      ADD_FAILURE() << std::hex << "0x" << pattern << std::hexfloat << ": " << static_cast<double>(r) << " vs " << want;
+  };
+  for (uint64_t p = 0; p <= 0xFFFFFFFFu; p += 251) check(static_cast<uint32_t>(p));
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t exponent = 0; exponent <= 255; ++exponent)
+      for (uint32_t low : {0x0000u, 0x0001u, 0x0FFFu, 0x1000u, 0x1001u, 0x1FFFu, 0x2FFFu, 0x3000u, 0x3001u, 0x7FFFFFu})
+        for (uint32_t mantissa : {0u, 0x2000u, 0x7FE000u, 0x400000u})
+          check(sign | exponent << 23 | ((mantissa | low) & 0x7FFFFFu));
+  EXPECT_EQ(failures, 0);
+}
+
 TEST(FloatRounding, RandomValuesMatchTheBitLevelReference) {
   constexpr int kSamples = 1'000'000;
   for (const ReferenceFormat& r : kNarrower) {

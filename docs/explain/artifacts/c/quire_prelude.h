@@ -473,12 +473,22 @@ static inline double quire_round_f16(double x) { return quire_round_narrow(x, 11
 static inline double quire_round_fp8e4m3(double x) { return quire_round_narrow(x, 4, -6, 0x1p-9, 0x1.cp+8, 0); }
 static inline double quire_round_fp8e5m2(double x) { return quire_round_narrow(x, 3, -14, 0x1p-16, 0x1.cp+15, 1); }
 static inline float quire_round_f16_of_f32f(float f) {
-#if defined(__FLT16_MANT_DIG__)
-  const float r = (float)(_Float16)f;
-  return f != f ? copysignf(NAN, f) : r;
-#else
-  return (float)quire_round_f16((double)f);
-#endif
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t sign = b & UINT32_C(0x80000000);
+  const uint32_t mag = b ^ sign;
+  const uint32_t rounded = (mag + UINT32_C(0xFFF) + ((mag >> 13) & 1u)) & UINT32_C(0xFFFFE000);
+  const uint32_t normal = rounded > UINT32_C(0x477FE000) ? UINT32_C(0x7F800000) : rounded;
+  float a;
+  memcpy(&a, &mag, sizeof a);
+  const float small = (a + 0.5f) - 0.5f;
+  uint32_t sub;
+  memcpy(&sub, &small, sizeof sub);
+  const uint32_t m = mag < UINT32_C(0x38800000) ? sub : normal;
+  const uint32_t r = mag > UINT32_C(0x7F800000) ? (sign | UINT32_C(0x7FC00000)) : (sign | m);
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return o;
 }
 static inline double quire_round_f16_of_f32(double x) { return (double)quire_round_f16_of_f32f((float)x); }
 #endif

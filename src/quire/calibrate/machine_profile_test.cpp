@@ -48,7 +48,7 @@ TEST(MachineProfile, DescribesComparesCoresVectorsAndCaches) {
       case 1: m.vector_bytes = 32; break;
       case 2: m.caches.l1 /= 2; break;
       case 3: m.caches.l2 /= 2; break;
-      default: m.caches.l3 /= 2; break;
+      case 4: m.caches.l3 /= 2; break;
     }
     EXPECT_FALSE(describes(shipped_profile(), m)) << "change " << change;
   }

@@ -251,6 +251,16 @@ TEST(CEmit, ScalarsHoldingF32ValuesAloneAreFloats) {
   }
 }
 
+// A lane loop shorter than four vectors is tiled by the whole vectors it
+// has: a tile wider than the loop would leave every iteration to the scalar
+// loop after it.
+TEST(CEmit, ALaneTileIsNoWiderThanItsLoop) {
+  const std::string c = emit_c(column_sums(8, 16, 8), "quire_f");
+  EXPECT_NE(c.find("float s0_v[16] = {0};"), std::string::npos) << c;
+  EXPECT_NE(c.find("i0_t + 16 <= hi"), std::string::npos) << c;
+  EXPECT_NE(emit_c(column_sums(8, 64, 8), "quire_f").find("float s0_v[32] = {0};"), std::string::npos);
+}
+
 // In a lane tile, a statement whose lanes read memory a row apart is
 // unrolled over the tile (its scalars then registers), and one whose lanes
 // read neighbours stays a simd loop.

@@ -424,6 +424,34 @@ static inline float quire_round_bf16_of_f32f(float f) {
 }
 /* The same on the double that holds the f32 value. */
 static inline double quire_round_bf16_of_f32(double x) { return (double)quire_round_bf16_of_f32f((float)x); }
+/* runtime::round_f16_of_f32: f16 from an f32 value f, ties to even on its
+   f32 bit pattern as bf16's is, branch-free so that a loop around it
+   vectorizes (the compiler's _Float16 conversion left GCC 12's loops scalar:
+   the f16 GELU gradient ran at a third of bf16's): 13 bits dropped in f16's
+   normal range, the carry moving into the exponent; past the largest finite
+   f16 (65504), infinity; below 2^-14, the multiples of 2^-24 that its
+   subnormals are, by the sum with 0.5 (whose ulp is 2^-24; the sum rounds
+   ties to even, and taking 0.5 back is exact); a NaN the quiet NaN of its
+   sign, as round_to makes it. */
+static inline float quire_round_f16_of_f32f(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint32_t sign = b & UINT32_C(0x80000000);
+  const uint32_t mag = b ^ sign;
+  const uint32_t rounded = (mag + UINT32_C(0xFFF) + ((mag >> 13) & 1u)) & UINT32_C(0xFFFFE000);
+  const uint32_t normal = rounded > UINT32_C(0x477FE000) ? UINT32_C(0x7F800000) : rounded;
+  float a;
+  memcpy(&a, &mag, sizeof a);
+  const float small = (a + 0.5f) - 0.5f;
+  uint32_t sub;
+  memcpy(&sub, &small, sizeof sub);
+  const uint32_t m = mag < UINT32_C(0x38800000) ? sub : normal;
+  const uint32_t r = mag > UINT32_C(0x7F800000) ? (sign | UINT32_C(0x7FC00000)) : (sign | m);
+  float o;
+  memcpy(&o, &r, sizeof o);
+  return o;
+}
+static inline double quire_round_f16_of_f32(double x) { return (double)quire_round_f16_of_f32f((float)x); }
 
 /* runtime::apply_unary */
 static inline double quire_neg(double x) { return -x; }
@@ -472,23 +500,4 @@ static inline double quire_round_bf16(double x) { return quire_round_narrow(x, 8
 static inline double quire_round_f16(double x) { return quire_round_narrow(x, 11, -14, 0x1p-24, 0x1.ffcp+15, 1); }
 static inline double quire_round_fp8e4m3(double x) { return quire_round_narrow(x, 4, -6, 0x1p-9, 0x1.cp+8, 0); }
 static inline double quire_round_fp8e5m2(double x) { return quire_round_narrow(x, 3, -14, 0x1p-16, 0x1.cp+15, 1); }
-static inline float quire_round_f16_of_f32f(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  const uint32_t sign = b & UINT32_C(0x80000000);
-  const uint32_t mag = b ^ sign;
-  const uint32_t rounded = (mag + UINT32_C(0xFFF) + ((mag >> 13) & 1u)) & UINT32_C(0xFFFFE000);
-  const uint32_t normal = rounded > UINT32_C(0x477FE000) ? UINT32_C(0x7F800000) : rounded;
-  float a;
-  memcpy(&a, &mag, sizeof a);
-  const float small = (a + 0.5f) - 0.5f;
-  uint32_t sub;
-  memcpy(&sub, &small, sizeof sub);
-  const uint32_t m = mag < UINT32_C(0x38800000) ? sub : normal;
-  const uint32_t r = mag > UINT32_C(0x7F800000) ? (sign | UINT32_C(0x7FC00000)) : (sign | m);
-  float o;
-  memcpy(&o, &r, sizeof o);
-  return o;
-}
-static inline double quire_round_f16_of_f32(double x) { return (double)quire_round_f16_of_f32f((float)x); }
 #endif

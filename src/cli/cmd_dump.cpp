@@ -171,7 +171,7 @@ compile::CompiledProgram compiled(const DumpOptions& o, elab::Program& prog, int
 
 void print_kernel(const DumpOptions& o, elab::Program& prog, int root) {
   const machine::Profile profile = machine::planning_profile(o.profile);
-  std::cout << compile::print_kernels(compiled(o, prog, root, profile).host);
+  std::cout << compile::print_kernels(prog, compiled(o, prog, root, profile).host);
 }
 
 void print_host(const DumpOptions& o, elab::Program& prog, int root) {

@@ -111,6 +111,7 @@ int run_export_c(const ExportOptions& o) {
   request.realize = options;
   request.profile = &profile;
   request.arguments = &args;
+  request.library_kernels = false;  // the C export writes every function's lines
   const compile::CompiledProgram compiled = compile::compile(*prog, request);
   // The recorded outputs: the native backend's, on the arguments as cast on entry.
   std::unique_ptr<kernel::KernelRunner> runner = native::make_runner(kernel::Backend::Native, 1);

@@ -155,6 +155,7 @@ Handler setup_run(CLI::App& sub) {
     bool fused_products = true;  // --product-step fma, the default
     std::string remat = "store";
     std::string backend = "native";
+    std::string library_kernels = "on";
     int threads = default_threads();
     std::string profile;
     int repeat = 0;
@@ -192,6 +193,10 @@ Handler setup_run(CLI::App& sub) {
       ->check(CLI::IsMember({"native", "kernels", "interp"}));
   sub.add_option("--threads", o->threads, "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
+  sub.add_option("--library-kernels", o->library_kernels,
+                 "on (default): the native backend runs attention and causal_attention, and their gradients, as one "
+                 "fused kernel each where their sites are f32 (the same bits); off: their lines")
+      ->check(CLI::IsMember({"on", "off"}));
   sub.add_option("--profile", o->profile,
                  "the machine profile the kernels' layouts are planned under (default: this machine's: the one that "
                  "ships where it describes this machine, else one measured here on first use and kept)");
@@ -278,6 +283,7 @@ Handler setup_run(CLI::App& sub) {
       request.profile = &profile;
       request.threads = o->threads;
       request.arguments = &args;
+      request.library_kernels = o->backend == "native" && o->library_kernels == "on";
       compiled.emplace(compile::compile(*prog, request));
       engine.emplace(compiled->catalog, *runner, native::warn_native_unavailable);
       executor.emplace(*prog, *compiled, *engine);

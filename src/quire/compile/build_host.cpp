@@ -139,8 +139,14 @@ struct Frame {
 class Walk {
  public:
   Walk(const elab::Program& prog, const std::map<std::string, int64_t>& dims, const precision::Realization* r,
-       kernel::KernelCatalog& catalog, interp::Remat remat, HostProgram& out)
-      : prog_(prog), run_dims_(dims), r_(r), catalog_(catalog), remat_(remat), out_(out) {}
+       kernel::KernelCatalog& catalog, interp::Remat remat, bool library_kernels, HostProgram& out)
+      : prog_(prog),
+        run_dims_(dims),
+        r_(r),
+        catalog_(catalog),
+        remat_(remat),
+        library_kernels_(library_kernels),
+        out_(out) {}
 
   /// The instance of `function` on `args`: walked now unless an identical one was.
   int instance(int function, const std::vector<Value>& args, const std::map<std::string, int64_t>& dims,
@@ -172,6 +178,7 @@ class Walk {
   const precision::Realization* r_;
   kernel::KernelCatalog& catalog_;
   interp::Remat remat_;
+  bool library_kernels_;
   HostProgram& out_;
   std::vector<Frame> frames_;  ///< by instance
   std::map<std::string, int> by_key_;
@@ -538,6 +545,30 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
   Frame frame;
   frame.env.assign(static_cast<size_t>(fn.value_count()) + 1, Value{});
   for (size_t i = 0; i < args.size(); ++i) frame.env[i + 1] = args[i];
+  if (library_kernels_) {
+    // The whole function as one library kernel: one step from its arguments
+    // to its result. A reusing vjp takes nothing of its kept forward, which
+    // holds its arguments and result alone.
+    const LibraryChoice choice = choose_library_kernel(prog_, function, args, table, r_);
+    out_.functions[static_cast<size_t>(id)].library_why_not = choice.why_not;
+    if (choice.kernel != LibraryKernel::None) {
+      HostStep s;
+      s.kind = HostStep::Kind::Library;
+      s.library = choice.kernel;
+      s.value = fn.result_value;
+      for (size_t i = 0; i < args.size(); ++i) s.reads.push_back(static_cast<int>(i) + 1);
+      std::vector<runtime::Shape> shapes;
+      for (const Value& a : args) shapes.push_back(a.tensor.shape);
+      std::vector<Value> results;
+      for (runtime::Shape& shape : library_result_shapes(choice.kernel, shapes))
+        results.push_back(shaped(runtime::ElemKind::Real, std::move(shape), runtime::FloatType::F32));
+      frame.env[static_cast<size_t>(fn.result_value)] =
+          results.size() == 1 ? std::move(results[0]) : Value::of_tuple(std::move(results));
+      out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
+      frames_[static_cast<size_t>(id)] = std::move(frame);
+      return id;
+    }
+  }
   size_t first = 0;
   if (mode == FrameMode::Reusing) {
     // The vjp's forward instructions are its primal's, one for one, each
@@ -644,6 +675,9 @@ void count(HostProgram& host, int instance, int64_t times, int depth = 0) {
         break;
       case HostStep::Kind::Host:
         break;
+      case HostStep::Kind::Library:
+        host.library_launches += times;
+        break;
     }
   }
 }
@@ -663,7 +697,8 @@ int64_t buffer_bytes(const Value& v) {
 
 HostProgram build_host(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                        const precision::Realization* realization, std::shared_ptr<kernel::KernelCatalog> catalog,
-                       interp::Remat remat, const std::vector<interp::Value>* arguments) {
+                       interp::Remat remat, const std::vector<interp::Value>* arguments, bool library_kernels,
+                       int threads) {
   const core::Function& fn = prog.functions.at(static_cast<size_t>(entry));
   if (realization && realization->entry != entry)
     throw std::logic_error(fmt::format("internal: the realization is of `{}`, not of `{}`",
@@ -682,7 +717,8 @@ HostProgram build_host(const elab::Program& prog, int entry, const std::map<std:
   }
   host.arguments = args;
   host.remat = remat;
-  Walk walk(prog, dims, realization, *catalog, remat, host);
+  host.threads = std::max(1, threads);
+  Walk walk(prog, dims, realization, *catalog, remat, library_kernels, host);
   host.root = walk.instance(entry, args, dims, core::Numerics::Default, FrameMode::Fused, -1, 0);
   host.launches.assign(catalog->kernels().size(), 0);
   count(host, host.root, 1);

@@ -24,10 +24,14 @@ namespace quire::compile {
 
 /// `arguments`, when given, are the call's (only their kinds and shapes are
 /// read: an entry whose types have `...` axes takes its shapes from them);
-/// otherwise the entry's declared types at `dims` give the shapes.
+/// otherwise the entry's declared types at `dims` give the shapes. With
+/// `library_kernels`, an instance of a function that has a library kernel
+/// (library_kernel.h) is that kernel's one step where its sites allow, run
+/// on at most `threads` threads.
 HostProgram build_host(const elab::Program& prog, int entry, const std::map<std::string, int64_t>& dims,
                        const precision::Realization* realization, std::shared_ptr<kernel::KernelCatalog> catalog,
-                       interp::Remat remat, const std::vector<interp::Value>* arguments = nullptr);
+                       interp::Remat remat, const std::vector<interp::Value>* arguments = nullptr,
+                       bool library_kernels = false, int threads = 1);
 
 /// Bytes an element of a tensor of this kind takes at its storage type (a
 /// real's `type`; i32 4, bool 1, other integers 8).

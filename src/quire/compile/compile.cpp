@@ -40,7 +40,8 @@ CompiledProgram compile_entry(const elab::Program& prog, elab::Program* extended
   // 4–5. lower and plan: requires the realization's tables (the catalog keys
   // by their addresses, so they stay where they are from here on).
   out.host =
-      build_host(prog, out.entry, request.dims, out.realization.get(), out.catalog, request.remat, request.arguments);
+      build_host(prog, out.entry, request.dims, out.realization.get(), out.catalog, request.remat, request.arguments,
+                 request.library_kernels, request.threads);
   done("lower", out);
   return out;
 }

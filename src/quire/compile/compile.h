@@ -44,6 +44,10 @@ struct CompileRequest {
   /// entry with `...` axes takes its shapes from them. Otherwise its
   /// declared types at `dims` give them.
   const std::vector<interp::Value>* arguments = nullptr;
+  /// Run the prelude functions that have one as a library kernel
+  /// (library_kernel.h) where their sites allow it; false: every function
+  /// runs its lines (the kernel interpreter's backend, the C export).
+  bool library_kernels = true;
 };
 
 struct CompiledProgram {

@@ -58,7 +58,7 @@ Compared expect_compiled_as_run(elab::Program& prog, int fn, const std::vector<V
   }
   EXPECT_EQ(c.host.kernel_launches, lazy.kernel_launches());
   EXPECT_EQ(c.host.reference_launches, lazy.runtime_launches());
-  EXPECT_EQ(compile::print_kernels(c.host), lazy.print());
+  EXPECT_EQ(compile::print_kernels(prog, c.host), lazy.print());
 
   // On the compiled catalog: nothing new is lowered, and the bits are the run's.
   const size_t lowered = c.catalog->lowered();

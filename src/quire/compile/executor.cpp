@@ -192,6 +192,14 @@ Value Executor::run(int id, std::vector<Value> args, int depth, const Saved* reu
           env[static_cast<size_t>(s.value)] = call_step(s, *at, h, env, keeping, depth);
           finish(*at);
           break;
+        case HostStep::Kind::Library: {
+          // The whole function: its result, every instruction's work done.
+          std::vector<const Value*> operands;
+          for (int v : s.reads) operands.push_back(&env[static_cast<size_t>(v)]);
+          env[static_cast<size_t>(s.value)] = run_library_kernel(s.library, operands, host_.threads);
+          stats_.evaluated += static_cast<int64_t>(fn.body.size());
+          break;
+        }
       }
     } catch (const runtime::RuntimeError& e) {
       throw interp::error_at(prog_, fn, *at, e);

@@ -44,6 +44,8 @@ const char* step_kind_name(HostStep::Kind k) {
       return "fold_vjp";
     case HostStep::Kind::Host:
       return "host";
+    case HostStep::Kind::Library:
+      return "library";
   }
   return "?";
 }
@@ -136,6 +138,9 @@ std::string print_host(const elab::Program& prog, const HostProgram& host) {
           what = core::print_instr(prog, fn,
                                    fn.body.at(static_cast<size_t>(s.value - static_cast<int>(fn.args.size()) - 1)));
           break;
+        case HostStep::Kind::Library:
+          what = fmt::format("library kernel {}({})", library_kernel_name(s.library), values_text(fn, s.reads));
+          break;
       }
       out += fmt::format("  s{:<3} {} = {}\n", k, value, what);
     }
@@ -161,6 +166,7 @@ nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& h
   j["root"] = host.root;
   j["kernel_launches"] = host.kernel_launches;
   j["reference_launches"] = host.reference_launches;
+  j["library_launches"] = host.library_launches;
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (size_t k = 0; k < host.catalog->kernels().size(); ++k) {
     const kernel::KernelRecord& r = host.catalog->kernels()[k];
@@ -181,6 +187,7 @@ nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& h
     }
     f["dims"] = h.dims;
     f["evaluations"] = h.evaluations;
+    if (!h.library_why_not.empty()) f["library_why_not"] = h.library_why_not;
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const HostStep& s : h.steps) {
       nlohmann::ordered_json st{{"kind", step_kind_name(s.kind)}, {"site", core::site_name(fn, s.value)}};
@@ -189,6 +196,7 @@ nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& h
         st["inputs"] = s.inputs;
       }
       if (s.kind == HostStep::Kind::Reference) st["why"] = s.why;
+      if (s.kind == HostStep::Kind::Library) st["library"] = library_kernel_name(s.library);
       if (!s.steps.empty()) st["steps"] = s.steps;
       if (s.kind == HostStep::Kind::Call) st["callee"] = s.callee;
       if (s.kind == HostStep::Kind::Fold || s.kind == HostStep::Kind::FoldVjp) {
@@ -216,8 +224,35 @@ nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& h
   return j;
 }
 
-std::string print_kernels(const HostProgram& host) {
-  return host.catalog->print(host.launches, host.kernel_launches, host.reference_launches);
+std::string print_kernels(const elab::Program& prog, const HostProgram& host) {
+  std::string out = host.catalog->print(host.launches, host.kernel_launches, host.reference_launches);
+  // The library functions: each instance one library kernel, or its lines and why.
+  std::string library;
+  for (const HostFunction& h : host.functions) {
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
+    const std::string name = fmt::format("{}{} ({})", fn.name, h.signature.empty() ? "" : " " + h.signature,
+                                         frame_mode_name(h.mode));
+    if (h.steps.size() == 1 && h.steps[0].kind == HostStep::Kind::Library) {
+      const HostStep& s = h.steps[0];
+      std::vector<runtime::Shape> shapes;
+      for (int v : s.reads) shapes.push_back(h.buffers.at(static_cast<size_t>(v - 1)).shape);
+      const runtime::AttentionShape a = library_attention_shape(shapes);
+      library += fmt::format(
+          "  {}: one library kernel, {} evaluation{} a call: {} heads, T = {}, S = {}, D = {}, E = {}, blocks of {} "
+          "query rows{}\n",
+          name, h.evaluations, h.evaluations == 1 ? "" : "s", a.heads, a.queries, a.keys, a.width, a.value_width,
+          runtime::kAttentionBlockRows,
+          s.library == LibraryKernel::CausalAttention || s.library == LibraryKernel::CausalAttentionVjp
+              ? ", the keys the mask hides skipped"
+              : "");
+    } else if (!h.library_why_not.empty()) {
+      library += fmt::format("  {}: its lines, not the library kernel: {}\n", name, h.library_why_not);
+    }
+  }
+  if (!library.empty())
+    out += fmt::format("\n-- library kernels: {} launch{} a call\n{}", host.library_launches,
+                       host.library_launches == 1 ? "" : "es", library);
+  return out;
 }
 
 }  // namespace quire::compile

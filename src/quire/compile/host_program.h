@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "quire/compile/library_kernel.h"
 #include "quire/interp/interpreter.h"
 #include "quire/kernel/catalog.h"
 #include "quire/realize/realization.h"
@@ -48,6 +49,7 @@ struct HostStep {
     FoldVjp,    ///< `count` forward calls of `callee` (-1: taken from the kept forward), then `count` of `vjp`, last
                 ///< first
     Host,       ///< a constant, a parameter read, a tuple or tree operation on the host
+    Library,    ///< the whole function as one library kernel (library_kernel.h): `library` says which
   };
   Kind kind = Kind::Host;
   int value = 0;             ///< the value it writes (a group's root)
@@ -65,6 +67,7 @@ struct HostStep {
   std::vector<int> copies;
   std::vector<int> vjp_copies;  ///< FoldVjp: each copy's vjp instance, copy 0 first (run last first)
   std::vector<int> reads;       ///< every value it reads (operands, group inputs)
+  LibraryKernel library = LibraryKernel::None;  ///< Library: the kernel
 };
 
 /// A value an instance holds: an argument or a stored result.
@@ -90,6 +93,9 @@ struct HostFunction {
   int reused_from = -1;                 ///< Reusing: the kept instance whose forward it takes
   std::vector<HostStep> steps;
   std::vector<HostBuffer> buffers;  ///< arguments, then stored values, by value number
+  /// A library function's instance that runs its lines: why it is not one
+  /// library kernel ("" for the rest, and where it is one).
+  std::string library_why_not;
   int64_t evaluations = 0;          ///< how many times one call of the entry runs it
 };
 
@@ -105,6 +111,8 @@ struct HostProgram {
   std::vector<int64_t> launches;   ///< per kernel: launches per call of the entry
   int64_t kernel_launches = 0;     ///< launches per call
   int64_t reference_launches = 0;  ///< instructions the reference kernels evaluate per call
+  int64_t library_launches = 0;    ///< library kernels run per call
+  int threads = 1;                 ///< threads a library kernel may use (CompileRequest::threads)
 };
 
 /// By step of `h` (an instance of `fn`): the values whose holder lets go of
@@ -117,7 +125,8 @@ std::vector<std::vector<int>> released_after(const HostFunction& h, const core::
 std::string print_host(const elab::Program& prog, const HostProgram& host);
 nlohmann::ordered_json host_json(const elab::Program& prog, const HostProgram& host);
 
-/// `quire dump --stage kernel`: the catalog's kernels with their launches per call, and the host listing.
-std::string print_kernels(const HostProgram& host);
+/// `quire dump --stage kernel`: the catalog's kernels with their launches per call, the host
+/// listing, and the library functions (each instance a library kernel, or its lines and why).
+std::string print_kernels(const elab::Program& prog, const HostProgram& host);
 
 }  // namespace quire::compile

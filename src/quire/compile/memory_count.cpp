@@ -399,6 +399,30 @@ class Replay {
     }
   }
 
+  /// A library kernel's result: its f32 tensors (f32 views of its operands
+  /// made where they lack one), with its block scratch held while it runs.
+  Held library_value(int id, const HostStep& s, const std::vector<Held>& env) {
+    std::vector<runtime::Shape> shapes;
+    for (int v : s.reads) {
+      const Held& x = env.at(static_cast<size_t>(v));
+      shapes.push_back(x.shape);
+      if (options_.widths == Widths::Native && x.kind == Kind::Tensor && x.width == 8) view_of(x, 4);
+    }
+    const std::shared_ptr<Block> scratch =
+        allocate(library_scratch_bytes(s.library, shapes, host_.threads), {id, s.value, "scratch"});
+    std::vector<Held> results;
+    const int64_t w = width(runtime::ElemKind::Real, runtime::FloatType::F32);
+    for (runtime::Shape& shape : library_result_shapes(s.library, shapes)) {
+      const int64_t bytes = runtime::element_count(shape) * w;
+      results.push_back(Held::tensor(allocate(bytes, {id, s.value, ""}), std::move(shape), w));
+    }
+    if (results.size() == 1) return std::move(results[0]);
+    Held tuple;
+    tuple.kind = Kind::Tuple;
+    tuple.elements = std::move(results);
+    return tuple;
+  }
+
   /// The value a host step stores: what it allocates and what it shares.
   Held host_value(int id, const core::Function& fn, const core::Instr& in, const std::vector<Held>& env);
   /// A new block for value `v` of instance `id`, at its buffer's shape and type.
@@ -539,6 +563,9 @@ Held Replay::run(int id, std::vector<Held> args, const Saved* reuse, Forward* ke
           break;
         case HostStep::Kind::Host:
           env[static_cast<size_t>(s.value)] = host_value(id, fn, instr_of(fn, s.value), env);
+          break;
+        case HostStep::Kind::Library:
+          env[static_cast<size_t>(s.value)] = library_value(id, s, env);
           break;
         case HostStep::Kind::Call:
         case HostStep::Kind::Fold:

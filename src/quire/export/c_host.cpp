@@ -353,6 +353,9 @@ void Frame::run() {
       case HostStep::Kind::FoldVjp:
         fold_vjp_step(s);
         break;
+      case HostStep::Kind::Library:
+        // The export compiles without library kernels (CompileRequest::library_kernels).
+        throw std::logic_error(fmt::format("internal: `{}` is a library kernel in the C export", fn.name));
     }
   }
 }

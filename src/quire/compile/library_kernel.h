@@ -1,0 +1,61 @@
+#pragma once
+// Library kernels: prelude functions whose whole body runs as one fused
+// runtime kernel that gives exactly the bits of its lines. Today the
+// prelude's `attention` and `causal_attention` and their vjps, under f32
+// sites with `--product-step fma` (runtime/attention.h): one pass over blocks
+// of query rows each way, the T × S scores never stored, the keys a causal
+// mask hides never computed.
+//
+// The host program (build_host.h) runs an instance of such a function as one
+// HostStep::Kind::Library step when the compile asks for library kernels
+// (CompileRequest::library_kernels) and every site the kernel stands for,
+// the callees' included, is f32 with fused product steps; otherwise it runs
+// the lines, and says why not (HostFunction::library_why_not).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quire/interp/interpreter.h"
+#include "quire/realize/realization.h"
+#include "quire/runtime/attention.h"
+
+namespace quire::compile {
+
+enum class LibraryKernel : uint8_t {
+  None,
+  Attention,           ///< attention(q, k, v)
+  CausalAttention,     ///< causal_attention(q, k, v)
+  AttentionVjp,        ///< attention.vjp(q, k, v, ct) → (out, dq, dk, dv)
+  CausalAttentionVjp,  ///< causal_attention.vjp(q, k, v, ct)
+};
+/// "attention", "causal_attention", "attention.vjp", "causal_attention.vjp" ("none").
+const char* library_kernel_name(LibraryKernel k);
+
+struct LibraryChoice {
+  LibraryKernel kernel = LibraryKernel::None;
+  /// For a library function that runs its lines: why ("" otherwise).
+  std::string why_not;
+};
+
+/// Whether an instance of `function` on `args` (kinds, types and shapes
+/// only) under `table` runs as a library kernel. `r` is the whole
+/// realization (its callees' tables are checked too).
+LibraryChoice choose_library_kernel(const elab::Program& prog, int function, const std::vector<interp::Value>& args,
+                                    const precision::FunctionRealization* table, const precision::Realization* r);
+
+/// The kernel's shape on arguments of these shapes (q, k, v first).
+runtime::AttentionShape library_attention_shape(const std::vector<runtime::Shape>& args);
+
+/// The shapes of what the kernel returns: the forward's result, or the
+/// vjp's (out, dq, dk, dv). Every one is f32.
+std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args);
+
+/// Runs the kernel on `args` (q, k, v and, for a vjp, ct: f32 tensors) on
+/// at most `threads` threads.
+interp::Value run_library_kernel(LibraryKernel k, const std::vector<const interp::Value*>& args, int threads);
+
+/// Bytes the kernel holds while it runs beyond its result (its block scratch).
+int64_t library_scratch_bytes(LibraryKernel k, const std::vector<runtime::Shape>& args, int threads);
+
+}  // namespace quire::compile

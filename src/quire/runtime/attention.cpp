@@ -1,0 +1,252 @@
+// The fused attention of attention.h: blocks of query rows, their products
+// on gemm.h's sgemm (whose chains are the lines' products, whatever the
+// block), their rows on attention_rows.inc under the widest instruction set
+// present (QUIRE_ISA caps it).
+//
+// Threads take whole heads (a head's dk and dv sum over its query blocks in
+// order, so a head is never split); with fewer heads than threads, the heads
+// run one after another and the products take the threads.
+
+#include "quire/runtime/attention.h"
+
+#include <math.h>    // NOLINT: elementary.inc is C, and uses the C names
+#include <stdint.h>  // NOLINT
+#include <string.h>  // NOLINT
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "quire/runtime/gemm.h"
+#include "quire/runtime/isa.h"
+#include "quire/runtime/workers.h"
+
+namespace quire::runtime {
+
+namespace attention_detail {
+namespace {
+#include "quire/runtime/elementary.inc"
+#include "quire/runtime/attention_rows.inc"
+}  // namespace
+
+void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z) {
+  forward_rows(r, p, x, e, w, m, z);
+}
+void backward_rows_portable(const Rows& r, const float* x, const float* e, const float* w, const float* m,
+                            const float* z, float* g, float* tmp) {
+  backward_rows(r, x, e, w, m, z, g, tmp);
+}
+
+}  // namespace attention_detail
+
+namespace {
+
+using attention_detail::Rows;
+
+struct RowPaths {
+  attention_detail::ForwardRows forward;
+  attention_detail::BackwardRows backward;
+};
+
+RowPaths row_paths() {
+#if defined(__x86_64__)
+  switch (widest_isa()) {
+    case Isa::Avx512:
+      return {attention_detail::forward_rows_avx512, attention_detail::backward_rows_avx512};
+    case Isa::Avx2:
+      return {attention_detail::forward_rows_avx2, attention_detail::backward_rows_avx2};
+    case Isa::Baseline:
+    case Isa::Neon:
+      break;
+  }
+#endif
+  return {attention_detail::forward_rows_portable, attention_detail::backward_rows_portable};
+}
+
+bool all_finite(const float* p, int64_t n) {
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(p[i]);
+  return finite;
+}
+
+double largest_magnitude(const float* p, int64_t n) {
+  double largest = 0.0;
+  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(static_cast<double>(p[i])));
+  return largest;
+}
+
+/// One head's operands and results.
+struct Head {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* ct;  // the vjp's
+  float* out;
+  float* dq;
+  float* dk;
+  float* dv;
+};
+
+struct Scratch {
+  std::vector<float> p, t, x, e, w, m, z;
+  explicit Scratch(const AttentionShape& s, bool backward) {
+    const size_t block = static_cast<size_t>(kAttentionBlockRows * s.keys);
+    x.resize(block);
+    e.resize(block);
+    w.resize(block);
+    p.resize(backward ? block : 0);  // the vjp's g, then ds; the forward's products go to w
+    t.resize(backward ? block : 0);  // the vjp rows' scratch
+    m.resize(static_cast<size_t>(kAttentionBlockRows));
+    z.resize(static_cast<size_t>(kAttentionBlockRows));
+  }
+};
+
+/// The keys a block of query rows [t0, t1) computes: under the mask with
+/// skipping, those any of its rows sees.
+int64_t block_keys(const AttentionShape& s, bool skip, int64_t t1) { return skip ? std::min(s.keys, t1) : s.keys; }
+
+/// Finishes a chain whose accumulator is −0 after the computed keys: the
+/// skipped keys add fmaf(+0, y, acc), which makes a −0 +0 where y ≥ +0.
+void finish_negative_zeros(float* row, int64_t width, const float* y, int64_t y_rs, int64_t from, int64_t to) {
+  for (int64_t j = 0; j < width; ++j) {
+    float acc = row[j];
+    if (acc != 0.0f || !std::signbit(acc)) continue;
+    for (int64_t s = from; s < to; ++s) acc = std::fma(0.0f, y[s * y_rs + j], acc);
+    row[j] = acc;
+  }
+}
+
+void forward_head(const AttentionShape& s, const Head& h, Scratch& sc, const RowPaths& paths, float scale,
+                  int threads) {
+  const bool skip = s.causal && all_finite(h.q, s.queries * s.width) && all_finite(h.k, s.keys * s.width) &&
+                    all_finite(h.v, s.keys * s.value_width);
+  for (int64_t t0 = 0; t0 < s.queries; t0 += kAttentionBlockRows) {
+    const int64_t t1 = std::min(s.queries, t0 + kAttentionBlockRows);
+    const int64_t rows = t1 - t0;
+    const int64_t cols = block_keys(s, skip, t1);
+    float* w = sc.w.data();
+    native::sgemm(rows, cols, s.width, h.q + t0 * s.width, s.width, 1, h.k, 1, s.width, w, cols, false, threads);
+    const Rows r{rows, cols, cols, t0, s.causal, scale};
+    paths.forward(r, w, sc.x.data(), sc.e.data(), w, sc.m.data(), sc.z.data());
+    float* out = h.out + t0 * s.value_width;
+    native::sgemm(rows, s.value_width, cols, w, cols, 1, h.v, s.value_width, 1, out, s.value_width, false, threads);
+    if (cols < s.keys)
+      for (int64_t i = 0; i < rows; ++i)
+        finish_negative_zeros(out + i * s.value_width, s.value_width, h.v, s.value_width, cols, s.keys);
+  }
+}
+
+/// The vjp of one head. With `skip`, false when a row's skipped keys could
+/// have changed its sums (then the caller runs the head again without).
+bool backward_head(const AttentionShape& s, const Head& h, Scratch& sc, const RowPaths& paths, float scale, bool skip,
+                   int threads) {
+  std::fill_n(h.dk, s.keys * s.width, 0.0f);
+  std::fill_n(h.dv, s.keys * s.value_width, 0.0f);
+  // A bound on |g_s| = |ct_t·v_s| for the skipped keys: ‖ct_t‖₁ · max|v|.
+  const double largest_v = skip ? largest_magnitude(h.v, s.keys * s.value_width) : 0.0;
+  for (int64_t t0 = 0; t0 < s.queries; t0 += kAttentionBlockRows) {
+    const int64_t t1 = std::min(s.queries, t0 + kAttentionBlockRows);
+    const int64_t rows = t1 - t0;
+    const int64_t cols = block_keys(s, skip, t1);
+    float *x = sc.x.data(), *e = sc.e.data(), *w = sc.w.data(), *g = sc.p.data();
+    const float* q = h.q + t0 * s.width;
+    const float* ct = h.ct + t0 * s.value_width;
+    native::sgemm(rows, cols, s.width, q, s.width, 1, h.k, 1, s.width, w, cols, false, threads);
+    const Rows r{rows, cols, cols, t0, s.causal, scale};
+    paths.forward(r, w, x, e, w, sc.m.data(), sc.z.data());
+    float* out = h.out + t0 * s.value_width;
+    native::sgemm(rows, s.value_width, cols, w, cols, 1, h.v, s.value_width, 1, out, s.value_width, false, threads);
+    native::sgemm(rows, cols, s.value_width, ct, s.value_width, 1, h.v, 1, s.value_width, g, cols, false, threads);
+    native::sgemm(cols, s.value_width, rows, w, 1, cols, ct, s.value_width, 1, h.dv, s.value_width, true, threads);
+    if (cols < s.keys) {
+      // The skipped keys' terms are ±0 only if (g_s / z + r) stays finite there.
+      for (int64_t i = 0; i < rows; ++i) {
+        double norm = 0.0;
+        for (int64_t j = 0; j < s.value_width; ++j) norm += std::fabs(static_cast<double>(ct[i * s.value_width + j]));
+        const double g_bound = 2.0 * norm * largest_v;
+        double r_bound = 0.0;  // |r| ≤ Σ |g_s · w_s| / z ≤ max|g| (Σ w = 1), with room for rounding
+        for (int64_t c = 0; c < cols; ++c)
+          r_bound = std::max(r_bound, std::fabs(static_cast<double>(g[i * cols + c])));
+        if (!(g_bound + 2.0 * r_bound < 0.25 * FLT_MAX)) return false;
+      }
+    }
+    paths.backward(r, x, e, w, sc.m.data(), sc.z.data(), g, sc.t.data());
+    float* dq = h.dq + t0 * s.width;
+    native::sgemm(rows, s.width, cols, g, cols, 1, h.k, s.width, 1, dq, s.width, false, threads);
+    native::sgemm(cols, s.width, rows, g, 1, cols, q, s.width, 1, h.dk, s.width, true, threads);
+    if (cols < s.keys)
+      for (int64_t i = 0; i < rows; ++i) {
+        finish_negative_zeros(out + i * s.value_width, s.value_width, h.v, s.value_width, cols, s.keys);
+        finish_negative_zeros(dq + i * s.width, s.width, h.k, s.width, cols, s.keys);
+      }
+  }
+  return true;
+}
+
+Head head_at(const AttentionShape& s, int64_t n, const float* q, const float* k, const float* v, const float* ct,
+             float* out, float* dq, float* dk, float* dv) {
+  const int64_t tq = s.queries, sk = s.keys;
+  return {q + n * tq * s.width,
+          k + n * sk * s.width,
+          v + n * sk * s.value_width,
+          ct ? ct + n * tq * s.value_width : nullptr,
+          out + n * tq * s.value_width,
+          dq ? dq + n * tq * s.width : nullptr,
+          dk ? dk + n * sk * s.width : nullptr,
+          dv ? dv + n * sk * s.value_width : nullptr};
+}
+
+/// Runs fn(head, scratch, product threads) for every head.
+template <typename Fn>
+void each_head(const AttentionShape& s, bool backward, int threads, const Fn& fn) {
+  if (s.heads <= 0 || s.queries <= 0) return;
+  if (s.heads >= threads || threads <= 1) {
+    std::vector<Scratch> scratch;
+    const int slots = static_cast<int>(std::min<int64_t>(std::max(threads, 1), s.heads));
+    scratch.reserve(static_cast<size_t>(slots));
+    for (int i = 0; i < slots; ++i) scratch.emplace_back(s, backward);
+    native::WorkerPool::shared().parallel_for(
+        s.heads, slots, [&](int64_t n, int slot) { fn(n, scratch[static_cast<size_t>(slot)], 1); });
+  } else {
+    Scratch scratch(s, backward);
+    for (int64_t n = 0; n < s.heads; ++n) fn(n, scratch, threads);
+  }
+}
+
+}  // namespace
+
+float attention_scale(int64_t width) {
+  // The lines' sqrt(max(iota(d: D)) + 1.0): the i32 D − 1 plus 1, rounded to f32, then its root rounded.
+  const float d = static_cast<float>(static_cast<double>(width - 1) + 1.0);
+  return static_cast<float>(std::sqrt(static_cast<double>(d)));
+}
+
+int64_t attention_scratch_bytes(const AttentionShape& s, bool backward) {
+  return static_cast<int64_t>(sizeof(float)) * (kAttentionBlockRows * s.keys * (backward ? 5 : 3) + 2 * kAttentionBlockRows);
+}
+
+void attention_forward_f32(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
+                           int threads) {
+  const RowPaths paths = row_paths();
+  const float scale = attention_scale(s.width);
+  each_head(s, false, threads, [&](int64_t n, Scratch& sc, int product_threads) {
+    forward_head(s, head_at(s, n, q, k, v, nullptr, out, nullptr, nullptr, nullptr), sc, paths, scale,
+                 product_threads);
+  });
+}
+
+void attention_backward_f32(const AttentionShape& s, const float* q, const float* k, const float* v,
+                            const float* ct, float* out, float* dq, float* dk, float* dv, int threads) {
+  const RowPaths paths = row_paths();
+  const float scale = attention_scale(s.width);
+  each_head(s, true, threads, [&](int64_t n, Scratch& sc, int product_threads) {
+    const Head h = head_at(s, n, q, k, v, ct, out, dq, dk, dv);
+    const bool skip = s.causal && all_finite(h.q, s.queries * s.width) && all_finite(h.k, s.keys * s.width) &&
+                      all_finite(h.v, s.keys * s.value_width) && all_finite(h.ct, s.queries * s.value_width);
+    if (!backward_head(s, h, sc, paths, scale, skip, product_threads))
+      backward_head(s, h, sc, paths, scale, false, product_threads);
+  });
+}
+
+}  // namespace quire::runtime

@@ -1,0 +1,29 @@
+// attention_rows.inc compiled for AVX2 and FMA (a pragma, never -march): attention.cpp
+// calls these only after checking the CPU at run time. The headers come
+// before the pragma, so that no inline function they define is compiled for
+// AVX2 and FMA here and merged with the other files' copies; what follows it has
+// internal linkage.
+
+#include <math.h>    // NOLINT: elementary.inc is C, and uses the C names
+#include <stdint.h>  // NOLINT
+#include <string.h>  // NOLINT
+
+#include "quire/runtime/attention.h"
+
+#pragma GCC target("avx2,fma")
+
+namespace quire::runtime::attention_detail {
+namespace {
+#include "quire/runtime/elementary.inc"
+#include "quire/runtime/attention_rows.inc"
+}  // namespace
+
+void forward_rows_avx2(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z) {
+  forward_rows(r, p, x, e, w, m, z);
+}
+void backward_rows_avx2(const Rows& r, const float* x, const float* e, const float* w, const float* m, const float* z,
+                        float* g, float* tmp) {
+  backward_rows(r, x, e, w, m, z, g, tmp);
+}
+
+}  // namespace quire::runtime::attention_detail

@@ -76,7 +76,11 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   const size_t arity = is_vjp(kernel) ? 4 : 3;
   if (args.size() != arity) return refuse(fmt::format("it is called with {} arguments", args.size()));
   for (const Value& a : args)
-    if (!real_f32(a)) return refuse("its arguments are not all f32 tensors");
+    if (!real_f32(a))
+      return refuse(a.kind == Value::Kind::Tensor && a.tensor.is_real()
+                        ? fmt::format("an argument is {}, and the kernel computes f32 only",
+                                      runtime::float_type_name(a.type))
+                        : std::string("an argument is not a real tensor of two axes or more"));
   const runtime::Shape &q = args[0].tensor.shape, &k = args[1].tensor.shape, &v = args[2].tensor.shape;
   if (leading(q) != leading(k) || leading(q) != leading(v))
     return refuse("q, k and v do not share their leading axes (a broadcast operand)");

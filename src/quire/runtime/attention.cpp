@@ -65,15 +65,42 @@ RowPaths row_paths() {
 }
 
 bool all_finite(const float* p, int64_t n) {
-  bool finite = true;
-  for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(p[i]);
-  return finite;
+  uint32_t infinite = 0;  // an exponent of all ones: ±∞ or NaN
+#pragma omp simd reduction(| : infinite)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, p + i, sizeof bits);
+    infinite |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return infinite == 0;
 }
 
-double largest_magnitude(const float* p, int64_t n) {
-  double largest = 0.0;
-  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(static_cast<double>(p[i])));
+/// max |p[i]| (p finite).
+float largest_magnitude(const float* p, int64_t n) {
+  float largest = 0.0f;
+#pragma omp simd reduction(max : largest)
+  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(p[i]));
   return largest;
+}
+
+/// Σ |p[i]| in f64 (p finite), for a bound.
+double magnitude_sum(const float* p, int64_t n) {
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += std::fabs(static_cast<double>(p[i]));
+  return sum;
+}
+
+/// Whether some element of p is −0.
+bool holds_negative_zero(const float* p, int64_t n) {
+  uint32_t found = 0;
+#pragma omp simd reduction(| : found)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, p + i, sizeof bits);
+    found |= bits == 0x80000000u ? 1u : 0u;
+  }
+  return found != 0;
 }
 
 /// One head's operands and results.
@@ -109,6 +136,7 @@ int64_t block_keys(const AttentionShape& s, bool skip, int64_t t1) { return skip
 /// Finishes a chain whose accumulator is −0 after the computed keys: the
 /// skipped keys add fmaf(+0, y, acc), which makes a −0 +0 where y ≥ +0.
 void finish_negative_zeros(float* row, int64_t width, const float* y, int64_t y_rs, int64_t from, int64_t to) {
+  if (!holds_negative_zero(row, width)) return;
   for (int64_t j = 0; j < width; ++j) {
     float acc = row[j];
     if (acc != 0.0f || !std::signbit(acc)) continue;
@@ -162,12 +190,9 @@ bool backward_head(const AttentionShape& s, const Head& h, Scratch& sc, const Ro
     if (cols < s.keys) {
       // The skipped keys' terms are ±0 only if (g_s / z + r) stays finite there.
       for (int64_t i = 0; i < rows; ++i) {
-        double norm = 0.0;
-        for (int64_t j = 0; j < s.value_width; ++j) norm += std::fabs(static_cast<double>(ct[i * s.value_width + j]));
-        const double g_bound = 2.0 * norm * largest_v;
-        double r_bound = 0.0;  // |r| ≤ Σ |g_s · w_s| / z ≤ max|g| (Σ w = 1), with room for rounding
-        for (int64_t c = 0; c < cols; ++c)
-          r_bound = std::max(r_bound, std::fabs(static_cast<double>(g[i * cols + c])));
+        const double g_bound = 2.0 * magnitude_sum(ct + i * s.value_width, s.value_width) * largest_v;
+        // |r| ≤ Σ |g_s · w_s| / z ≤ max |g| (Σ w = 1, z ≥ 1), with room for rounding.
+        const double r_bound = largest_magnitude(g + i * cols, cols);
         if (!(g_bound + 2.0 * r_bound < 0.25 * FLT_MAX)) return false;
       }
     }

@@ -21,13 +21,30 @@ const char* library_kernel_name(LibraryKernel k) {
       return "attention.vjp";
     case LibraryKernel::CausalAttentionVjp:
       return "causal_attention.vjp";
+    case LibraryKernel::CausalSelfAttention:
+      return "causal_self_attention";
+    case LibraryKernel::CausalSelfAttentionVjp:
+      return "causal_self_attention.vjp";
   }
   return "?";
 }
 
 namespace {
 
-bool is_vjp(LibraryKernel k) { return k == LibraryKernel::AttentionVjp || k == LibraryKernel::CausalAttentionVjp; }
+bool is_vjp(LibraryKernel k) {
+  return k == LibraryKernel::AttentionVjp || k == LibraryKernel::CausalAttentionVjp ||
+         k == LibraryKernel::CausalSelfAttentionVjp;
+}
+
+bool is_self(LibraryKernel k) {
+  return k == LibraryKernel::CausalSelfAttention || k == LibraryKernel::CausalSelfAttentionVjp;
+}
+
+/// The arguments that are f32 tensors: q, k, v (and ct); qkv (and ct).
+std::vector<size_t> tensor_arguments(LibraryKernel k) {
+  if (is_self(k)) return is_vjp(k) ? std::vector<size_t>{0, 4} : std::vector<size_t>{0};
+  return is_vjp(k) ? std::vector<size_t>{0, 1, 2, 3} : std::vector<size_t>{0, 1, 2};
+}
 
 /// Why `table`'s sites are not what the kernel computes ("" when they are):
 /// every real site f32, read as it is, reductions accumulating in f32 and
@@ -70,25 +87,38 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   if (name == "attention") kernel = fn.primal >= 0 ? LibraryKernel::AttentionVjp : LibraryKernel::Attention;
   if (name == "causal_attention")
     kernel = fn.primal >= 0 ? LibraryKernel::CausalAttentionVjp : LibraryKernel::CausalAttention;
+  if (name == "causal_self_attention")
+    kernel = fn.primal >= 0 ? LibraryKernel::CausalSelfAttentionVjp : LibraryKernel::CausalSelfAttention;
   if (kernel == LibraryKernel::None) return {};
   auto refuse = [](std::string why) { return LibraryChoice{LibraryKernel::None, std::move(why)}; };
   if (!table || !r) return refuse("its sites are f64, and the kernel computes f32 only");
-  const size_t arity = is_vjp(kernel) ? 4 : 3;
+  const size_t arity = is_self(kernel) ? (is_vjp(kernel) ? 5 : 4) : (is_vjp(kernel) ? 4 : 3);
   if (args.size() != arity) return refuse(fmt::format("it is called with {} arguments", args.size()));
-  for (const Value& a : args)
+  for (size_t i : tensor_arguments(kernel)) {
+    const Value& a = args[i];
     if (!real_f32(a))
       return refuse(a.kind == Value::Kind::Tensor && a.tensor.is_real()
                         ? fmt::format("an argument is {}, and the kernel computes f32 only",
                                       runtime::float_type_name(a.type))
                         : std::string("an argument is not a real tensor of two axes or more"));
-  const runtime::Shape &q = args[0].tensor.shape, &k = args[1].tensor.shape, &v = args[2].tensor.shape;
-  if (leading(q) != leading(k) || leading(q) != leading(v))
-    return refuse("q, k and v do not share their leading axes (a broadcast operand)");
-  if (is_vjp(kernel)) {
-    runtime::Shape out = q;
-    out.back() = v.back();
-    if (args[3].tensor.shape != out) return refuse("its cotangent does not have the result's shape");
   }
+  std::vector<runtime::Shape> shapes;
+  for (const Value& a : args) shapes.push_back(a.kind == Value::Kind::Tensor ? a.tensor.shape : runtime::Shape{});
+  if (is_self(kernel)) {
+    const runtime::Shape& qkv = shapes[0];
+    if (args[1].kind != Value::Kind::Tensor || args[1].tensor.rank() != 1 || args[1].tensor.shape[0] <= 0 ||
+        args[2].kind != Value::Kind::Host || args[3].kind != Value::Kind::Key)
+      return refuse("its heads, p and key are not an i32 vector, a number and a key");
+    const int64_t heads = args[1].tensor.shape[0];
+    if (qkv.back() % 3 != 0 || (qkv.back() / 3) % heads != 0)
+      return refuse(fmt::format("{} heads do not divide a third of {} columns", heads, qkv.back()));
+  } else {
+    const runtime::Shape &q = shapes[0], &k = shapes[1], &v = shapes[2];
+    if (leading(q) != leading(k) || leading(q) != leading(v))
+      return refuse("q, k and v do not share their leading axes (a broadcast operand)");
+  }
+  if (is_vjp(kernel) && shapes.back() != library_result_shapes(kernel, shapes)[0])
+    return refuse("its cotangent does not have the result's shape");
   // Every table the run has of the function and of its vjp, and of their
   // callees (the mask, the softmax and their vjps): a forward kept for a
   // reverse sweep holds its result alone, so the two take the kernel together.
@@ -100,7 +130,8 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
     if (!related(t.function)) continue;
     const core::Function& g = prog.functions.at(static_cast<size_t>(t.function));
     for (const precision::Carry& c : t.args)
-      if (c.type != FloatType::F32) return refuse(fmt::format("`{}` is called with arguments not all f32", g.name));
+      if (c.type && *c.type != FloatType::F32)
+        return refuse(fmt::format("`{}` is called with an argument of {}", g.name, runtime::float_type_name(*c.type)));
     if (std::string why = sites_block(g, t); !why.empty()) return refuse(why);
     for (const core::Instr& in : g.body) {
       if (in.op != core::Op::Call) continue;
@@ -113,19 +144,38 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   return {kernel, ""};
 }
 
-runtime::AttentionShape library_attention_shape(const std::vector<runtime::Shape>& args) {
-  if (args.size() < 3) throw std::logic_error("internal: an attention kernel without q, k and v");
-  const runtime::Shape &q = args[0], &k = args[1], &v = args[2];
+runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vector<runtime::Shape>& args) {
   runtime::AttentionShape s;
+  if (is_self(k)) {
+    if (args.size() < 2 || args[0].size() < 2 || args[1].size() != 1)
+      throw std::logic_error("internal: a self-attention kernel without qkv and heads");
+    const runtime::Shape& qkv = args[0];
+    const int64_t heads = args[1][0];
+    s.heads = runtime::element_count(leading(qkv)) * heads;
+    s.queries = s.keys = qkv[qkv.size() - 2];
+    s.width = s.value_width = qkv.back() / 3 / heads;
+    s.causal = true;
+    return s;
+  }
+  if (args.size() < 3) throw std::logic_error("internal: an attention kernel without q, k and v");
+  const runtime::Shape &q = args[0], &key = args[1], &v = args[2];
   s.heads = runtime::element_count(leading(q));
   s.queries = q[q.size() - 2];
-  s.keys = k[k.size() - 2];
+  s.keys = key[key.size() - 2];
   s.width = q.back();
   s.value_width = v.back();
+  s.causal = k == LibraryKernel::CausalAttention || k == LibraryKernel::CausalAttentionVjp;
   return s;
 }
 
 std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args) {
+  if (is_self(k)) {
+    if (args.empty() || args[0].empty()) throw std::logic_error("internal: a self-attention kernel without qkv");
+    runtime::Shape out = args[0];
+    out.back() /= 3;
+    if (!is_vjp(k)) return {out};
+    return {out, args[0]};
+  }
   if (args.size() < 3) throw std::logic_error("internal: an attention kernel without q, k and v");
   runtime::Shape out = args[0];
   out.back() = args[2].back();
@@ -134,18 +184,22 @@ std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::ve
 }
 
 int64_t library_scratch_bytes(LibraryKernel k, const std::vector<runtime::Shape>& args, int threads) {
-  const runtime::AttentionShape s = library_attention_shape(args);
+  const runtime::AttentionShape s = library_attention_shape(k, args);
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(threads, s.heads));
   return slots * runtime::attention_scratch_bytes(s, is_vjp(k));
 }
 
 Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args, int threads) {
   std::vector<runtime::Shape> shapes;
-  std::vector<const float*> in;
   for (const Value* a : args) {
-    if (!a || !real_f32(*a)) throw std::logic_error("internal: a library kernel's operand is not an f32 tensor");
-    shapes.push_back(a->tensor.shape);
-    in.push_back(a->tensor.reals.narrow());
+    if (!a) throw std::logic_error("internal: a library kernel without an operand");
+    shapes.push_back(a->kind == Value::Kind::Tensor ? a->tensor.shape : runtime::Shape{});
+  }
+  std::vector<const float*> in(args.size(), nullptr);
+  for (size_t i : tensor_arguments(k)) {
+    if (i >= args.size() || !real_f32(*args[i]))
+      throw std::logic_error("internal: a library kernel's operand is not an f32 tensor");
+    in[i] = args[i]->tensor.reals.narrow();
   }
   std::vector<Value> results;
   std::vector<float*> out;
@@ -158,18 +212,37 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
     results.push_back(std::move(v));
   }
   for (Value& v : results) out.push_back(v.tensor.reals.narrow_for_writing());
-  runtime::AttentionShape s = library_attention_shape(shapes);
+  const runtime::AttentionShape s = library_attention_shape(k, shapes);
   switch (k) {
     case LibraryKernel::Attention:
     case LibraryKernel::CausalAttention:
-      s.causal = k == LibraryKernel::CausalAttention;
       runtime::attention_forward_f32(s, in[0], in[1], in[2], out[0], threads);
       return std::move(results[0]);
     case LibraryKernel::AttentionVjp:
     case LibraryKernel::CausalAttentionVjp:
-      s.causal = k == LibraryKernel::CausalAttentionVjp;
       runtime::attention_backward_f32(s, in[0], in[1], in[2], in[3], out[0], out[1], out[2], out[3], threads);
       return Value::of_tuple(std::move(results));
+    case LibraryKernel::CausalSelfAttention:
+    case LibraryKernel::CausalSelfAttentionVjp: {
+      // dropout(k, w, p): κ = f32(1 − f32(p)), as the lines' f32 sites round
+      // it; κ = 1 keeps every weight as it is (every draw is below 1).
+      const int64_t heads = shapes[1][0];
+      const runtime::AttentionLayout layout = runtime::AttentionLayout::fused_qkv(s, heads);
+      runtime::AttentionDropout dropout;
+      dropout.kept = 1.0f - static_cast<float>(args[2]->host);
+      dropout.on = dropout.kept != 1.0f;
+      dropout.key = args[3]->key;
+      const int64_t third = heads * s.width;
+      const float* qkv = in[0];
+      if (k == LibraryKernel::CausalSelfAttention) {
+        runtime::attention_forward_f32(s, layout, dropout, qkv, qkv + third, qkv + 2 * third, out[0], threads);
+        return std::move(results[0]);
+      }
+      float* dqkv = out[1];
+      runtime::attention_backward_f32(s, layout, dropout, qkv, qkv + third, qkv + 2 * third, in[4], out[0], dqkv,
+                                      dqkv + third, dqkv + 2 * third, true, threads);
+      return Value::of_tuple(std::move(results));
+    }
     case LibraryKernel::None:
       break;
   }

@@ -1,10 +1,11 @@
 #pragma once
 // Library kernels: prelude functions whose whole body runs as one fused
 // runtime kernel that gives exactly the bits of its lines. Today the
-// prelude's `attention` and `causal_attention` and their vjps, under f32
-// sites with `--product-step fma` (runtime/attention.h): one pass over blocks
-// of query rows each way, the T × S scores never stored, the keys a causal
-// mask hides never computed.
+// prelude's `attention`, `causal_attention` and `causal_self_attention` and
+// their vjps, under f32 sites with `--product-step fma` (runtime/attention.h):
+// one pass over blocks of query rows each way, the T × S scores never stored,
+// the keys a causal mask hides never computed, the heads of a fused qkv read
+// and written in place, the dropout's draws made where they are used.
 //
 // The host program (build_host.h) runs an instance of such a function as one
 // HostStep::Kind::Library step when the compile asks for library kernels
@@ -28,8 +29,10 @@ enum class LibraryKernel : uint8_t {
   CausalAttention,     ///< causal_attention(q, k, v)
   AttentionVjp,        ///< attention.vjp(q, k, v, ct) → (out, dq, dk, dv)
   CausalAttentionVjp,  ///< causal_attention.vjp(q, k, v, ct)
+  CausalSelfAttention,     ///< causal_self_attention(qkv, heads, p, k): GPT-2's fused qkv, dropout on the weights
+  CausalSelfAttentionVjp,  ///< causal_self_attention.vjp(qkv, heads, p, k, ct) → (out, dqkv)
 };
-/// "attention", "causal_attention", "attention.vjp", "causal_attention.vjp" ("none").
+/// The function's name: "attention", "causal_attention.vjp", … ("none").
 const char* library_kernel_name(LibraryKernel k);
 
 struct LibraryChoice {
@@ -44,15 +47,16 @@ struct LibraryChoice {
 LibraryChoice choose_library_kernel(const elab::Program& prog, int function, const std::vector<interp::Value>& args,
                                     const precision::FunctionRealization* table, const precision::Realization* r);
 
-/// The kernel's shape on arguments of these shapes (q, k, v first).
-runtime::AttentionShape library_attention_shape(const std::vector<runtime::Shape>& args);
+/// The kernel's shape on arguments of these shapes (q, k, v first; qkv and
+/// heads for causal_self_attention).
+runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vector<runtime::Shape>& args);
 
 /// The shapes of what the kernel returns: the forward's result, or the
-/// vjp's (out, dq, dk, dv). Every one is f32.
+/// vjp's (out, dq, dk, dv), or (out, dqkv). Every one is f32.
 std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args);
 
-/// Runs the kernel on `args` (q, k, v and, for a vjp, ct: f32 tensors) on
-/// at most `threads` threads.
+/// Runs the kernel on `args` (its function's: f32 tensors, and for
+/// causal_self_attention the heads, p and the key) on at most `threads` threads.
 interp::Value run_library_kernel(LibraryKernel k, const std::vector<const interp::Value*>& args, int threads);
 
 /// Bytes the kernel holds while it runs beyond its result (its block scratch).

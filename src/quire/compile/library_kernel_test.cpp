@@ -1,5 +1,6 @@
-// Library kernels in the compiled program: the prelude's attention and
-// causal_attention, forward and gradient, run as one library kernel each
+// Library kernels in the compiled program: the prelude's attention,
+// causal_attention and causal_self_attention (with dropout and without),
+// forward and gradient, run as one library kernel each
 // under f32 with fused product steps, with the reference interpreter's bits
 // (the lines, one instruction at a time) under either remat; under every
 // other policy they run their lines, and the host says why.
@@ -32,6 +33,14 @@ fn causal_dv(q : ℝ[b: 2, t: T, d: 8], k : ℝ[b: 2, s: S, d: 8], v : ℝ[b: 2,
   grad(causal, wrt = v)(q, k, v, w)
 fn plain_dk(q : ℝ[b: 2, t: T, d: 8], k : ℝ[b: 2, s: S, d: 8], v : ℝ[b: 2, s: S, e: 4], w : ℝ[b: 2, t: T, e: 4]) -> ℝ[b: 2, s: S, d: 8] =
   grad(plain, wrt = k)(q, k, v, w)
+fn mha(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> ℝ[] =
+  sum(causal_self_attention(qkv, iota(h: 2), 0.1, k) * w)
+fn mha_nodrop(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> ℝ[] =
+  sum(causal_self_attention(qkv, iota(h: 2), 0.0, k) * w)
+fn mha_dqkv(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> ℝ[b: 2, t: T, c: 24] =
+  grad(mha)(qkv, w, k)
+fn mha_nodrop_dqkv(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> ℝ[b: 2, t: T, c: 24] =
+  grad(mha_nodrop)(qkv, w, k)
 )";
 
 struct Ran {
@@ -77,7 +86,8 @@ TEST(LibraryKernel, AttentionAndItsGradientsRunAsOneKernelEachWithTheLinesBits) 
   interp::testing::Program p(kAttention);
   for (auto [T, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {b + 9, b + 9}, {b + 3, 5}, {5, b + 3}}) {
     const std::map<std::string, int64_t> dims = {{"T", T}, {"S", S}};
-    for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk"}) {
+    for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk", "mha",
+                              "mha_nodrop", "mha_dqkv", "mha_nodrop_dqkv"}) {
       const int fn = p.index(entry);
       const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, dims);
       for (interp::Remat remat : {interp::Remat::Store, interp::Remat::Recompute}) {
@@ -85,7 +95,7 @@ TEST(LibraryKernel, AttentionAndItsGradientsRunAsOneKernelEachWithTheLinesBits) 
                                         << (remat == interp::Remat::Store ? "store" : "recompute"));
         const Ran r = run(p.prog(), fn, args, dims, f32_fused(), remat);
         kernel::testing::expect_same(r.kernels, r.reference, entry);
-        const bool gradient = std::string(entry).find('_') != std::string::npos;
+        const bool gradient = std::string(entry).find("_d") != std::string::npos;
         EXPECT_EQ(r.library_launches, gradient ? 2 : 1) << r.listing;
         EXPECT_NE(r.listing.find("one library kernel"), std::string::npos) << r.listing;
       }

@@ -406,7 +406,10 @@ class Replay {
     for (int v : s.reads) {
       const Held& x = env.at(static_cast<size_t>(v));
       shapes.push_back(x.shape);
-      if (options_.widths == Widths::Native && x.kind == Kind::Tensor && x.width == 8) view_of(x, 4);
+      const HostBuffer* b = buffers_.at(static_cast<size_t>(id)).at(static_cast<size_t>(v));
+      if (options_.widths == Widths::Native && b && b->kind == Kind::Tensor && b->elem == runtime::ElemKind::Real &&
+          x.width == 8)
+        view_of(x, 4);
     }
     const std::shared_ptr<Block> scratch =
         allocate(library_scratch_bytes(s.library, shapes, host_.threads), {id, s.value, "scratch"});

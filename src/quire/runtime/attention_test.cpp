@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quire/runtime/elementary.h"
+#include "quire/runtime/runtime_error.h"
 
 namespace quire::runtime {
 namespace {
@@ -28,7 +29,7 @@ struct Lines {
 };
 
 Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
-            const std::vector<float>& v, const std::vector<float>* ct) {
+            const std::vector<float>& v, const std::vector<float>* ct, const AttentionDropout& drop = {}) {
   const int64_t T = s.queries, S = s.keys, D = s.width, E = s.value_width;
   Lines r;
   r.out.assign(static_cast<size_t>(s.heads * T * E), 0.0f);
@@ -40,7 +41,9 @@ Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vec
     const float* qh = q.data() + n * T * D;
     const float* kh = k.data() + n * S * D;
     const float* vh = v.data() + n * S * E;
-    std::vector<float> x(static_cast<size_t>(T * S)), e(x.size()), w(x.size()), g(x.size()), ds(x.size());
+    std::vector<float> x(static_cast<size_t>(T * S)), e(x.size()), w(x.size()), wd(x.size()), g(x.size()),
+        ds(x.size());
+    std::vector<bool> kept(x.size());
     for (int64_t t = 0; t < T; ++t) {
       float* xr = x.data() + t * S;
       for (int64_t j = 0; j < S; ++j) {
@@ -57,9 +60,15 @@ Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vec
         z = z + e[t * S + j];
       }
       for (int64_t j = 0; j < S; ++j) w[t * S + j] = e[t * S + j] / z;
+      for (int64_t j = 0; j < S; ++j) {
+        const uint64_t index = static_cast<uint64_t>((n * T + t) * S + j);
+        kept[static_cast<size_t>(t * S + j)] = !drop.on || bernoulli_at(drop.key, index, drop.kept);
+        const float dropped = w[t * S + j] / drop.kept;
+        wd[t * S + j] = !drop.on ? w[t * S + j] : kept[static_cast<size_t>(t * S + j)] ? dropped : 0.0f;
+      }
       for (int64_t f = 0; f < E; ++f) {
         float acc = 0.0f;
-        for (int64_t j = 0; j < S; ++j) acc = std::fma(w[t * S + j], vh[j * E + f], acc);
+        for (int64_t j = 0; j < S; ++j) acc = std::fma(wd[t * S + j], vh[j * E + f], acc);
         r.out[static_cast<size_t>((n * T + t) * E + f)] = acc;
       }
       if (!ct) continue;
@@ -67,7 +76,7 @@ Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vec
       for (int64_t j = 0; j < S; ++j) {
         float acc = 0.0f;
         for (int64_t f = 0; f < E; ++f) acc = std::fma(cth[t * E + f], vh[j * E + f], acc);
-        g[t * S + j] = acc;
+        g[t * S + j] = drop.on ? (kept[static_cast<size_t>(t * S + j)] ? acc : 0.0f) / drop.kept : acc;
       }
       float rs = 0.0f;
       for (int64_t j = 0; j < S; ++j) rs = rs + -((g[t * S + j] * w[t * S + j]) / z);
@@ -100,7 +109,7 @@ Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vec
       }
       for (int64_t f = 0; f < E; ++f) {
         float acc = 0.0f;
-        for (int64_t t = 0; t < T; ++t) acc = std::fma(w[t * S + j], cth[t * E + f], acc);
+        for (int64_t t = 0; t < T; ++t) acc = std::fma(wd[t * S + j], cth[t * E + f], acc);
         r.dv[static_cast<size_t>((n * S + j) * E + f)] = acc;
       }
     }
@@ -243,6 +252,68 @@ TEST(Attention, AnAccumulatorThatIsMinusZeroIsFinishedOverTheSkippedKeys) {
   EXPECT_EQ(at, 0.0f);
   EXPECT_FALSE(std::signbit(at)) << "the case must make the lines' +0 from a −0";
   expect_lines(c, 1);
+}
+
+TEST(Attention, AFusedQkvWithDropoutHasTheLinesBits) {
+  // GPT-2's layout: qkv [g, T, 3·H·D], heads read in place; out [g, T, H·D];
+  // the cotangents summed into one [g, T, 3·H·D] (a −0 made +0); dropout on
+  // the weights with κ = f32(1 − 0.1), then none (κ = 1).
+  const int64_t G = 2, H = 3, T = kAttentionBlockRows + 7, D = 8, E = H * D, C = 3 * E;
+  std::mt19937 rng(21);
+  const std::vector<float> qkv = normals(G * T * C, rng, 1.5f);
+  const std::vector<float> ct = normals(G * T * E, rng);
+  AttentionShape s{G * H, T, T, D, D, true};
+  // The same heads, dense: head n = g·H + h.
+  std::vector<float> q(static_cast<size_t>(G * H * T * D)), k(q.size()), v(q.size()), ctd(q.size());
+  auto dense_at = [&](int64_t n, int64_t t, int64_t d) { return static_cast<size_t>((n * T + t) * D + d); };
+  auto fused_at = [&](int64_t n, int64_t t, int64_t part, int64_t d) {
+    return static_cast<size_t>(((n / H) * T + t) * C + part * E + (n % H) * D + d);
+  };
+  auto out_at = [&](int64_t n, int64_t t, int64_t d) { return static_cast<size_t>(((n / H) * T + t) * E + (n % H) * D + d); };
+  for (int64_t n = 0; n < G * H; ++n)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        q[dense_at(n, t, d)] = qkv[fused_at(n, t, 0, d)];
+        k[dense_at(n, t, d)] = qkv[fused_at(n, t, 1, d)];
+        v[dense_at(n, t, d)] = qkv[fused_at(n, t, 2, d)];
+        ctd[dense_at(n, t, d)] = ct[out_at(n, t, d)];
+      }
+  for (float p : {0.1f, 0.0f}) {
+    SCOPED_TRACE(testing::Message() << "p = " << p);
+    AttentionDropout drop;
+    drop.kept = 1.0f - p;
+    drop.on = drop.kept != 1.0f;
+    drop.key = key_from_seed(77);
+    const Lines want = lines(s, q, k, v, &ctd, drop);
+    const AttentionLayout layout = AttentionLayout::fused_qkv(s, H);
+    std::vector<float> out(static_cast<size_t>(G * T * E)), out2(out.size()), dqkv(qkv.size());
+    attention_forward_f32(s, layout, drop, qkv.data(), qkv.data() + E, qkv.data() + 2 * E, out.data(), 2);
+    attention_backward_f32(s, layout, drop, qkv.data(), qkv.data() + E, qkv.data() + 2 * E, ct.data(), out2.data(),
+                           dqkv.data(), dqkv.data() + E, dqkv.data() + 2 * E, true, 2);
+    std::vector<float> want_out(out.size()), want_dqkv(dqkv.size());
+    for (int64_t n = 0; n < G * H; ++n)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          want_out[out_at(n, t, d)] = want.out[dense_at(n, t, d)];
+          want_dqkv[fused_at(n, t, 0, d)] = want.dq[dense_at(n, t, d)] + 0.0f;
+          want_dqkv[fused_at(n, t, 1, d)] = want.dk[dense_at(n, t, d)] + 0.0f;
+          want_dqkv[fused_at(n, t, 2, d)] = want.dv[dense_at(n, t, d)] + 0.0f;
+        }
+    expect_bits(want_out, out, "forward out");
+    expect_bits(want_out, out2, "vjp out");
+    expect_bits(want_dqkv, dqkv, "dqkv");
+  }
+}
+
+TEST(Attention, ADropoutOutsideZeroToOneIsRefused) {
+  const Case c = random_case(1, 4, 4, 4, 4, true, 3);
+  AttentionDropout drop;
+  drop.on = true;
+  drop.kept = -0.5f;
+  std::vector<float> out(16);
+  EXPECT_THROW(attention_forward_f32(c.shape, AttentionLayout::dense(c.shape), drop, c.q.data(), c.k.data(),
+                                     c.v.data(), out.data(), 1),
+               RuntimeError);
 }
 
 }  // namespace

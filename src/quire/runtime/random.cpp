@@ -164,4 +164,14 @@ Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
   return t;
 }
 
+void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* out) {
+  Words words;
+  for (int64_t done = 0; done < n; done += static_cast<int64_t>(kLanes)) {
+    philox_block(key, first + static_cast<uint64_t>(done), static_cast<uint32_t>(Stream::Bernoulli), words);
+    const int64_t m = std::min(static_cast<int64_t>(kLanes), n - done);
+    for (int64_t l = 0; l < m; ++l)
+      out[done + l] = static_cast<double>(bits53(words.w[0][l], words.w[1][l])) * kTwoToMinus53 < p ? 1 : 0;
+  }
+}
+
 }  // namespace quire::runtime

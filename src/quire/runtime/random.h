@@ -123,5 +123,10 @@ Tensor draw_normal(Key key, const Shape& shape, double mean, double std);
 /// A Bool tensor, 1 with probability p. Throws std::invalid_argument if p is
 /// outside [0, 1] (or NaN) or a dimension is negative.
 Tensor draw_bernoulli(Key key, const Shape& shape, double p);
+/// Elements [first, first + n) of a Bernoulli(p) draw from `key`, each 1 or
+/// 0 into out[0, n): bernoulli_at's rule on draw_bernoulli's blocked words,
+/// for a kernel that draws a run of a larger tensor's elements
+/// (runtime/attention.h's dropout). p must be in [0, 1].
+void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* out);
 
 }  // namespace quire::runtime

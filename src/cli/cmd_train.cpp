@@ -1,7 +1,7 @@
 // quire train FILE [--precision f64|f32|bf16|f16] [--half-intermediates] [--seed N]
 //   [--params INIT.safetensors] [--run-dir DIR] [--resume] [--max-steps N]
 //   [--params-out F.safetensors] [--dim NAME=N] [--remat store|recompute] [--log-every N]
-//   [--backend native|kernels|interp] [--threads N] [--profile P.json]
+//   [--backend native|kernels|interp] [--threads N] [--library-kernels on|off] [--profile P.json]
 //   [--realize @realization.json] [--shards N] [--rank-timeout SECONDS] [--memory-limit BYTES]
 // mpirun -n N quire train FILE …
 //
@@ -30,6 +30,7 @@ Handler setup_train(CLI::App& sub) {
     int64_t max_steps = -1;
     std::string remat = "store";
     std::string backend = "native";
+    std::string library_kernels = "on";
     std::string realize;
     std::string memory_limit;
     double rank_timeout = 600;
@@ -66,6 +67,10 @@ Handler setup_train(CLI::App& sub) {
   sub.add_option("--threads", o->train.threads,
                  "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
+  sub.add_option("--library-kernels", o->library_kernels,
+                 "on (default): the native backend runs the prelude's attention functions, and their gradients, as "
+                 "one fused kernel each where their sites are f32 (the same bits); off: their lines")
+      ->check(CLI::IsMember({"on", "off"}));
   sub.add_option("--profile", o->train.profile,
                  "the machine profile the kernels' layouts are planned under (default: this machine's: the one that "
                  "ships where it describes this machine, else one measured here on first use and kept)");
@@ -99,6 +104,7 @@ Handler setup_train(CLI::App& sub) {
     if (o->max_steps >= 0) o->train.max_steps = o->max_steps;
     o->train.remat = *interp::parse_remat(o->remat);
     o->train.backend = *kernel::parse_backend(o->backend);
+    o->train.library_kernels = o->library_kernels == "on";
     if (o->train.backend == kernel::Backend::Native) o->train.profile = execution_profile(o->train.profile);
     // A launcher hands its ranks a terminal of its own whatever its output
     // is, so under one the progress is plain lines.

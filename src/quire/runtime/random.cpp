@@ -7,7 +7,7 @@
 #include <numbers>
 #include <stdexcept>
 
-#include "quire/runtime/widest_vectors.h"
+#include "quire/runtime/philox_blocks.h"
 
 namespace quire::runtime {
 
@@ -54,49 +54,12 @@ double standard_normal_at(Key key, uint64_t index) {
 
 namespace {
 
-// A tensor's draws in blocks of kLanes elements: the same Philox-4x32-10 as
-// philox.cpp, written lane by lane so that the compiler keeps a block's
-// counters in vector registers (32×32→64 products in each lane). Integer
-// arithmetic only, so every instruction set gives philox4x32_10's words
-// (Random.BlockDrawsAreTheElementFormulas checks them against it).
-constexpr size_t kLanes = 16;
+// A tensor's draws in blocks of sixteen elements (philox_blocks.h).
+using philox_blocks::kLanes;
+using philox_blocks::Words;
 
-struct Words {
-  uint32_t w[4][kLanes];
-};
-
-QUIRE_WIDEST_VECTORS void philox_block(Key key, uint64_t first, uint32_t stream, Words& out) {
-  uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-  for (size_t l = 0; l < kLanes; ++l) {
-    const uint64_t index = first + l;
-    c0[l] = static_cast<uint32_t>(index);
-    c1[l] = static_cast<uint32_t>(index >> 32);
-    c2[l] = 0;
-    c3[l] = stream;
-  }
-  uint32_t k0 = key.k0, k1 = key.k1;
-  for (int r = 0; r < 10; ++r) {
-    if (r > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    for (size_t l = 0; l < kLanes; ++l) {
-      const uint64_t p0 = uint64_t{0xD2511F53u} * c0[l];
-      const uint64_t p1 = uint64_t{0xCD9E8D57u} * c2[l];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-      c0[l] = n0;
-      c1[l] = static_cast<uint32_t>(p1);
-      c2[l] = n2;
-      c3[l] = static_cast<uint32_t>(p0);
-    }
-  }
-  for (size_t l = 0; l < kLanes; ++l) {
-    out.w[0][l] = c0[l];
-    out.w[1][l] = c1[l];
-    out.w[2][l] = c2[l];
-    out.w[3][l] = c3[l];
-  }
+void philox_block(Key key, uint64_t first, uint32_t stream, Words& out) {
+  philox_blocks::block(key.k0, key.k1, first, stream, out);
 }
 
 /// Calls f(i, words, lane) for every element i of an n-element draw of `stream`.

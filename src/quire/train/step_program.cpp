@@ -19,7 +19,7 @@ StepProgram::StepProgram(elab::Program& prog, int vjp, std::map<std::string, int
     request.remat = settings.remat;
     request.profile = settings.profile;
     request.threads = settings.threads;
-    request.library_kernels = settings.backend == kernel::Backend::Native;
+    request.library_kernels = settings.backend == kernel::Backend::Native && settings.library_kernels;
     compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog, request));
     engine_ = std::make_unique<kernel::KernelEngine>(compiled_->catalog, *runner_, native::warn_native_unavailable);
     executor_ = std::make_unique<compile::Executor>(prog, *compiled_, *engine_);

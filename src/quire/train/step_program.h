@@ -30,6 +30,7 @@ struct StepSettings {
   interp::Remat remat = interp::Remat::Store;
   kernel::Backend backend = kernel::Backend::Interp;
   int threads = 1;
+  bool library_kernels = true;  ///< on the native backend (compile::CompileRequest::library_kernels)
   const machine::Profile* profile = nullptr;  ///< the layouts' plan reads it; must outlive the program
   interp::EnvelopeGuard* guard = nullptr;     ///< each step's narrowed values checked against ranges (or none)
 };

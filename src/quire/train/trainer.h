@@ -110,6 +110,9 @@ struct TrainOptions {
   interp::Remat remat = interp::Remat::Store;  ///< how the reverse sweep gets its callees' forward values
   kernel::Backend backend = kernel::Backend::Interp;  ///< how launches run (the same bits either way)
   int threads = 1;  ///< threads a native kernel may use (the same bits on any count)
+  /// The native backend runs the prelude's attention functions as library
+  /// kernels (compile/library_kernel.h; the same bits); false: their lines.
+  bool library_kernels = true;
   std::string profile;  ///< the machine profile kernels are planned under ("": the one that ships)
   /// The solver's decisions for the objective (`--realize @realization.json`):
   /// its policy replaces `precision`; parameters keep their master type and

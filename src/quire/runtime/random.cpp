@@ -73,6 +73,11 @@ void for_each_element(Key key, size_t n, Stream stream, F&& f) {
   }
 }
 
+/// bernoulli(p)'s test bits53 · 2^-53 < p as an integer one, bits53 < ⌈p · 2^53⌉:
+/// both sides scaled by 2^53 exactly, and an integer is below a real x
+/// exactly when it is below ⌈x⌉. p in [0, 1].
+uint64_t bernoulli_threshold(double p) { return static_cast<uint64_t>(std::ceil(p * 9007199254740992.0)); }
+
 /// Rejects shapes whose element count would be meaningless; `what` names the
 /// drawing function in the message.
 void check_shape(const char* what, const Shape& shape) {
@@ -121,19 +126,19 @@ Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
     throw std::invalid_argument(fmt::format("draw_bernoulli: probability p must be in [0, 1], got {}", p));
   }
   Tensor t = Tensor::integer(ElemKind::Bool, shape);
-  for_each_element(key, t.ints.size(), Stream::Bernoulli, [&](size_t i, const Words& w, size_t l) {
-    t.ints[i] = static_cast<double>(bits53(w.w[0][l], w.w[1][l])) * kTwoToMinus53 < p ? 1 : 0;
-  });
+  const uint64_t below = bernoulli_threshold(p);
+  for_each_element(key, t.ints.size(), Stream::Bernoulli,
+                   [&](size_t i, const Words& w, size_t l) { t.ints[i] = bits53(w.w[0][l], w.w[1][l]) < below; });
   return t;
 }
 
 void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* out) {
+  const uint64_t below = bernoulli_threshold(p);
   Words words;
   for (int64_t done = 0; done < n; done += static_cast<int64_t>(kLanes)) {
     philox_block(key, first + static_cast<uint64_t>(done), static_cast<uint32_t>(Stream::Bernoulli), words);
     const int64_t m = std::min(static_cast<int64_t>(kLanes), n - done);
-    for (int64_t l = 0; l < m; ++l)
-      out[done + l] = static_cast<double>(bits53(words.w[0][l], words.w[1][l])) * kTwoToMinus53 < p ? 1 : 0;
+    for (int64_t l = 0; l < m; ++l) out[done + l] = bits53(words.w[0][l], words.w[1][l]) < below;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <numbers>
 #include <bit>
 #include <set>
+#include <vector>
 #include <stdexcept>
 
 namespace quire::runtime {
@@ -139,6 +140,22 @@ TEST(Random, EveryBlockPathIsPhilox) {
         }
   }
   EXPECT_GE(ran, 1);
+}
+
+TEST(Random, BernoulliDrawsAreTheFormulaAtEveryProbability) {
+  // The integer test bits53 < ⌈p·2^53⌉ against uniform01 < p, at the ends
+  // and where p·2^53 is and is not an integer; whole tensors and runs.
+  const Key k = key_from_seed(5);
+  for (double p : {0.0, 1.0, 0.5, 0.3, 0.9f * 1.0, std::nextafter(0.5, 0.0), std::ldexp(1.0, -53), 1e-300}) {
+    const Tensor b = draw_bernoulli(k, {1000}, p);
+    std::vector<uint8_t> run(993);
+    draw_bernoulli_run(k, 7, 993, p, run.data());
+    for (int64_t i = 0; i < 1000; ++i) {
+      const bool want = bernoulli_at(k, static_cast<uint64_t>(i), p);
+      ASSERT_EQ(b.ints[static_cast<size_t>(i)], want ? 1 : 0) << p << " " << i;
+      if (i >= 7) ASSERT_EQ(run[static_cast<size_t>(i - 7)], want ? 1 : 0) << p << " " << i;
+    }
+  }
 }
 
 TEST(Random, ElementsFollowTheDocumentedFormula) {

@@ -153,7 +153,9 @@ TEST(Random, BernoulliDrawsAreTheFormulaAtEveryProbability) {
     for (int64_t i = 0; i < 1000; ++i) {
       const bool want = bernoulli_at(k, static_cast<uint64_t>(i), p);
       ASSERT_EQ(b.ints[static_cast<size_t>(i)], want ? 1 : 0) << p << " " << i;
-      if (i >= 7) ASSERT_EQ(run[static_cast<size_t>(i - 7)], want ? 1 : 0) << p << " " << i;
+      if (i >= 7) {
+        ASSERT_EQ(run[static_cast<size_t>(i - 7)], want ? 1 : 0) << p << " " << i;
+      }
     }
   }
 }

@@ -236,13 +236,8 @@ std::string print_kernels(const elab::Program& prog, const HostProgram& host) {
       const HostStep& s = h.steps[0];
       std::vector<runtime::Shape> shapes;
       for (int v : s.reads) shapes.push_back(h.buffers.at(static_cast<size_t>(v - 1)).shape);
-      const runtime::AttentionShape a = library_attention_shape(s.library, shapes);
-      library += fmt::format(
-          "  {}: one library kernel, {} evaluation{} a call: {} heads, T = {}, S = {}, D = {}, E = {}, blocks of {} "
-          "query rows{}\n",
-          name, h.evaluations, h.evaluations == 1 ? "" : "s", a.heads, a.queries, a.keys, a.width, a.value_width,
-          runtime::kAttentionBlockRows,
-          a.causal ? ", the keys the mask hides skipped" : "");
+      library += fmt::format("  {}: one library kernel, {} evaluation{} a call: {}\n", name, h.evaluations,
+                             h.evaluations == 1 ? "" : "s", library_launch_text(s.library, shapes));
     } else if (!h.library_why_not.empty()) {
       library += fmt::format("  {}: its lines, not the library kernel: {}\n", name, h.library_why_not);
     }

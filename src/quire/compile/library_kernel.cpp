@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "quire/runtime/layer_norm.h"
+
 namespace quire::compile {
 
 using interp::Value;
@@ -25,6 +27,10 @@ const char* library_kernel_name(LibraryKernel k) {
       return "causal_self_attention";
     case LibraryKernel::CausalSelfAttentionVjp:
       return "causal_self_attention.vjp";
+    case LibraryKernel::LayerNorm:
+      return "layer_norm";
+    case LibraryKernel::LayerNormVjp:
+      return "layer_norm.vjp";
   }
   return "?";
 }
@@ -33,16 +39,19 @@ namespace {
 
 bool is_vjp(LibraryKernel k) {
   return k == LibraryKernel::AttentionVjp || k == LibraryKernel::CausalAttentionVjp ||
-         k == LibraryKernel::CausalSelfAttentionVjp;
+         k == LibraryKernel::CausalSelfAttentionVjp || k == LibraryKernel::LayerNormVjp;
 }
+
+bool is_norm(LibraryKernel k) { return k == LibraryKernel::LayerNorm || k == LibraryKernel::LayerNormVjp; }
 
 bool is_self(LibraryKernel k) {
   return k == LibraryKernel::CausalSelfAttention || k == LibraryKernel::CausalSelfAttentionVjp;
 }
 
-/// The arguments that are f32 tensors: q, k, v (and ct); qkv (and ct).
+/// The arguments that are f32 tensors: q, k, v (and ct); qkv (and ct); x, γ, β (and ct).
 std::vector<size_t> tensor_arguments(LibraryKernel k) {
   if (is_self(k)) return is_vjp(k) ? std::vector<size_t>{0, 4} : std::vector<size_t>{0};
+  if (is_norm(k)) return is_vjp(k) ? std::vector<size_t>{0, 1, 2, 4} : std::vector<size_t>{0, 1, 2};
   return is_vjp(k) ? std::vector<size_t>{0, 1, 2, 3} : std::vector<size_t>{0, 1, 2};
 }
 
@@ -70,7 +79,7 @@ std::string sites_block(const core::Function& fn, const precision::FunctionReali
 }
 
 bool real_f32(const Value& v) {
-  return v.kind == Value::Kind::Tensor && v.tensor.is_real() && v.type == FloatType::F32 && v.tensor.rank() >= 2;
+  return v.kind == Value::Kind::Tensor && v.tensor.is_real() && v.type == FloatType::F32 && v.tensor.rank() >= 1;
 }
 
 runtime::Shape leading(const runtime::Shape& s) { return runtime::Shape(s.begin(), s.end() - 2); }
@@ -89,10 +98,11 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
     kernel = fn.primal >= 0 ? LibraryKernel::CausalAttentionVjp : LibraryKernel::CausalAttention;
   if (name == "causal_self_attention")
     kernel = fn.primal >= 0 ? LibraryKernel::CausalSelfAttentionVjp : LibraryKernel::CausalSelfAttention;
+  if (name == "layer_norm") kernel = fn.primal >= 0 ? LibraryKernel::LayerNormVjp : LibraryKernel::LayerNorm;
   if (kernel == LibraryKernel::None) return {};
   auto refuse = [](std::string why) { return LibraryChoice{LibraryKernel::None, std::move(why)}; };
   if (!table || !r) return refuse("its sites are f64, and the kernel computes f32 only");
-  const size_t arity = is_self(kernel) ? (is_vjp(kernel) ? 5 : 4) : (is_vjp(kernel) ? 4 : 3);
+  const size_t arity = is_self(kernel) || is_norm(kernel) ? (is_vjp(kernel) ? 5 : 4) : (is_vjp(kernel) ? 4 : 3);
   if (args.size() != arity) return refuse(fmt::format("it is called with {} arguments", args.size()));
   for (size_t i : tensor_arguments(kernel)) {
     const Value& a = args[i];
@@ -100,11 +110,17 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
       return refuse(a.kind == Value::Kind::Tensor && a.tensor.is_real()
                         ? fmt::format("an argument is {}, and the kernel computes f32 only",
                                       runtime::float_type_name(a.type))
-                        : std::string("an argument is not a real tensor of two axes or more"));
+                        : std::string("an argument is not a real tensor"));
   }
   std::vector<runtime::Shape> shapes;
   for (const Value& a : args) shapes.push_back(a.kind == Value::Kind::Tensor ? a.tensor.shape : runtime::Shape{});
-  if (is_self(kernel)) {
+  if (is_norm(kernel)) {
+    const runtime::Shape& x = shapes[0];
+    if (shapes[1] != runtime::Shape{x.back()} || shapes[2] != runtime::Shape{x.back()} ||
+        args[3].kind != Value::Kind::Host)
+      return refuse("γ and β are not vectors of x's last axis, or eps is not a number");
+  } else if (is_self(kernel)) {
+    if (shapes[0].size() < 2) return refuse("qkv has fewer than two axes");
     const runtime::Shape& qkv = shapes[0];
     if (args[1].kind != Value::Kind::Tensor || args[1].tensor.rank() != 1 || args[1].tensor.shape[0] <= 0 ||
         args[2].kind != Value::Kind::Host || args[3].kind != Value::Kind::Key)
@@ -114,6 +130,7 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
       return refuse(fmt::format("{} heads do not divide a third of {} columns", heads, qkv.back()));
   } else {
     const runtime::Shape &q = shapes[0], &k = shapes[1], &v = shapes[2];
+    if (q.size() < 2 || k.size() < 2 || v.size() < 2) return refuse("q, k or v has fewer than two axes");
     if (leading(q) != leading(k) || leading(q) != leading(v))
       return refuse("q, k and v do not share their leading axes (a broadcast operand)");
   }
@@ -168,7 +185,24 @@ runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vect
   return s;
 }
 
+std::string library_launch_text(LibraryKernel k, const std::vector<runtime::Shape>& args) {
+  if (is_norm(k)) {
+    if (args.empty() || args[0].empty()) throw std::logic_error("internal: a layer norm kernel without x");
+    return fmt::format("{} rows of {}, one pass {}", runtime::element_count(args[0]) / args[0].back(), args[0].back(),
+                       is_vjp(k) ? "and the columns' sums of dγ and dβ" : "over each");
+  }
+  const runtime::AttentionShape a = library_attention_shape(k, args);
+  return fmt::format("{} heads, T = {}, S = {}, D = {}, E = {}, blocks of {} query rows{}", a.heads, a.queries, a.keys,
+                     a.width, a.value_width, runtime::kAttentionBlockRows,
+                     a.causal ? ", the keys the mask hides skipped" : "");
+}
+
 std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args) {
+  if (is_norm(k)) {
+    if (args.size() < 3) throw std::logic_error("internal: a layer norm kernel without x, γ and β");
+    if (!is_vjp(k)) return {args[0]};
+    return {args[0], args[0], args[1], args[2]};
+  }
   if (is_self(k)) {
     if (args.empty() || args[0].empty()) throw std::logic_error("internal: a self-attention kernel without qkv");
     runtime::Shape out = args[0];
@@ -184,6 +218,8 @@ std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::ve
 }
 
 int64_t library_scratch_bytes(LibraryKernel k, const std::vector<runtime::Shape>& args, int threads) {
+  if (is_norm(k))
+    return is_vjp(k) ? runtime::layer_norm_scratch_bytes(runtime::element_count(args.at(0)) / args.at(0).back()) : 0;
   const runtime::AttentionShape s = library_attention_shape(k, args);
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(threads, s.heads));
   return slots * runtime::attention_scratch_bytes(s, is_vjp(k));
@@ -212,7 +248,7 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
     results.push_back(std::move(v));
   }
   for (Value& v : results) out.push_back(v.tensor.reals.narrow_for_writing());
-  const runtime::AttentionShape s = library_attention_shape(k, shapes);
+  const runtime::AttentionShape s = is_norm(k) ? runtime::AttentionShape{} : library_attention_shape(k, shapes);
   switch (k) {
     case LibraryKernel::Attention:
     case LibraryKernel::CausalAttention:
@@ -241,6 +277,19 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
       float* dqkv = out[1];
       runtime::attention_backward_f32(s, layout, dropout, qkv, qkv + third, qkv + 2 * third, in[4], out[0], dqkv,
                                       dqkv + third, dqkv + 2 * third, true, threads);
+      return Value::of_tuple(std::move(results));
+    }
+    case LibraryKernel::LayerNorm:
+    case LibraryKernel::LayerNormVjp: {
+      const int64_t width = shapes[0].back();
+      const int64_t rows = runtime::element_count(shapes[0]) / width;
+      const float eps = static_cast<float>(args[3]->host);  // the lines' `real eps`, an f32 site
+      if (k == LibraryKernel::LayerNorm) {
+        runtime::layer_norm_forward_f32(rows, width, in[0], in[1], in[2], eps, out[0], threads);
+        return std::move(results[0]);
+      }
+      runtime::layer_norm_backward_f32(rows, width, in[0], in[1], in[2], eps, in[4], out[0], out[1], out[2], out[3],
+                                       threads);
       return Value::of_tuple(std::move(results));
     }
     case LibraryKernel::None:

@@ -31,6 +31,8 @@ enum class LibraryKernel : uint8_t {
   CausalAttentionVjp,  ///< causal_attention.vjp(q, k, v, ct)
   CausalSelfAttention,     ///< causal_self_attention(qkv, heads, p, k): GPT-2's fused qkv, dropout on the weights
   CausalSelfAttentionVjp,  ///< causal_self_attention.vjp(qkv, heads, p, k, ct) → (out, dqkv)
+  LayerNorm,               ///< layer_norm(x, γ, β, eps) (runtime/layer_norm.h)
+  LayerNormVjp,            ///< layer_norm.vjp(x, γ, β, eps, ct) → (y, dx, dγ, dβ)
 };
 /// The function's name: "attention", "causal_attention.vjp", … ("none").
 const char* library_kernel_name(LibraryKernel k);
@@ -47,9 +49,12 @@ struct LibraryChoice {
 LibraryChoice choose_library_kernel(const elab::Program& prog, int function, const std::vector<interp::Value>& args,
                                     const precision::FunctionRealization* table, const precision::Realization* r);
 
-/// The kernel's shape on arguments of these shapes (q, k, v first; qkv and
-/// heads for causal_self_attention).
+/// An attention kernel's shape on arguments of these shapes (q, k, v first;
+/// qkv and heads for causal_self_attention).
 runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vector<runtime::Shape>& args);
+
+/// What one launch computes, for the listing: "8 heads, T = 70, …" or "512 rows of 64".
+std::string library_launch_text(LibraryKernel k, const std::vector<runtime::Shape>& args);
 
 /// The shapes of what the kernel returns: the forward's result, or the
 /// vjp's (out, dq, dk, dv), or (out, dqkv). Every one is f32.

@@ -1,6 +1,6 @@
 // Library kernels in the compiled program: the prelude's attention,
 // causal_attention and causal_self_attention (with dropout and without),
-// forward and gradient, run as one library kernel each
+// and layer_norm, forward and gradient, run as one library kernel each
 // under f32 with fused product steps, with the reference interpreter's bits
 // (the lines, one instruction at a time) under either remat; under every
 // other policy they run their lines, and the host says why.
@@ -41,6 +41,18 @@ fn mha_dqkv(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> �
   grad(mha)(qkv, w, k)
 fn mha_nodrop_dqkv(qkv : ℝ[b: 2, t: T, c: 24], w : ℝ[b: 2, t: T, 8], k : key) -> ℝ[b: 2, t: T, c: 24] =
   grad(mha_nodrop)(qkv, w, k)
+fn ln(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[] =
+  sum(layer_norm(x, g, bb, 1e-3) * w)
+fn ln_dx(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[b: 3, t: T, d: 16] =
+  grad(ln)(x, g, bb, w)
+fn ln_dg(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[d: 16] =
+  grad(ln, wrt = g)(x, g, bb, w)
+fn ln_db(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[d: 16] =
+  grad(ln, wrt = bb)(x, g, bb, w)
+fn row(x : ℝ[d: 5], g : ℝ[d: 5], bb : ℝ[d: 5], w : ℝ[d: 5]) -> ℝ[] =
+  sum(layer_norm(x, g, bb) * w)
+fn row_dx(x : ℝ[d: 5], g : ℝ[d: 5], bb : ℝ[d: 5], w : ℝ[d: 5]) -> ℝ[d: 5] =
+  grad(row)(x, g, bb, w)
 )";
 
 struct Ran {
@@ -87,7 +99,8 @@ TEST(LibraryKernel, AttentionAndItsGradientsRunAsOneKernelEachWithTheLinesBits) 
   for (auto [T, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {b + 9, b + 9}, {b + 3, 5}, {5, b + 3}}) {
     const std::map<std::string, int64_t> dims = {{"T", T}, {"S", S}};
     for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk", "mha",
-                              "mha_nodrop", "mha_dqkv", "mha_nodrop_dqkv"}) {
+                              "mha_nodrop", "mha_dqkv", "mha_nodrop_dqkv", "ln", "ln_dx", "ln_dg", "ln_db", "row",
+                              "row_dx"}) {
       const int fn = p.index(entry);
       const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, dims);
       for (interp::Remat remat : {interp::Remat::Store, interp::Remat::Recompute}) {

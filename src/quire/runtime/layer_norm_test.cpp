@@ -1,0 +1,99 @@
+#include "quire/runtime/layer_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace quire::runtime {
+namespace {
+
+// layer_norm.h's lines, written out one operation at a time per row and per column.
+struct Lines {
+  std::vector<float> y, dx, dg, db;
+};
+
+Lines lines(int64_t rows, int64_t D, const std::vector<float>& x, const std::vector<float>& g,
+            const std::vector<float>& b, float eps, const std::vector<float>& ct) {
+  Lines l;
+  l.y.resize(x.size());
+  l.dx.resize(x.size());
+  l.dg.assign(static_cast<size_t>(D), 0.0f);
+  l.db.assign(static_cast<size_t>(D), 0.0f);
+  const float n = static_cast<float>(D);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* xr = x.data() + i * D;
+    const float* cr = ct.data() + i * D;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < D; ++j) sum = sum + xr[j];
+    const float mu = sum / n;
+    float sq = 0.0f;
+    for (int64_t j = 0; j < D; ++j) sq = sq + (xr[j] - mu) * (xr[j] - mu);
+    const float r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(sq / n + eps)));
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t j = 0; j < D; ++j) {
+      const float d = xr[j] - mu;
+      l.y[static_cast<size_t>(i * D + j)] = ((d * r) * g[static_cast<size_t>(j)]) + b[static_cast<size_t>(j)];
+      s1 = s1 + (cr[j] * g[static_cast<size_t>(j)]) * d;
+      s2 = s2 + -((cr[j] * g[static_cast<size_t>(j)]) * r);
+    }
+    const float q = (s1 * (-0.5f * ((r * r) * r))) / n;
+    float s3 = 0.0f;
+    for (int64_t j = 0; j < D; ++j) s3 = s3 + -(q * (2.0f * (xr[j] - mu)));
+    for (int64_t j = 0; j < D; ++j) {
+      const float d = xr[j] - mu;
+      const float c = (cr[j] * g[static_cast<size_t>(j)]) * r;
+      l.dx[static_cast<size_t>(i * D + j)] = (c + q * (2.0f * d)) + (s2 + s3) / n;
+      l.dg[static_cast<size_t>(j)] = l.dg[static_cast<size_t>(j)] + cr[j] * (d * r);
+      l.db[static_cast<size_t>(j)] = l.db[static_cast<size_t>(j)] + cr[j];
+    }
+  }
+  return l;
+}
+
+void expect_bits(const std::vector<float>& want, const std::vector<float>& got, const char* what) {
+  ASSERT_EQ(want.size(), got.size());
+  int shown = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    if (std::memcmp(&want[i], &got[i], 4) != 0 && shown++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: lines " << want[i] << ", kernel " << got[i];
+  }
+}
+
+TEST(LayerNorm, TheKernelHasTheLinesBitsOnOneAndTwoThreads) {
+  // Rows of noise, a constant row (variance 0), large and tiny magnitudes,
+  // and enough rows that two threads split them.
+  const int64_t rows = 3000, D = 48;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * D)), ct(x.size()), g(static_cast<size_t>(D)), b(g.size());
+  for (float& v : x) v = normal(rng);
+  for (float& v : ct) v = normal(rng);
+  for (float& v : g) v = normal(rng);
+  for (float& v : b) v = normal(rng);
+  for (int64_t j = 0; j < D; ++j) {
+    x[static_cast<size_t>(j)] = 3.0f;                        // row 0: constant
+    x[static_cast<size_t>(D + j)] *= 1e30f;                  // row 1: large
+    x[static_cast<size_t>(2 * D + j)] *= 1e-30f;             // row 2: tiny
+  }
+  const float eps = static_cast<float>(1e-5);
+  const Lines want = lines(rows, D, x, g, b, eps, ct);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    std::vector<float> y(x.size()), y2(x.size()), dx(x.size()), dg(g.size()), db(b.size());
+    layer_norm_forward_f32(rows, D, x.data(), g.data(), b.data(), eps, y.data(), threads);
+    layer_norm_backward_f32(rows, D, x.data(), g.data(), b.data(), eps, ct.data(), y2.data(), dx.data(), dg.data(),
+                            db.data(), threads);
+    expect_bits(want.y, y, "y");
+    expect_bits(want.y, y2, "vjp y");
+    expect_bits(want.dx, dx, "dx");
+    expect_bits(want.dg, dg, "dγ");
+    expect_bits(want.db, db, "dβ");
+  }
+}
+
+}  // namespace
+}  // namespace quire::runtime

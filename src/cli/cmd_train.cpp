@@ -68,7 +68,7 @@ Handler setup_train(CLI::App& sub) {
                  "threads a native kernel may use (default: the machine's cores); the same bits")
       ->check(CLI::Range(1, 256));
   sub.add_option("--library-kernels", o->library_kernels,
-                 "on (default): the native backend runs the prelude's attention functions, and their gradients, as "
+                 "on (default): the native backend runs the prelude's attention functions and layer_norm, and their gradients, as "
                  "one fused kernel each where their sites are f32 (the same bits); off: their lines")
       ->check(CLI::IsMember({"on", "off"}));
   sub.add_option("--profile", o->train.profile,

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "quire/compile/compile.h"
+#include "quire/compile/library_kernel.h"
 #include "quire/core/printer.h"
 #include "quire/elab/elaborator.h"
 #include "quire/elab/summary.h"
@@ -144,11 +145,27 @@ void print_precision(const DumpOptions& o, elab::Program& prog, int root) {
 }
 
 void print_realize(const DumpOptions& o, elab::Program& prog, int root) {
-  const kernel::Fusion fusion = kernel::fuse(prog, root, parse_dims(o.dims, prog));
-  if (o.format == "json")
-    std::cout << kernel::fusion_json(prog, fusion).dump(2) << "\n";
-  else
-    std::cout << kernel::print_fusion(prog, fusion);
+  const std::map<std::string, int64_t> dims = parse_dims(o.dims, prog);
+  const kernel::Fusion fusion = kernel::fuse(prog, root, dims);
+  // The groups are the lines' whatever the types; which library functions
+  // run as one kernel instead depends on them (compile/library_kernel.h).
+  const precision::Realization r = precision::realize(prog, root, realize_options(o), dims);
+  if (o.format == "json") {
+    nlohmann::ordered_json j = kernel::fusion_json(prog, fusion);
+    nlohmann::ordered_json library = nlohmann::ordered_json::array();
+    for (const precision::FunctionRealization& t : r.functions)
+      if (compile::library_kernel_of(prog, t.function) != compile::LibraryKernel::None) {
+        const std::string why = compile::library_types_block(prog, t.function, &r);
+        library.push_back({{"function", prog.functions.at(static_cast<size_t>(t.function)).name},
+                           {"signature", t.signature},
+                           {"library_kernel", why.empty()},
+                           {"why_not", why}});
+      }
+    j["library_kernels"] = std::move(library);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << kernel::print_fusion(prog, fusion) << compile::print_library_plan(prog, r);
+  }
 }
 
 /// The compiled program of one call of the entry, built without running it:

@@ -86,19 +86,53 @@ runtime::Shape leading(const runtime::Shape& s) { return runtime::Shape(s.begin(
 
 }  // namespace
 
-LibraryChoice choose_library_kernel(const elab::Program& prog, int function, const std::vector<Value>& args,
-                                    const precision::FunctionRealization* table, const precision::Realization* r) {
+LibraryKernel library_kernel_of(const elab::Program& prog, int function) {
   const core::Function& fn = prog.functions.at(static_cast<size_t>(function));
   const int base = fn.primal >= 0 ? fn.primal : function;
-  if (!prog.in_prelude(base)) return {};
+  if (!prog.in_prelude(base)) return LibraryKernel::None;
   const std::string& name = prog.functions.at(static_cast<size_t>(base)).name;
-  LibraryKernel kernel = LibraryKernel::None;
-  if (name == "attention") kernel = fn.primal >= 0 ? LibraryKernel::AttentionVjp : LibraryKernel::Attention;
-  if (name == "causal_attention")
-    kernel = fn.primal >= 0 ? LibraryKernel::CausalAttentionVjp : LibraryKernel::CausalAttention;
+  const bool vjp = fn.primal >= 0;
+  if (name == "attention") return vjp ? LibraryKernel::AttentionVjp : LibraryKernel::Attention;
+  if (name == "causal_attention") return vjp ? LibraryKernel::CausalAttentionVjp : LibraryKernel::CausalAttention;
   if (name == "causal_self_attention")
-    kernel = fn.primal >= 0 ? LibraryKernel::CausalSelfAttentionVjp : LibraryKernel::CausalSelfAttention;
-  if (name == "layer_norm") kernel = fn.primal >= 0 ? LibraryKernel::LayerNormVjp : LibraryKernel::LayerNorm;
+    return vjp ? LibraryKernel::CausalSelfAttentionVjp : LibraryKernel::CausalSelfAttention;
+  if (name == "layer_norm") return vjp ? LibraryKernel::LayerNormVjp : LibraryKernel::LayerNorm;
+  return LibraryKernel::None;
+}
+
+std::string library_types_block(const elab::Program& prog, int function, const precision::Realization* r) {
+  if (!r) return "its sites are f64, and the kernel computes f32 only";
+  const core::Function& fn = prog.functions.at(static_cast<size_t>(function));
+  const int base = fn.primal >= 0 ? fn.primal : function;
+  // Every table the run has of the function and of its vjp, and of their
+  // callees (the mask, the softmax and their vjps): a forward kept for a
+  // reverse sweep holds its result alone, so the two take the kernel together.
+  auto related = [&](int f) {
+    const core::Function& g = prog.functions.at(static_cast<size_t>(f));
+    return f == base || g.primal == base;
+  };
+  for (const precision::FunctionRealization& t : r->functions) {
+    if (!related(t.function)) continue;
+    const core::Function& g = prog.functions.at(static_cast<size_t>(t.function));
+    for (const precision::Carry& c : t.args)
+      if (c.type && *c.type != FloatType::F32)
+        return fmt::format("`{}` is called with an argument of {}, and the kernel computes f32 only", g.name,
+                           runtime::float_type_name(*c.type));
+    if (std::string why = sites_block(g, t); !why.empty()) return why;
+    for (const core::Instr& in : g.body) {
+      if (in.op != core::Op::Call) continue;
+      const core::Function& callee = prog.functions.at(static_cast<size_t>(in.callee));
+      for (const precision::FunctionRealization& ct : r->functions)
+        if (ct.function == in.callee)
+          if (std::string why = sites_block(callee, ct); !why.empty()) return why;
+    }
+  }
+  return "";
+}
+
+LibraryChoice choose_library_kernel(const elab::Program& prog, int function, const std::vector<Value>& args,
+                                    const precision::FunctionRealization* table, const precision::Realization* r) {
+  const LibraryKernel kernel = library_kernel_of(prog, function);
   if (kernel == LibraryKernel::None) return {};
   auto refuse = [](std::string why) { return LibraryChoice{LibraryKernel::None, std::move(why)}; };
   if (!table || !r) return refuse("its sites are f64, and the kernel computes f32 only");
@@ -136,29 +170,24 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   }
   if (is_vjp(kernel) && shapes.back() != library_result_shapes(kernel, shapes)[0])
     return refuse("its cotangent does not have the result's shape");
-  // Every table the run has of the function and of its vjp, and of their
-  // callees (the mask, the softmax and their vjps): a forward kept for a
-  // reverse sweep holds its result alone, so the two take the kernel together.
-  auto related = [&](int f) {
-    const core::Function& g = prog.functions.at(static_cast<size_t>(f));
-    return f == base || g.primal == base;
-  };
-  for (const precision::FunctionRealization& t : r->functions) {
-    if (!related(t.function)) continue;
-    const core::Function& g = prog.functions.at(static_cast<size_t>(t.function));
-    for (const precision::Carry& c : t.args)
-      if (c.type && *c.type != FloatType::F32)
-        return refuse(fmt::format("`{}` is called with an argument of {}", g.name, runtime::float_type_name(*c.type)));
-    if (std::string why = sites_block(g, t); !why.empty()) return refuse(why);
-    for (const core::Instr& in : g.body) {
-      if (in.op != core::Op::Call) continue;
-      const core::Function& callee = prog.functions.at(static_cast<size_t>(in.callee));
-      for (const precision::FunctionRealization& ct : r->functions)
-        if (ct.function == in.callee)
-          if (std::string why = sites_block(callee, ct); !why.empty()) return refuse(why);
-    }
-  }
+  if (std::string why = library_types_block(prog, function, r); !why.empty()) return refuse(why);
   return {kernel, ""};
+}
+
+std::string print_library_plan(const elab::Program& prog, const precision::Realization& r) {
+  std::string out;
+  for (const precision::FunctionRealization& t : r.functions) {
+    const LibraryKernel k = library_kernel_of(prog, t.function);
+    if (k == LibraryKernel::None) continue;
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(t.function));
+    const std::string why = library_types_block(prog, t.function, &r);
+    out += fmt::format("  {} {}{}: {}\n", fn.name, t.signature,
+                       t.context == core::Numerics::Default ? "" : fmt::format(" in {}", core::numerics_name(t.context)),
+                       why.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
+                                   : "its lines: " + why);
+  }
+  if (out.empty()) return out;
+  return "\n-- library kernels: the prelude functions that have one, by realization\n" + out;
 }
 
 runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vector<runtime::Shape>& args) {

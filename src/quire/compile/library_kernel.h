@@ -43,6 +43,19 @@ struct LibraryChoice {
   std::string why_not;
 };
 
+/// The library kernel of `function` (a prelude function or its vjp), or None.
+LibraryKernel library_kernel_of(const elab::Program& prog, int function);
+
+/// Why the realization's types keep `function` from its library kernel ("":
+/// they do not): every table of it, of its vjp and of their callees must be
+/// f32 with fused product steps.
+std::string library_types_block(const elab::Program& prog, int function, const precision::Realization* r);
+
+/// `quire dump --stage realize`'s remarks: each realized table of a function
+/// that has a library kernel, with the kernel or why its lines run ("" when
+/// the entry reaches none).
+std::string print_library_plan(const elab::Program& prog, const precision::Realization& r);
+
 /// Whether an instance of `function` on `args` (kinds, types and shapes
 /// only) under `table` runs as a library kernel. `r` is the whole
 /// realization (its callees' tables are checked too).

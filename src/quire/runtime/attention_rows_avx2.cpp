@@ -10,7 +10,11 @@
 
 #include "quire/runtime/attention.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace quire::runtime::attention_detail {
 namespace {
@@ -27,3 +31,7 @@ void backward_rows_avx2(const Rows& r, const float* x, const float* e, const flo
 }
 
 }  // namespace quire::runtime::attention_detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -10,7 +10,11 @@
 
 #include "quire/runtime/attention.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))), apply_to = function)
+#else
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+#endif
 
 namespace quire::runtime::attention_detail {
 namespace {
@@ -27,3 +31,7 @@ void backward_rows_avx512(const Rows& r, const float* x, const float* e, const f
 }
 
 }  // namespace quire::runtime::attention_detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -283,7 +283,9 @@ Handler setup_run(CLI::App& sub) {
       request.profile = &profile;
       request.threads = o->threads;
       request.arguments = &args;
-      request.library_kernels = o->backend == "native" && o->library_kernels == "on";
+      // A solver's realization is watched site by site (the envelope guard),
+      // which a library kernel's inner sites would escape: its lines run.
+      request.library_kernels = o->backend == "native" && o->library_kernels == "on" && o->realize.empty();
       compiled.emplace(compile::compile(*prog, request));
       engine.emplace(compiled->catalog, *runner, native::warn_native_unavailable);
       executor.emplace(*prog, *compiled, *engine);

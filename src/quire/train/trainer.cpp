@@ -313,7 +313,9 @@ void Trainer::set_up() {
   settings.remat = options_.remat;
   settings.backend = options_.backend;
   settings.threads = options_.threads;
-  settings.library_kernels = options_.library_kernels;
+  // A solver's realization is watched site by site (the envelope guard),
+  // which a library kernel's inner sites would escape: its lines run.
+  settings.library_kernels = options_.library_kernels && !guard_;
   settings.profile = &profile_;
   settings.guard = guard_.get();
   for (int s = first_shard_; s < first_shard_ + local_shards_; ++s) {
@@ -342,7 +344,7 @@ void Trainer::set_up() {
       request.remat = options_.remat;
       request.profile = &profile_;
       request.threads = options_.threads;
-      request.library_kernels = options_.backend == kernel::Backend::Native && options_.library_kernels;
+      request.library_kernels = options_.backend == kernel::Backend::Native && options_.library_kernels && !guard_;
       held_out_compiled_ = std::make_unique<compile::CompiledProgram>(compile::compile(prog_, request));
       held_out_runner_ = native::make_runner(options_.backend, options_.threads);
       held_out_engine_ = std::make_unique<kernel::KernelEngine>(held_out_compiled_->catalog, *held_out_runner_,

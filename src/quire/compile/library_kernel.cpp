@@ -71,8 +71,7 @@ std::string sites_block(const core::Function& fn, const precision::FunctionReali
     if ((op.reduction || op.product) && site->accumulator != FloatType::F32)
       return fmt::format("{} accumulates in {}", where, runtime::float_type_name(site->accumulator));
     if (op.product && !site->fma)
-      return fmt::format("{} rounds each product step twice (`--product-step separate`); the kernel's products "
-                         "are fused",
+      return fmt::format("{} rounds each product step twice (`--product-step separate`); the kernel's are fused",
                          where);
   }
   return "";
@@ -141,10 +140,10 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   for (size_t i : tensor_arguments(kernel)) {
     const Value& a = args[i];
     if (!real_f32(a))
-      return refuse(a.kind == Value::Kind::Tensor && a.tensor.is_real()
-                        ? fmt::format("an argument is {}, and the kernel computes f32 only",
-                                      runtime::float_type_name(a.type))
-                        : std::string("an argument is not a real tensor"));
+      return refuse(
+          a.kind == Value::Kind::Tensor && a.tensor.is_real()
+              ? fmt::format("an argument is {}, and the kernel computes f32 only", runtime::float_type_name(a.type))
+              : std::string("an argument is not a real tensor"));
   }
   std::vector<runtime::Shape> shapes;
   for (const Value& a : args) shapes.push_back(a.kind == Value::Kind::Tensor ? a.tensor.shape : runtime::Shape{});
@@ -181,10 +180,11 @@ std::string print_library_plan(const elab::Program& prog, const precision::Reali
     if (k == LibraryKernel::None) continue;
     const core::Function& fn = prog.functions.at(static_cast<size_t>(t.function));
     const std::string why = library_types_block(prog, t.function, &r);
-    out += fmt::format("  {} {}{}: {}\n", fn.name, t.signature,
-                       t.context == core::Numerics::Default ? "" : fmt::format(" in {}", core::numerics_name(t.context)),
-                       why.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
-                                   : "its lines: " + why);
+    out +=
+        fmt::format("  {} {}{}: {}\n", fn.name, t.signature,
+                    t.context == core::Numerics::Default ? "" : fmt::format(" in {}", core::numerics_name(t.context)),
+                    why.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
+                                : "its lines: " + why);
   }
   if (out.empty()) return out;
   return "\n-- library kernels: the prelude functions that have one, by realization\n" + out;

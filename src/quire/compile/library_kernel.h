@@ -25,10 +25,10 @@ namespace quire::compile {
 
 enum class LibraryKernel : uint8_t {
   None,
-  Attention,           ///< attention(q, k, v)
-  CausalAttention,     ///< causal_attention(q, k, v)
-  AttentionVjp,        ///< attention.vjp(q, k, v, ct) → (out, dq, dk, dv)
-  CausalAttentionVjp,  ///< causal_attention.vjp(q, k, v, ct)
+  Attention,               ///< attention(q, k, v)
+  CausalAttention,         ///< causal_attention(q, k, v)
+  AttentionVjp,            ///< attention.vjp(q, k, v, ct) → (out, dq, dk, dv)
+  CausalAttentionVjp,      ///< causal_attention.vjp(q, k, v, ct)
   CausalSelfAttention,     ///< causal_self_attention(qkv, heads, p, k): GPT-2's fused qkv, dropout on the weights
   CausalSelfAttentionVjp,  ///< causal_self_attention.vjp(qkv, heads, p, k, ct) → (out, dqkv)
   LayerNorm,               ///< layer_norm(x, γ, β, eps) (runtime/layer_norm.h)

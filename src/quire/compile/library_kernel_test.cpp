@@ -98,9 +98,8 @@ TEST(LibraryKernel, AttentionAndItsGradientsRunAsOneKernelEachWithTheLinesBits) 
   interp::testing::Program p(kAttention);
   for (auto [T, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {b + 9, b + 9}, {b + 3, 5}, {5, b + 3}}) {
     const std::map<std::string, int64_t> dims = {{"T", T}, {"S", S}};
-    for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk", "mha",
-                              "mha_nodrop", "mha_dqkv", "mha_nodrop_dqkv", "ln", "ln_dx", "ln_dg", "ln_db", "row",
-                              "row_dx"}) {
+    for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk", "mha", "mha_nodrop",
+                              "mha_dqkv", "mha_nodrop_dqkv", "ln", "ln_dx", "ln_dg", "ln_db", "row", "row_dx"}) {
       const int fn = p.index(entry);
       const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, dims);
       for (interp::Remat remat : {interp::Remat::Store, interp::Remat::Recompute}) {

@@ -9,11 +9,10 @@
 
 #include "quire/runtime/attention.h"
 
+#include <fmt/format.h>
 #include <math.h>    // NOLINT: elementary.inc is C, and uses the C names
 #include <stdint.h>  // NOLINT
 #include <string.h>  // NOLINT
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -29,12 +28,12 @@ namespace quire::runtime {
 
 namespace attention_detail {
 namespace {
-#include "quire/runtime/elementary.inc"
 #include "quire/runtime/attention_rows.inc"
+#include "quire/runtime/elementary.inc"
 }  // namespace
 
-void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,
-                           float* wd) {
+void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z,
+                           uint8_t* kept, float* wd) {
   forward_rows(r, p, x, e, w, m, z, kept, wd);
 }
 void backward_rows_portable(const Rows& r, const float* x, const float* e, const float* w, const float* m,
@@ -141,8 +140,8 @@ struct Scratch {
     x.resize(block);
     e.resize(block);
     w.resize(block);
-    p.resize(backward ? block : 0);   // the vjp's g, then ds; the forward's products go to w
-    t.resize(backward ? block : 0);   // the vjp rows' scratch
+    p.resize(backward ? block : 0);              // the vjp's g, then ds; the forward's products go to w
+    t.resize(backward ? block : 0);              // the vjp rows' scratch
     wd.resize(dropout && backward ? block : 0);  // the dropped weights (the forward drops w in place)
     kept.resize(dropout ? block : 0);
     m.resize(static_cast<size_t>(kAttentionBlockRows));
@@ -338,8 +337,8 @@ void attention_forward_f32(const AttentionShape& s, const AttentionLayout& layou
   const RowPaths paths = row_paths();
   const float scale = attention_scale(s.width);
   each_head(s, false, dropout.on, threads, [&](int64_t n, Scratch& sc, int product_threads) {
-    forward_head(s, dropout, head_at(s, layout, n, q, k, v, nullptr, out, nullptr, nullptr, nullptr), sc, paths,
-                 scale, product_threads);
+    forward_head(s, dropout, head_at(s, layout, n, q, k, v, nullptr, out, nullptr, nullptr, nullptr), sc, paths, scale,
+                 product_threads);
   });
 }
 
@@ -352,8 +351,7 @@ void attention_backward_f32(const AttentionShape& s, const AttentionLayout& layo
   each_head(s, true, dropout.on, threads, [&](int64_t n, Scratch& sc, int product_threads) {
     const Head h = head_at(s, layout, n, q, k, v, ct, out, dq, dk, dv);
     const bool skip = s.causal && rows_finite(h.q, s.queries, s.width, h.q_rs) &&
-                      rows_finite(h.k, s.keys, s.width, h.k_rs) &&
-                      rows_finite(h.v, s.keys, s.value_width, h.v_rs) &&
+                      rows_finite(h.k, s.keys, s.width, h.k_rs) && rows_finite(h.v, s.keys, s.value_width, h.v_rs) &&
                       rows_finite(h.ct, s.queries, s.value_width, h.out_rs);
     if (!backward_head(s, dropout, h, sc, paths, scale, skip, product_threads))
       backward_head(s, dropout, h, sc, paths, scale, false, product_threads);
@@ -370,8 +368,8 @@ void attention_forward_f32(const AttentionShape& s, const float* q, const float*
   attention_forward_f32(s, AttentionLayout::dense(s), AttentionDropout{}, q, k, v, out, threads);
 }
 
-void attention_backward_f32(const AttentionShape& s, const float* q, const float* k, const float* v,
-                            const float* ct, float* out, float* dq, float* dk, float* dv, int threads) {
+void attention_backward_f32(const AttentionShape& s, const float* q, const float* k, const float* v, const float* ct,
+                            float* out, float* dq, float* dk, float* dv, int threads) {
   attention_backward_f32(s, AttentionLayout::dense(s), AttentionDropout{}, q, k, v, ct, out, dq, dk, dv, false,
                          threads);
 }

@@ -52,12 +52,12 @@
 namespace quire::runtime {
 
 struct AttentionShape {
-  int64_t heads = 1;   ///< the leading axes, flattened
-  int64_t queries = 0;  ///< T
-  int64_t keys = 0;     ///< S
-  int64_t width = 0;    ///< D, of q and k
+  int64_t heads = 1;        ///< the leading axes, flattened
+  int64_t queries = 0;      ///< T
+  int64_t keys = 0;         ///< S
+  int64_t width = 0;        ///< D, of q and k
   int64_t value_width = 0;  ///< E, of v and the result
-  bool causal = false;  ///< key s hidden from query t where s > t
+  bool causal = false;      ///< key s hidden from query t where s > t
 };
 
 /// Where head n's row r, element j of an operand lies:
@@ -97,9 +97,9 @@ void attention_forward_f32(const AttentionShape& shape, const AttentionLayout& l
 /// The vjp's results at cotangent ct: out (as the forward), dq, dk, dv. With
 /// `summed`, the lines sum the three cotangents with zeros into one tensor
 /// (the fused qkv's slices), which makes a −0 +0: so does the kernel.
-void attention_backward_f32(const AttentionShape& shape, const AttentionLayout& layout,
-                            const AttentionDropout& dropout, const float* q, const float* k, const float* v,
-                            const float* ct, float* out, float* dq, float* dk, float* dv, bool summed, int threads);
+void attention_backward_f32(const AttentionShape& shape, const AttentionLayout& layout, const AttentionDropout& dropout,
+                            const float* q, const float* k, const float* v, const float* ct, float* out, float* dq,
+                            float* dk, float* dv, bool summed, int threads);
 
 /// Dense layouts, no dropout.
 void attention_forward_f32(const AttentionShape& shape, const float* q, const float* k, const float* v, float* out,
@@ -122,8 +122,8 @@ struct Rows {
   bool causal = false;
   float scale = 1.0f;
   const AttentionDropout* dropout = nullptr;  ///< null: none
-  uint64_t index0 = 0;  ///< the flat index of (n, t0, 0) in [n, T, S]
-  int64_t keys = 0;     ///< S, the flat index's row length
+  uint64_t index0 = 0;                        ///< the flat index of (n, t0, 0) in [n, T, S]
+  int64_t keys = 0;                           ///< S, the flat index's row length
 };
 using ForwardRows = void (*)(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z,
                              uint8_t* kept, float* wd);
@@ -132,19 +132,19 @@ using ForwardRows = void (*)(const Rows& r, const float* p, float* x, float* e, 
 using BackwardRows = void (*)(const Rows& r, const float* x, const float* e, const float* w, const float* m,
                               const float* z, const uint8_t* kept, float* g, float* tmp);
 
-void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,
-                     float* wd);
+void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z,
+                           uint8_t* kept, float* wd);
 void backward_rows_portable(const Rows& r, const float* x, const float* e, const float* w, const float* m,
-                      const float* z, const uint8_t* kept, float* g, float* tmp);
+                            const float* z, const uint8_t* kept, float* g, float* tmp);
 #if defined(__x86_64__)
 void forward_rows_avx2(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,
-                     float* wd);
-void backward_rows_avx2(const Rows& r, const float* x, const float* e, const float* w, const float* m,
-                      const float* z, const uint8_t* kept, float* g, float* tmp);
+                       float* wd);
+void backward_rows_avx2(const Rows& r, const float* x, const float* e, const float* w, const float* m, const float* z,
+                        const uint8_t* kept, float* g, float* tmp);
 void forward_rows_avx512(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,
-                     float* wd);
-void backward_rows_avx512(const Rows& r, const float* x, const float* e, const float* w, const float* m,
-                      const float* z, const uint8_t* kept, float* g, float* tmp);
+                         float* wd);
+void backward_rows_avx512(const Rows& r, const float* x, const float* e, const float* w, const float* m, const float* z,
+                          const uint8_t* kept, float* g, float* tmp);
 #endif
 
 }  // namespace attention_detail

@@ -18,15 +18,16 @@
 
 namespace quire::runtime::attention_detail {
 namespace {
-#include "quire/runtime/elementary.inc"
 #include "quire/runtime/attention_rows.inc"
+#include "quire/runtime/elementary.inc"
 }  // namespace
 
 void forward_rows_avx512(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,
                          float* wd) {
   forward_rows(r, p, x, e, w, m, z, kept, wd);
 }
-void backward_rows_avx512(const Rows& r, const float* x, const float* e, const float* w, const float* m, const float* z, const uint8_t* kept, float* g, float* tmp) {
+void backward_rows_avx512(const Rows& r, const float* x, const float* e, const float* w, const float* m, const float* z,
+                          const uint8_t* kept, float* g, float* tmp) {
   backward_rows(r, x, e, w, m, z, kept, g, tmp);
 }
 

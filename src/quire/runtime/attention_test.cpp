@@ -41,8 +41,7 @@ Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vec
     const float* qh = q.data() + n * T * D;
     const float* kh = k.data() + n * S * D;
     const float* vh = v.data() + n * S * E;
-    std::vector<float> x(static_cast<size_t>(T * S)), e(x.size()), w(x.size()), wd(x.size()), g(x.size()),
-        ds(x.size());
+    std::vector<float> x(static_cast<size_t>(T * S)), e(x.size()), w(x.size()), wd(x.size()), g(x.size()), ds(x.size());
     std::vector<bool> kept(x.size());
     for (int64_t t = 0; t < T; ++t) {
       float* xr = x.data() + t * S;
@@ -188,9 +187,9 @@ TEST(Attention, CausalKernelHasTheLinesBitsAtEdgeShapes) {
   // T = 1; T within one block; T crossing a block by one; T across several
   // blocks, not a multiple of the block; more keys than queries and fewer.
   const int64_t b = kAttentionBlockRows;
-  const std::vector<std::array<int64_t, 5>> shapes = {
-      {1, 1, 1, 4, 4}, {2, 7, 7, 8, 8}, {3, b + 1, b + 1, 16, 8}, {2, 2 * b + 5, 2 * b + 5, 64, 64},
-      {1, 40, 17, 8, 12}, {1, 17, 40, 8, 8}};
+  const std::vector<std::array<int64_t, 5>> shapes = {{1, 1, 1, 4, 4},          {2, 7, 7, 8, 8},
+                                                      {3, b + 1, b + 1, 16, 8}, {2, 2 * b + 5, 2 * b + 5, 64, 64},
+                                                      {1, 40, 17, 8, 12},       {1, 17, 40, 8, 8}};
   unsigned seed = 1;
   for (const auto& [h, T, S, D, E] : shapes) {
     SCOPED_TRACE(testing::Message() << "heads " << h << ", T " << T << ", S " << S << ", D " << D << ", E " << E);
@@ -213,10 +212,10 @@ TEST(Attention, OneAndTwoThreadsGiveTheSameBits) {
     std::vector<float> a(static_cast<size_t>(4 * n)), b(a.size());
     float* pa = a.data();
     float* pb = b.data();
-    attention_backward_f32(c.shape, c.q.data(), c.k.data(), c.v.data(), c.ct.data(), pa, pa + n, pa + 2 * n,
-                           pa + 3 * n, 1);
-    attention_backward_f32(c.shape, c.q.data(), c.k.data(), c.v.data(), c.ct.data(), pb, pb + n, pb + 2 * n,
-                           pb + 3 * n, 2);
+    attention_backward_f32(c.shape, c.q.data(), c.k.data(), c.v.data(), c.ct.data(), pa, pa + n, pa + 2 * n, pa + 3 * n,
+                           1);
+    attention_backward_f32(c.shape, c.q.data(), c.k.data(), c.v.data(), c.ct.data(), pb, pb + n, pb + 2 * n, pb + 3 * n,
+                           2);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << heads << " heads";
   }
 }
@@ -269,7 +268,9 @@ TEST(Attention, AFusedQkvWithDropoutHasTheLinesBits) {
   auto fused_at = [&](int64_t n, int64_t t, int64_t part, int64_t d) {
     return static_cast<size_t>(((n / H) * T + t) * C + part * E + (n % H) * D + d);
   };
-  auto out_at = [&](int64_t n, int64_t t, int64_t d) { return static_cast<size_t>(((n / H) * T + t) * E + (n % H) * D + d); };
+  auto out_at = [&](int64_t n, int64_t t, int64_t d) {
+    return static_cast<size_t>(((n / H) * T + t) * E + (n % H) * D + d);
+  };
   for (int64_t n = 0; n < G * H; ++n)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t d = 0; d < D; ++d) {
@@ -311,8 +312,8 @@ TEST(Attention, ADropoutOutsideZeroToOneIsRefused) {
   drop.on = true;
   drop.kept = -0.5f;
   std::vector<float> out(16);
-  EXPECT_THROW(attention_forward_f32(c.shape, AttentionLayout::dense(c.shape), drop, c.q.data(), c.k.data(),
-                                     c.v.data(), out.data(), 1),
+  EXPECT_THROW(attention_forward_f32(c.shape, AttentionLayout::dense(c.shape), drop, c.q.data(), c.k.data(), c.v.data(),
+                                     out.data(), 1),
                RuntimeError);
 }
 

@@ -53,9 +53,8 @@ void in_runs(int64_t n, int64_t cost_each, int threads, const Fn& fn) {
     fn(int64_t{0}, n);
     return;
   }
-  native::WorkerPool::shared().parallel_for(runs, threads, [&](int64_t r, int) {
-    fn(r * per, std::min(n, (r + 1) * per));
-  });
+  native::WorkerPool::shared().parallel_for(runs, threads,
+                                            [&](int64_t r, int) { fn(r * per, std::min(n, (r + 1) * per)); });
 }
 
 }  // namespace

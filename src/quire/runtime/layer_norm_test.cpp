@@ -75,9 +75,9 @@ TEST(LayerNorm, TheKernelHasTheLinesBitsOnOneAndTwoThreads) {
   for (float& v : g) v = normal(rng);
   for (float& v : b) v = normal(rng);
   for (int64_t j = 0; j < D; ++j) {
-    x[static_cast<size_t>(j)] = 3.0f;                        // row 0: constant
-    x[static_cast<size_t>(D + j)] *= 1e30f;                  // row 1: large
-    x[static_cast<size_t>(2 * D + j)] *= 1e-30f;             // row 2: tiny
+    x[static_cast<size_t>(j)] = 3.0f;             // row 0: constant
+    x[static_cast<size_t>(D + j)] *= 1e30f;       // row 1: large
+    x[static_cast<size_t>(2 * D + j)] *= 1e-30f;  // row 2: tiny
   }
   const float eps = static_cast<float>(1e-5);
   const Lines want = lines(rows, D, x, g, b, eps, ct);

@@ -13,7 +13,7 @@ namespace {
 
 /// The 32×32→64 products of a's eight lanes with m: their high and low halves.
 QUIRE_AVX2 inline void multiply(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0, 2, …: 64-bit products
+  const __m256i even = _mm256_mul_epu32(a, m);                        // lanes 0, 2, …: 64-bit products
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, …
   lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);

@@ -28,8 +28,9 @@ namespace quire::runtime {
 
 namespace attention_detail {
 namespace {
-#include "quire/runtime/attention_rows.inc"
 #include "quire/runtime/elementary.inc"
+// after quire_exp, which it calls
+#include "quire/runtime/attention_rows.inc"
 }  // namespace
 
 void forward_rows_portable(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z,

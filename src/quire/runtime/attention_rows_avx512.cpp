@@ -18,8 +18,9 @@
 
 namespace quire::runtime::attention_detail {
 namespace {
-#include "quire/runtime/attention_rows.inc"
 #include "quire/runtime/elementary.inc"
+// after quire_exp, which it calls
+#include "quire/runtime/attention_rows.inc"
 }  // namespace
 
 void forward_rows_avx512(const Rows& r, const float* p, float* x, float* e, float* w, float* m, float* z, uint8_t* kept,

@@ -232,6 +232,20 @@ TEST(Attention, ANonFiniteValueAKeyTheMaskHidesWouldMeetIsMetAsTheLinesMeetIt) {
   EXPECT_TRUE(std::isnan(want.out[0 * 8 + 3])) << "the case must put a NaN where the mask hides the value";
 }
 
+TEST(Attention, AHeadWhoseHiddenKeysCouldOverflowRunsOverEveryKey) {
+  // Finite inputs, but values near f32's largest at keys the first block
+  // hides: there ct·v overflows, and the lines' (g/z + r)·(+0) is a NaN that
+  // poisons those rows' sums. The bound ‖ct‖₁·max|v| sees it coming, and the
+  // head runs again over every key.
+  Case c = random_case(1, kAttentionBlockRows + 8, kAttentionBlockRows + 8, 4, 4, true, 9);
+  for (int64_t s = kAttentionBlockRows; s < kAttentionBlockRows + 8; ++s)
+    for (int64_t e = 0; e < 4; ++e) c.v[static_cast<size_t>(s * 4 + e)] = 3e38f;
+  for (float& x : c.ct) x = 4.0f;
+  const Lines want = lines(c.shape, c.q, c.k, c.v, &c.ct);
+  EXPECT_TRUE(std::isnan(want.dq[0])) << "the case must overflow where the mask hides the keys";
+  expect_lines(c, 1);
+}
+
 TEST(Attention, AnAccumulatorThatIsMinusZeroIsFinishedOverTheSkippedKeys) {
   // Equal scores (q = 0), tiny negative values at the first 32 keys and
   // positive ones after: each row's weighted sum underflows to −0 over the

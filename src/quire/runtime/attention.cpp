@@ -19,6 +19,7 @@
 #include <cmath>
 #include <vector>
 
+#include "quire/runtime/element_scan.h"
 #include "quire/runtime/gemm.h"
 #include "quire/runtime/isa.h"
 #include "quire/runtime/runtime_error.h"
@@ -68,25 +69,6 @@ RowPaths row_paths() {
   return {attention_detail::forward_rows_portable, attention_detail::backward_rows_portable};
 }
 
-bool all_finite(const float* p, int64_t n) {
-  uint32_t infinite = 0;  // an exponent of all ones: ±∞ or NaN
-#pragma omp simd reduction(| : infinite)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    memcpy(&bits, p + i, sizeof bits);
-    infinite |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
-  }
-  return infinite == 0;
-}
-
-/// max |p[i]| (p finite).
-float largest_magnitude(const float* p, int64_t n) {
-  float largest = 0.0f;
-#pragma omp simd reduction(max : largest)
-  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(p[i]));
-  return largest;
-}
-
 /// Σ |p[i]| in f64 (p finite), for a bound.
 double magnitude_sum(const float* p, int64_t n) {
   double sum = 0.0;
@@ -123,13 +105,14 @@ struct Head {
 
 bool rows_finite(const float* p, int64_t rows, int64_t cols, int64_t rs) {
   for (int64_t r = 0; r < rows; ++r)
-    if (!all_finite(p + r * rs, cols)) return false;
+    if (!all_finite(p + r * rs, static_cast<size_t>(cols))) return false;
   return true;
 }
 
-float rows_largest_magnitude(const float* p, int64_t rows, int64_t cols, int64_t rs) {
-  float largest = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) largest = std::max(largest, largest_magnitude(p + r * rs, cols));
+double rows_largest_magnitude(const float* p, int64_t rows, int64_t cols, int64_t rs) {
+  double largest = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    largest = std::max(largest, largest_magnitude(p + r * rs, static_cast<size_t>(cols)));
   return largest;
 }
 
@@ -228,7 +211,7 @@ bool backward_head(const AttentionShape& s, const AttentionDropout& dropout, con
       for (int64_t i = 0; i < rows; ++i) {
         const double g_bound = 2.0 * magnitude_sum(ct + i * h.out_rs, s.value_width) * largest_v * spread;
         // |r| ≤ Σ |g_s · w_s| / z ≤ max |g| (Σ w = 1, z ≥ 1), with room for rounding.
-        const double r_bound = largest_magnitude(g + i * cols, cols) * spread;
+        const double r_bound = largest_magnitude(g + i * cols, static_cast<size_t>(cols)) * spread;
         if (!(g_bound + 2.0 * r_bound < 0.25 * FLT_MAX)) return false;
       }
     }

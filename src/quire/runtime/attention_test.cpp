@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quire/runtime/elementary.h"
+#include "quire/runtime/isa.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::runtime {
@@ -317,6 +318,56 @@ TEST(Attention, AFusedQkvWithDropoutHasTheLinesBits) {
     expect_bits(want_out, out, "forward out");
     expect_bits(want_out, out2, "vjp out");
     expect_bits(want_dqkv, dqkv, "dqkv");
+  }
+}
+
+TEST(Attention, EveryRowPathGivesTheSameBits) {
+  // The rows' AVX-512, AVX2 and portable builds (each the CPU has), on one
+  // block with the mask and dropout: what QUIRE_ISA would choose between.
+  using namespace attention_detail;
+  const int64_t rows = 13, cols = 45;
+  std::mt19937 rng(8);
+  const std::vector<float> products = normals(rows * cols, rng, 3.0f);
+  const std::vector<float> cotangent = normals(rows * cols, rng);
+  AttentionDropout drop;
+  drop.on = true;
+  drop.kept = 0.75f;
+  drop.key = key_from_seed(3);
+  Rows r{rows, cols, cols, 30, true, attention_scale(16)};
+  r.dropout = &drop;
+  r.index0 = 1000;
+  r.keys = 60;
+  struct Out {
+    std::vector<float> x, e, w, wd, m, z, g, t;
+    std::vector<uint8_t> kept;
+  };
+  auto run = [&](ForwardRows forward, BackwardRows backward) {
+    Out o;
+    const size_t n = products.size();
+    o.x.resize(n), o.e.resize(n), o.w.resize(n), o.wd.resize(n), o.t.resize(n), o.kept.resize(n);
+    o.m.resize(static_cast<size_t>(rows)), o.z.resize(static_cast<size_t>(rows));
+    forward(r, products.data(), o.x.data(), o.e.data(), o.w.data(), o.m.data(), o.z.data(), o.kept.data(),
+            o.wd.data());
+    o.g = cotangent;
+    backward(r, o.x.data(), o.e.data(), o.w.data(), o.m.data(), o.z.data(), o.kept.data(), o.g.data(), o.t.data());
+    return o;
+  };
+  const Out want = run(forward_rows_portable, backward_rows_portable);
+  std::vector<std::pair<const char*, Out>> paths;
+#if defined(__x86_64__)
+  if (cpu_isa() >= Isa::Avx2) paths.emplace_back("avx2", run(forward_rows_avx2, backward_rows_avx2));
+  if (cpu_isa() >= Isa::Avx512) paths.emplace_back("avx512", run(forward_rows_avx512, backward_rows_avx512));
+#endif
+  for (const auto& [name, got] : paths) {
+    SCOPED_TRACE(name);
+    expect_bits(want.x, got.x, "x");
+    expect_bits(want.e, got.e, "e");
+    expect_bits(want.w, got.w, "w");
+    expect_bits(want.wd, got.wd, "dropped w");
+    expect_bits(want.m, got.m, "m");
+    expect_bits(want.z, got.z, "z");
+    expect_bits(want.g, got.g, "ds");
+    EXPECT_EQ(want.kept, got.kept);
   }
 }
 

@@ -152,16 +152,7 @@ void print_realize(const DumpOptions& o, elab::Program& prog, int root) {
   const precision::Realization r = precision::realize(prog, root, realize_options(o), dims);
   if (o.format == "json") {
     nlohmann::ordered_json j = kernel::fusion_json(prog, fusion);
-    nlohmann::ordered_json library = nlohmann::ordered_json::array();
-    for (const precision::FunctionRealization& t : r.functions)
-      if (compile::library_kernel_of(prog, t.function) != compile::LibraryKernel::None) {
-        const std::string why = compile::library_types_block(prog, t.function, &r);
-        library.push_back({{"function", prog.functions.at(static_cast<size_t>(t.function)).name},
-                           {"signature", t.signature},
-                           {"library_kernel", why.empty()},
-                           {"why_not", why}});
-      }
-    j["library_kernels"] = std::move(library);
+    j["library_kernels"] = compile::library_plan_json(prog, r);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << kernel::print_fusion(prog, fusion) << compile::print_library_plan(prog, r);

@@ -173,21 +173,37 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   return {kernel, ""};
 }
 
+std::vector<LibraryVerdict> library_plan(const elab::Program& prog, const precision::Realization& r) {
+  std::vector<LibraryVerdict> plan;
+  for (const precision::FunctionRealization& t : r.functions)
+    if (library_kernel_of(prog, t.function) != LibraryKernel::None)
+      plan.push_back({&t, library_types_block(prog, t.function, &r)});
+  return plan;
+}
+
 std::string print_library_plan(const elab::Program& prog, const precision::Realization& r) {
   std::string out;
-  for (const precision::FunctionRealization& t : r.functions) {
-    const LibraryKernel k = library_kernel_of(prog, t.function);
-    if (k == LibraryKernel::None) continue;
+  for (const LibraryVerdict& v : library_plan(prog, r)) {
+    const precision::FunctionRealization& t = *v.table;
     const core::Function& fn = prog.functions.at(static_cast<size_t>(t.function));
-    const std::string why = library_types_block(prog, t.function, &r);
-    out +=
-        fmt::format("  {} {}{}: {}\n", fn.name, t.signature,
-                    t.context == core::Numerics::Default ? "" : fmt::format(" in {}", core::numerics_name(t.context)),
-                    why.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
-                                : "its lines: " + why);
+    out += fmt::format(
+        "  {} {}{}: {}\n", fn.name, t.signature,
+        t.context == core::Numerics::Default ? "" : fmt::format(" in {}", core::numerics_name(t.context)),
+        v.why_not.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
+                          : "its lines: " + v.why_not);
   }
   if (out.empty()) return out;
   return "\n-- library kernels: the prelude functions that have one, by realization\n" + out;
+}
+
+nlohmann::ordered_json library_plan_json(const elab::Program& prog, const precision::Realization& r) {
+  nlohmann::ordered_json plan = nlohmann::ordered_json::array();
+  for (const LibraryVerdict& v : library_plan(prog, r))
+    plan.push_back({{"function", prog.functions.at(static_cast<size_t>(v.table->function)).name},
+                    {"signature", v.table->signature},
+                    {"library_kernel", v.why_not.empty()},
+                    {"why_not", v.why_not}});
+  return plan;
 }
 
 runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vector<runtime::Shape>& args) {

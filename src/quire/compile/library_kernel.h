@@ -14,6 +14,7 @@
 // the lines, and says why not (HostFunction::library_why_not).
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,20 @@ LibraryKernel library_kernel_of(const elab::Program& prog, int function);
 /// f32 with fused product steps.
 std::string library_types_block(const elab::Program& prog, int function, const precision::Realization* r);
 
-/// `quire dump --stage realize`'s remarks: each realized table of a function
-/// that has a library kernel, with the kernel or why its lines run ("" when
-/// the entry reaches none).
+/// A realized table of a function that has a library kernel, and why the
+/// types keep it from the kernel ("": they do not).
+struct LibraryVerdict {
+  const precision::FunctionRealization* table = nullptr;
+  std::string why_not;
+};
+/// Every such table the realization holds, in its order.
+std::vector<LibraryVerdict> library_plan(const elab::Program& prog, const precision::Realization& r);
+
+/// `quire dump --stage realize`'s remarks on library_plan: each table with
+/// the kernel or why its lines run ("" when the entry reaches none); and the
+/// same as JSON (an array, possibly empty).
 std::string print_library_plan(const elab::Program& prog, const precision::Realization& r);
+nlohmann::ordered_json library_plan_json(const elab::Program& prog, const precision::Realization& r);
 
 /// Whether an instance of `function` on `args` (kinds, types and shapes
 /// only) under `table` runs as a library kernel. `r` is the whole

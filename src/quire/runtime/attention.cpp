@@ -149,28 +149,35 @@ void finish_negative_zeros(float* row, int64_t width, const float* y, int64_t y_
   }
 }
 
+/// One block of query rows [t0, t0 + rows) over keys [0, cols): the scores
+/// product, the rows' weights (into sc.w, the dropped ones into `wd`, which
+/// may be sc.w) and the weighted values into out; returns the rows' setting.
+Rows weigh_block(const AttentionShape& s, const AttentionDropout& dropout, const Head& h, Scratch& sc,
+                 const RowPaths& paths, float scale, int64_t t0, int64_t rows, int64_t cols, float* wd, int threads) {
+  float* w = sc.w.data();
+  native::sgemm(rows, cols, s.width, h.q + t0 * h.q_rs, h.q_rs, 1, h.k, 1, h.k_rs, w, cols, false, threads);
+  Rows r{rows, cols, cols, t0, s.causal, scale};
+  if (dropout.on) {
+    r.dropout = &dropout;
+    r.index0 = h.index0 + static_cast<uint64_t>(t0 * s.keys);
+    r.keys = s.keys;
+  }
+  paths.forward(r, w, sc.x.data(), sc.e.data(), w, sc.m.data(), sc.z.data(), sc.kept.data(), wd);
+  float* out = h.out + t0 * h.out_rs;
+  native::sgemm(rows, s.value_width, cols, wd, cols, 1, h.v, h.v_rs, 1, out, h.out_rs, false, threads);
+  if (cols < s.keys)
+    for (int64_t i = 0; i < rows; ++i)
+      finish_negative_zeros(out + i * h.out_rs, s.value_width, h.v, h.v_rs, cols, s.keys);
+  return r;
+}
+
 void forward_head(const AttentionShape& s, const AttentionDropout& dropout, const Head& h, Scratch& sc,
                   const RowPaths& paths, float scale, int threads) {
   const bool skip = s.causal && rows_finite(h.q, s.queries, s.width, h.q_rs) &&
                     rows_finite(h.k, s.keys, s.width, h.k_rs) && rows_finite(h.v, s.keys, s.value_width, h.v_rs);
   for (int64_t t0 = 0; t0 < s.queries; t0 += kAttentionBlockRows) {
     const int64_t t1 = std::min(s.queries, t0 + kAttentionBlockRows);
-    const int64_t rows = t1 - t0;
-    const int64_t cols = block_keys(s, skip, t1);
-    float* w = sc.w.data();
-    native::sgemm(rows, cols, s.width, h.q + t0 * h.q_rs, h.q_rs, 1, h.k, 1, h.k_rs, w, cols, false, threads);
-    Rows r{rows, cols, cols, t0, s.causal, scale};
-    if (dropout.on) {
-      r.dropout = &dropout;
-      r.index0 = h.index0 + static_cast<uint64_t>(t0 * s.keys);
-      r.keys = s.keys;
-    }
-    paths.forward(r, w, sc.x.data(), sc.e.data(), w, sc.m.data(), sc.z.data(), sc.kept.data(), w);
-    float* out = h.out + t0 * h.out_rs;
-    native::sgemm(rows, s.value_width, cols, w, cols, 1, h.v, h.v_rs, 1, out, h.out_rs, false, threads);
-    if (cols < s.keys)
-      for (int64_t i = 0; i < rows; ++i)
-        finish_negative_zeros(out + i * h.out_rs, s.value_width, h.v, h.v_rs, cols, s.keys);
+    weigh_block(s, dropout, h, sc, paths, scale, t0, t1 - t0, block_keys(s, skip, t1), sc.w.data(), threads);
   }
 }
 
@@ -194,16 +201,7 @@ bool backward_head(const AttentionShape& s, const AttentionDropout& dropout, con
     float* wd = dropout.on ? sc.wd.data() : w;  // the weights the values meet
     const float* q = h.q + t0 * h.q_rs;
     const float* ct = h.ct + t0 * h.out_rs;
-    native::sgemm(rows, cols, s.width, q, h.q_rs, 1, h.k, 1, h.k_rs, w, cols, false, threads);
-    Rows r{rows, cols, cols, t0, s.causal, scale};
-    if (dropout.on) {
-      r.dropout = &dropout;
-      r.index0 = h.index0 + static_cast<uint64_t>(t0 * s.keys);
-      r.keys = s.keys;
-    }
-    paths.forward(r, w, x, e, w, sc.m.data(), sc.z.data(), sc.kept.data(), wd);
-    float* out = h.out + t0 * h.out_rs;
-    native::sgemm(rows, s.value_width, cols, wd, cols, 1, h.v, h.v_rs, 1, out, h.out_rs, false, threads);
+    const Rows r = weigh_block(s, dropout, h, sc, paths, scale, t0, rows, cols, wd, threads);
     native::sgemm(rows, cols, s.value_width, ct, h.out_rs, 1, h.v, 1, h.v_rs, g, cols, false, threads);
     native::sgemm(cols, s.value_width, rows, wd, 1, cols, ct, h.out_rs, 1, h.dv, h.v_rs, true, threads);
     if (cols < s.keys) {
@@ -220,10 +218,7 @@ bool backward_head(const AttentionShape& s, const AttentionDropout& dropout, con
     native::sgemm(rows, s.width, cols, g, cols, 1, h.k, h.k_rs, 1, dq, h.q_rs, false, threads);
     native::sgemm(cols, s.width, rows, g, 1, cols, q, h.q_rs, 1, h.dk, h.k_rs, true, threads);
     if (cols < s.keys)
-      for (int64_t i = 0; i < rows; ++i) {
-        finish_negative_zeros(out + i * h.out_rs, s.value_width, h.v, h.v_rs, cols, s.keys);
-        finish_negative_zeros(dq + i * h.q_rs, s.width, h.k, h.k_rs, cols, s.keys);
-      }
+      for (int64_t i = 0; i < rows; ++i) finish_negative_zeros(dq + i * h.q_rs, s.width, h.k, h.k_rs, cols, s.keys);
   }
   return true;
 }

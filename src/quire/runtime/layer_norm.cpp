@@ -89,6 +89,7 @@ void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const 
         const float e = a * d;
         s1 = s1 + e;
         s2 = s2 + -c;
+        dr[j] = c;  // c for now; c + h below, then dx when S3 is known
       }
       const float cube = (r * r) * r;
       const float factor = -0.5f * cube;
@@ -100,15 +101,10 @@ void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const 
         const float twice = 2.0f * d;
         const float h = q * twice;
         s3 = s3 + -h;
-        dr[j] = h;  // h for now; dx below, when S3 is known
+        dr[j] = dr[j] + h;
       }
       const float spread = (s2 + s3) / count;
-      for (int64_t j = 0; j < width; ++j) {
-        const float a = cr[j] * gamma[j];
-        const float c = a * r;
-        const float sum = c + dr[j];
-        dr[j] = sum + spread;
-      }
+      for (int64_t j = 0; j < width; ++j) dr[j] = dr[j] + spread;
     }
   });
   // dγ and dβ: each column's sum over the rows in order, the columns split.

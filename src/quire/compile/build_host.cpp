@@ -562,8 +562,8 @@ int Walk::instance(int function, const std::vector<Value>& args, const std::map<
       std::vector<Value> results;
       for (runtime::Shape& shape : library_result_shapes(choice.kernel, shapes))
         results.push_back(shaped(runtime::ElemKind::Real, std::move(shape), runtime::FloatType::F32));
-      frame.env[static_cast<size_t>(fn.result_value)] =
-          results.size() == 1 ? std::move(results[0]) : Value::of_tuple(std::move(results));
+      frame.env[static_cast<size_t>(fn.result_value)] = library_result(
+          choice.kernel, std::move(results), [](std::vector<Value> parts) { return Value::of_tuple(std::move(parts)); });
       out_.functions[static_cast<size_t>(id)].steps.push_back(std::move(s));
       frames_[static_cast<size_t>(id)] = std::move(frame);
       return id;

@@ -31,6 +31,10 @@ const char* library_kernel_name(LibraryKernel k) {
       return "layer_norm";
     case LibraryKernel::LayerNormVjp:
       return "layer_norm.vjp";
+    case LibraryKernel::DropoutAddLayerNorm:
+      return "dropout_add_layer_norm";
+    case LibraryKernel::DropoutAddLayerNormVjp:
+      return "dropout_add_layer_norm.vjp";
   }
   return "?";
 }
@@ -39,17 +43,24 @@ namespace {
 
 bool is_vjp(LibraryKernel k) {
   return k == LibraryKernel::AttentionVjp || k == LibraryKernel::CausalAttentionVjp ||
-         k == LibraryKernel::CausalSelfAttentionVjp || k == LibraryKernel::LayerNormVjp;
+         k == LibraryKernel::CausalSelfAttentionVjp || k == LibraryKernel::LayerNormVjp ||
+         k == LibraryKernel::DropoutAddLayerNormVjp;
 }
 
 bool is_norm(LibraryKernel k) { return k == LibraryKernel::LayerNorm || k == LibraryKernel::LayerNormVjp; }
+
+bool is_residual(LibraryKernel k) {
+  return k == LibraryKernel::DropoutAddLayerNorm || k == LibraryKernel::DropoutAddLayerNormVjp;
+}
 
 bool is_self(LibraryKernel k) {
   return k == LibraryKernel::CausalSelfAttention || k == LibraryKernel::CausalSelfAttentionVjp;
 }
 
-/// The arguments that are f32 tensors: q, k, v (and ct); qkv (and ct); x, γ, β (and ct).
+/// The arguments that are f32 tensors: q, k, v (and ct); qkv (and ct); x, γ,
+/// β (and ct); y, x, γ, β (whose vjp's ct is a tuple).
 std::vector<size_t> tensor_arguments(LibraryKernel k) {
+  if (is_residual(k)) return {1, 3, 4, 5};
   if (is_self(k)) return is_vjp(k) ? std::vector<size_t>{0, 4} : std::vector<size_t>{0};
   if (is_norm(k)) return is_vjp(k) ? std::vector<size_t>{0, 1, 2, 4} : std::vector<size_t>{0, 1, 2};
   return is_vjp(k) ? std::vector<size_t>{0, 1, 2, 3} : std::vector<size_t>{0, 1, 2};
@@ -91,11 +102,16 @@ LibraryKernel library_kernel_of(const elab::Program& prog, int function) {
   if (!prog.in_prelude(base)) return LibraryKernel::None;
   const std::string& name = prog.functions.at(static_cast<size_t>(base)).name;
   const bool vjp = fn.primal >= 0;
+  // A vjp with respect to some arguments only (`grad(f, wrt = x)` of the
+  // function itself) returns other cotangents than the kernel's.
+  if (vjp && fn.name != prog.functions.at(static_cast<size_t>(base)).name + ".vjp") return LibraryKernel::None;
   if (name == "attention") return vjp ? LibraryKernel::AttentionVjp : LibraryKernel::Attention;
   if (name == "causal_attention") return vjp ? LibraryKernel::CausalAttentionVjp : LibraryKernel::CausalAttention;
   if (name == "causal_self_attention")
     return vjp ? LibraryKernel::CausalSelfAttentionVjp : LibraryKernel::CausalSelfAttention;
   if (name == "layer_norm") return vjp ? LibraryKernel::LayerNormVjp : LibraryKernel::LayerNorm;
+  if (name == "dropout_add_layer_norm")
+    return vjp ? LibraryKernel::DropoutAddLayerNormVjp : LibraryKernel::DropoutAddLayerNorm;
   return LibraryKernel::None;
 }
 
@@ -135,7 +151,9 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   if (kernel == LibraryKernel::None) return {};
   auto refuse = [](std::string why) { return LibraryChoice{LibraryKernel::None, std::move(why)}; };
   if (!table || !r) return refuse("its sites are f64, and the kernel computes f32 only");
-  const size_t arity = is_self(kernel) || is_norm(kernel) ? (is_vjp(kernel) ? 5 : 4) : (is_vjp(kernel) ? 4 : 3);
+  const size_t arity = is_residual(kernel)                     ? (is_vjp(kernel) ? 8 : 7)
+                       : is_self(kernel) || is_norm(kernel) ? (is_vjp(kernel) ? 5 : 4)
+                                                            : (is_vjp(kernel) ? 4 : 3);
   if (args.size() != arity) return refuse(fmt::format("it is called with {} arguments", args.size()));
   for (size_t i : tensor_arguments(kernel)) {
     const Value& a = args[i];
@@ -147,7 +165,20 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
   }
   std::vector<runtime::Shape> shapes;
   for (const Value& a : args) shapes.push_back(a.kind == Value::Kind::Tensor ? a.tensor.shape : runtime::Shape{});
-  if (is_norm(kernel)) {
+  if (is_residual(kernel)) {
+    const runtime::Shape& x = shapes[3];
+    if (shapes[1] != x) return refuse("y and x differ in shape (a broadcast operand)");
+    if (shapes[4] != runtime::Shape{x.back()} || shapes[5] != runtime::Shape{x.back()})
+      return refuse("γ and β are not vectors of x's last axis");
+    if (args[0].kind != Value::Kind::Key || args[2].kind != Value::Kind::Host || args[6].kind != Value::Kind::Host)
+      return refuse("its key, p and eps are not a key and two numbers");
+    if (is_vjp(kernel)) {
+      const Value& ct = args[7];
+      if (ct.kind != Value::Kind::Tuple || ct.elements.size() != 2 || !real_f32(ct.elements[0]) ||
+          !real_f32(ct.elements[1]) || ct.elements[0].tensor.shape != x || ct.elements[1].tensor.shape != x)
+        return refuse("its cotangents are not two f32 tensors of the result's shape");
+    }
+  } else if (is_norm(kernel)) {
     const runtime::Shape& x = shapes[0];
     if (shapes[1] != runtime::Shape{x.back()} || shapes[2] != runtime::Shape{x.back()} ||
         args[3].kind != Value::Kind::Host)
@@ -167,7 +198,7 @@ LibraryChoice choose_library_kernel(const elab::Program& prog, int function, con
     if (leading(q) != leading(k) || leading(q) != leading(v))
       return refuse("q, k and v do not share their leading axes (a broadcast operand)");
   }
-  if (is_vjp(kernel) && shapes.back() != library_result_shapes(kernel, shapes)[0])
+  if (is_vjp(kernel) && !is_residual(kernel) && shapes.back() != library_result_shapes(kernel, shapes)[0])
     return refuse("its cotangent does not have the result's shape");
   if (std::string why = library_types_block(prog, function, r); !why.empty()) return refuse(why);
   return {kernel, ""};
@@ -181,6 +212,44 @@ std::vector<LibraryVerdict> library_plan(const elab::Program& prog, const precis
   return plan;
 }
 
+namespace {
+
+/// The prelude function `value` of `fn` is a call of ("" when it is not a call
+/// or not of the prelude).
+std::string prelude_call_at(const elab::Program& prog, const core::Function& fn, int value) {
+  const int first = static_cast<int>(fn.args.size()) + 1;
+  if (value < first || value >= first + static_cast<int>(fn.body.size())) return "";
+  const core::Instr& in = fn.body[static_cast<size_t>(value - first)];
+  if (in.op != core::Op::Call || !prog.in_prelude(in.callee)) return "";
+  return prog.functions.at(static_cast<size_t>(in.callee)).name;
+}
+
+}  // namespace
+
+std::vector<ResidualNormHint> residual_norm_hints(const elab::Program& prog, const precision::Realization& r) {
+  std::vector<ResidualNormHint> hints;
+  std::vector<bool> seen(prog.functions.size(), false);
+  for (const precision::FunctionRealization& t : r.functions) {
+    if (seen.at(static_cast<size_t>(t.function)) || prog.in_prelude(t.function)) continue;
+    seen[static_cast<size_t>(t.function)] = true;
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(t.function));
+    const int first = static_cast<int>(fn.args.size()) + 1;
+    for (const core::Instr& in : fn.body) {
+      if (prelude_call_at(prog, fn, in.id) != "layer_norm" || in.args.empty()) continue;
+      const int sum = in.args[0];
+      if (sum < first || sum >= first + static_cast<int>(fn.body.size())) continue;
+      const core::Instr& add = fn.body[static_cast<size_t>(sum - first)];
+      if (add.op != core::Op::Add || add.args.size() != 2) continue;
+      for (int operand : add.args)
+        if (prelude_call_at(prog, fn, operand) == "dropout") {
+          hints.push_back({t.function, in.id});
+          break;
+        }
+    }
+  }
+  return hints;
+}
+
 std::string print_library_plan(const elab::Program& prog, const precision::Realization& r) {
   std::string out;
   for (const LibraryVerdict& v : library_plan(prog, r)) {
@@ -192,8 +261,14 @@ std::string print_library_plan(const elab::Program& prog, const precision::Reali
         v.why_not.empty() ? std::string("one library kernel, the lines fused into one pass (the native backend)")
                           : "its lines: " + v.why_not);
   }
-  if (out.empty()) return out;
-  return "\n-- library kernels: the prelude functions that have one, by realization\n" + out;
+  std::string hints;
+  for (const ResidualNormHint& h : residual_norm_hints(prog, r)) {
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
+    hints += fmt::format("  {}/{}: {}\n", fn.name, fn.value_name(h.value), kResidualNormHint);
+  }
+  if (!out.empty()) out = "\n-- library kernels: the prelude functions that have one, by realization\n" + out;
+  if (!hints.empty()) out += "\n-- residual norms not fused: the layer norm of a sum with a dropout\n" + hints;
+  return out;
 }
 
 nlohmann::ordered_json library_plan_json(const elab::Program& prog, const precision::Realization& r) {
@@ -203,6 +278,13 @@ nlohmann::ordered_json library_plan_json(const elab::Program& prog, const precis
                     {"signature", v.table->signature},
                     {"library_kernel", v.why_not.empty()},
                     {"why_not", v.why_not}});
+  for (const ResidualNormHint& h : residual_norm_hints(prog, r)) {
+    const core::Function& fn = prog.functions.at(static_cast<size_t>(h.function));
+    plan.push_back({{"function", fn.name},
+                    {"value", fn.value_name(h.value)},
+                    {"library_kernel", false},
+                    {"why_not", kResidualNormHint}});
+  }
   return plan;
 }
 
@@ -231,6 +313,12 @@ runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vect
 }
 
 std::string library_launch_text(LibraryKernel k, const std::vector<runtime::Shape>& args) {
+  if (is_residual(k)) {
+    if (args.size() < 4 || args[3].empty()) throw std::logic_error("internal: a residual norm kernel without x");
+    return fmt::format("{} rows of {}, the dropout, the residual add and the norm in one pass{}",
+                       runtime::element_count(args[3]) / args[3].back(), args[3].back(),
+                       is_vjp(k) ? ", and the columns' sums of dγ and dβ" : "");
+  }
   if (is_norm(k)) {
     if (args.empty() || args[0].empty()) throw std::logic_error("internal: a layer norm kernel without x");
     return fmt::format("{} rows of {}, one pass {}", runtime::element_count(args[0]) / args[0].back(), args[0].back(),
@@ -243,6 +331,11 @@ std::string library_launch_text(LibraryKernel k, const std::vector<runtime::Shap
 }
 
 std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args) {
+  if (is_residual(k)) {
+    if (args.size() < 6) throw std::logic_error("internal: a residual norm kernel without y, x, γ and β");
+    if (!is_vjp(k)) return {args[3], args[3]};
+    return {args[3], args[3], args[1], args[3], args[4], args[5]};
+  }
   if (is_norm(k)) {
     if (args.size() < 3) throw std::logic_error("internal: a layer norm kernel without x, γ and β");
     if (!is_vjp(k)) return {args[0]};
@@ -262,7 +355,14 @@ std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::ve
   return {out, args[0], args[1], args[2]};
 }
 
+size_t library_result_leaves(LibraryKernel k) { return is_residual(k) ? 2 : 1; }
+
 int64_t library_scratch_bytes(LibraryKernel k, const std::vector<runtime::Shape>& args, int threads) {
+  if (is_residual(k)) {
+    const runtime::Shape& x = args.at(3);
+    return runtime::dropout_add_layer_norm_scratch_bytes(runtime::element_count(x) / x.back(), x.back(), threads,
+                                                         is_vjp(k));
+  }
   if (is_norm(k))
     return is_vjp(k) ? runtime::layer_norm_scratch_bytes(runtime::element_count(args.at(0)) / args.at(0).back()) : 0;
   const runtime::AttentionShape s = library_attention_shape(k, args);
@@ -293,7 +393,9 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
     results.push_back(std::move(v));
   }
   for (Value& v : results) out.push_back(v.tensor.reals.narrow_for_writing());
-  const runtime::AttentionShape s = is_norm(k) ? runtime::AttentionShape{} : library_attention_shape(k, shapes);
+  auto tuple = [](std::vector<Value> parts) { return Value::of_tuple(std::move(parts)); };
+  const runtime::AttentionShape s =
+      is_norm(k) || is_residual(k) ? runtime::AttentionShape{} : library_attention_shape(k, shapes);
   switch (k) {
     case LibraryKernel::Attention:
     case LibraryKernel::CausalAttention:
@@ -336,6 +438,31 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
       runtime::layer_norm_backward_f32(rows, width, in[0], in[1], in[2], eps, in[4], out[0], out[1], out[2], out[3],
                                        threads);
       return Value::of_tuple(std::move(results));
+    }
+    case LibraryKernel::DropoutAddLayerNorm:
+    case LibraryKernel::DropoutAddLayerNormVjp: {
+      const int64_t width = shapes[3].back();
+      const int64_t rows = runtime::element_count(shapes[3]) / width;
+      // The lines' f32 sites: κ = f32(1 − f32(p)), ε = f32(eps).
+      runtime::LayerNormDropout drop;
+      drop.key = args[0]->key;
+      drop.kept = 1.0f - static_cast<float>(args[2]->host);
+      drop.on = drop.kept != 1.0f;
+      const float eps = static_cast<float>(args[6]->host);
+      if (k == LibraryKernel::DropoutAddLayerNorm) {
+        runtime::dropout_add_layer_norm_forward_f32(rows, width, in[1], drop, in[3], in[4], in[5], eps, out[0], out[1],
+                                                    threads);
+        return library_result(k, std::move(results), tuple);
+      }
+      const Value& ct = *args[7];
+      if (ct.kind != Value::Kind::Tuple || ct.elements.size() != 2 || !real_f32(ct.elements[0]) ||
+          !real_f32(ct.elements[1]))
+        throw std::logic_error("internal: a residual norm vjp's cotangents are not two f32 tensors");
+      runtime::dropout_add_layer_norm_backward_f32(rows, width, in[1], drop, in[3], in[4], in[5], eps,
+                                                   ct.elements[0].tensor.reals.narrow(),
+                                                   ct.elements[1].tensor.reals.narrow(), out[0], out[1], out[2],
+                                                   out[3], out[4], out[5], threads);
+      return library_result(k, std::move(results), tuple);
     }
     case LibraryKernel::None:
       break;

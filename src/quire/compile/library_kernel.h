@@ -5,7 +5,10 @@
 // their vjps, under f32 sites with `--product-step fma` (runtime/attention.h):
 // one pass over blocks of query rows each way, the T × S scores never stored,
 // the keys a causal mask hides never computed, the heads of a fused qkv read
-// and written in place, the dropout's draws made where they are used.
+// and written in place, the dropout's draws made where they are used; and
+// `layer_norm` and `dropout_add_layer_norm` (the dropout, the residual add and
+// the norm of the sum) and their vjps, one pass over the rows each way
+// (runtime/layer_norm.h).
 //
 // The host program (build_host.h) runs an instance of such a function as one
 // HostStep::Kind::Library step when the compile asks for library kernels
@@ -14,6 +17,7 @@
 // the lines, and says why not (HostFunction::library_why_not).
 
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -34,6 +38,8 @@ enum class LibraryKernel : uint8_t {
   CausalSelfAttentionVjp,  ///< causal_self_attention.vjp(qkv, heads, p, k, ct) → (out, dqkv)
   LayerNorm,               ///< layer_norm(x, γ, β, eps) (runtime/layer_norm.h)
   LayerNormVjp,            ///< layer_norm.vjp(x, γ, β, eps, ct) → (y, dx, dγ, dβ)
+  DropoutAddLayerNorm,     ///< dropout_add_layer_norm(k, y, p, x, γ, β, eps) → (s, n)
+  DropoutAddLayerNormVjp,  ///< dropout_add_layer_norm.vjp(…, (ct_s, ct_n)) → ((s, n), dy, dx, dγ, dβ)
 };
 /// The function's name: "attention", "causal_attention.vjp", … ("none").
 const char* library_kernel_name(LibraryKernel k);
@@ -61,9 +67,22 @@ struct LibraryVerdict {
 /// Every such table the realization holds, in its order.
 std::vector<LibraryVerdict> library_plan(const elab::Program& prog, const precision::Realization& r);
 
+/// A `layer_norm(x + dropout(k, y, p), …)` written out in a program's own
+/// function: three passes each way (the dropout, the add and the norm) where
+/// `dropout_add_layer_norm` would run one. `value` is the layer_norm call's.
+struct ResidualNormHint {
+  int function = -1;
+  int value = 0;
+};
+inline constexpr const char* kResidualNormHint =
+    "layer_norm(x + dropout(k, y, p), γ, β) runs the dropout, the add and the norm apart; "
+    "`let (s, n) = dropout_add_layer_norm(k, y, p, x, γ, β)` runs them as one pass each way";
+/// Every such call in the realized functions outside the prelude, in order.
+std::vector<ResidualNormHint> residual_norm_hints(const elab::Program& prog, const precision::Realization& r);
+
 /// `quire dump --stage realize`'s remarks on library_plan: each table with
-/// the kernel or why its lines run ("" when the entry reaches none); and the
-/// same as JSON (an array, possibly empty).
+/// the kernel or why its lines run, then each residual norm hint ("" when
+/// there is neither); and the same as JSON (an array, possibly empty).
 std::string print_library_plan(const elab::Program& prog, const precision::Realization& r);
 nlohmann::ordered_json library_plan_json(const elab::Program& prog, const precision::Realization& r);
 
@@ -80,9 +99,29 @@ runtime::AttentionShape library_attention_shape(LibraryKernel k, const std::vect
 /// What one launch computes, for the listing: "8 heads, T = 70, …" or "512 rows of 64".
 std::string library_launch_text(LibraryKernel k, const std::vector<runtime::Shape>& args);
 
-/// The shapes of what the kernel returns: the forward's result, or the
-/// vjp's (out, dq, dk, dv), or (out, dqkv). Every one is f32.
+/// The shapes of what the kernel returns, flattened: the forward's result,
+/// or the vjp's (out, dq, dk, dv), or (out, dqkv), or (s, n, dy, dx, dγ, dβ).
+/// Every one is f32.
 std::vector<runtime::Shape> library_result_shapes(LibraryKernel k, const std::vector<runtime::Shape>& args);
+
+/// How many of library_result_shapes' first shapes the function itself
+/// returns: 2 for dropout_add_layer_norm's (s, n), 1 otherwise.
+size_t library_result_leaves(LibraryKernel k);
+
+/// The kernel's result as its function returns it, from its parts in
+/// library_result_shapes' order: the function's own result (a tuple where it
+/// has several parts), then for a vjp each cotangent, together a tuple.
+/// `tuple` makes a tuple of V.
+template <typename V, typename Tuple>
+V library_result(LibraryKernel k, std::vector<V> parts, const Tuple& tuple) {
+  const size_t own = library_result_leaves(k);
+  if (own > 1) {
+    std::vector<V> first(std::make_move_iterator(parts.begin()), std::make_move_iterator(parts.begin() + own));
+    parts.erase(parts.begin(), parts.begin() + own);
+    parts.insert(parts.begin(), tuple(std::move(first)));
+  }
+  return parts.size() == 1 ? std::move(parts[0]) : tuple(std::move(parts));
+}
 
 /// Runs the kernel on `args` (its function's: f32 tensors, and for
 /// causal_self_attention the heads, p and the key) on at most `threads` threads.

@@ -1,6 +1,7 @@
 // Library kernels in the compiled program: the prelude's attention,
 // causal_attention and causal_self_attention (with dropout and without),
-// and layer_norm, forward and gradient, run as one library kernel each
+// layer_norm and dropout_add_layer_norm (with dropout and without), forward
+// and gradient, run as one library kernel each
 // under f32 with fused product steps, with the reference interpreter's bits
 // (the lines, one instruction at a time) under either remat; under every
 // other policy they run their lines, and the host says why.
@@ -49,6 +50,22 @@ fn ln_dg(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b:
   grad(ln, wrt = g)(x, g, bb, w)
 fn ln_db(x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[d: 16] =
   grad(ln, wrt = bb)(x, g, bb, w)
+fn res(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[] =
+  let (s, n) = dropout_add_layer_norm(k, y, 0.25, x, g, bb, 1e-3)
+  sum(s * w) + sum(n * y)
+fn res_dy(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[b: 3, t: T, d: 16] =
+  grad(res, wrt = y)(k, y, x, g, bb, w)
+fn res_dx(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[b: 3, t: T, d: 16] =
+  grad(res, wrt = x)(k, y, x, g, bb, w)
+fn res_dg(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[d: 16] =
+  grad(res, wrt = g)(k, y, x, g, bb, w)
+fn res_db(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16], w : ℝ[b: 3, t: T, d: 16]) -> ℝ[d: 16] =
+  grad(res, wrt = bb)(k, y, x, g, bb, w)
+fn res_nodrop(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16]) -> ℝ[] =
+  let (s, n) = dropout_add_layer_norm(k, y, 0.0, x, g, bb)
+  sum(n * s)
+fn res_nodrop_dy(k : key, y : ℝ[b: 3, t: T, d: 16], x : ℝ[b: 3, t: T, d: 16], g : ℝ[d: 16], bb : ℝ[d: 16]) -> ℝ[b: 3, t: T, d: 16] =
+  grad(res_nodrop, wrt = y)(k, y, x, g, bb)
 fn row(x : ℝ[d: 5], g : ℝ[d: 5], bb : ℝ[d: 5], w : ℝ[d: 5]) -> ℝ[] =
   sum(layer_norm(x, g, bb) * w)
 fn row_dx(x : ℝ[d: 5], g : ℝ[d: 5], bb : ℝ[d: 5], w : ℝ[d: 5]) -> ℝ[d: 5] =
@@ -99,7 +116,8 @@ TEST(LibraryKernel, AttentionAndItsGradientsRunAsOneKernelEachWithTheLinesBits) 
   for (auto [T, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {b + 9, b + 9}, {b + 3, 5}, {5, b + 3}}) {
     const std::map<std::string, int64_t> dims = {{"T", T}, {"S", S}};
     for (const char* entry : {"causal", "plain", "causal_dq", "causal_dk", "causal_dv", "plain_dk", "mha", "mha_nodrop",
-                              "mha_dqkv", "mha_nodrop_dqkv", "ln", "ln_dx", "ln_dg", "ln_db", "row", "row_dx"}) {
+                              "mha_dqkv", "mha_nodrop_dqkv", "ln", "ln_dx", "ln_dg", "ln_db", "row", "row_dx", "res", "res_dy", "res_dx", "res_dg", "res_db",
+                              "res_nodrop", "res_nodrop_dy"}) {
       const int fn = p.index(entry);
       const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, dims);
       for (interp::Remat remat : {interp::Remat::Store, interp::Remat::Recompute}) {

@@ -410,6 +410,11 @@ class Replay {
       if (options_.widths == Widths::Native && b && b->kind == Kind::Tensor && b->elem == runtime::ElemKind::Real &&
           x.width == 8)
         view_of(x, 4);
+      // A tuple of cotangents (dropout_add_layer_norm.vjp's): its f64-held
+      // parts are read as f32 too.
+      if (options_.widths == Widths::Native && x.kind == Kind::Tuple)
+        for (const Held& e : x.elements)
+          if (e.kind == Kind::Tensor && e.width == 8) view_of(e, 4);
     }
     const std::shared_ptr<Block> scratch =
         allocate(library_scratch_bytes(s.library, shapes, host_.threads), {id, s.value, "scratch"});
@@ -419,11 +424,12 @@ class Replay {
       const int64_t bytes = runtime::element_count(shape) * w;
       results.push_back(Held::tensor(allocate(bytes, {id, s.value, ""}), std::move(shape), w));
     }
-    if (results.size() == 1) return std::move(results[0]);
-    Held tuple;
-    tuple.kind = Kind::Tuple;
-    tuple.elements = std::move(results);
-    return tuple;
+    return library_result(s.library, std::move(results), [](std::vector<Held> parts) {
+      Held tuple;
+      tuple.kind = Kind::Tuple;
+      tuple.elements = std::move(parts);
+      return tuple;
+    });
   }
 
   /// The value a host step stores: what it allocates and what it shares.

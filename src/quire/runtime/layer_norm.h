@@ -19,8 +19,21 @@
 // the column sums dγ, dβ over the rows in increasing order. Rows are
 // independent (threads take runs of them); the column sums split the
 // columns. The result does not depend on `threads`.
+//
+// The prelude's `dropout_add_layer_norm(k, y, p, x, γ, β, eps)` puts a
+// residual step before the norm, in the same pass: row i of the sum is
+//
+//   s_j = x_j + (kept_j ? y_j / κ : +0),   n = layer_norm(s)
+//
+// with κ = f32(1 − p) and kept_j element i·D + j of bernoulli(key, κ) over
+// y's shape (runtime/random.h); κ = 1 keeps every element (every draw is
+// below 1). Its vjp at the cotangents (ct_s, ct_n) runs layer norm's vjp on
+// s with ct_n and then, per element, ds = ct_s + dx_norm, dx = ds and
+// dy = (kept ? ds : +0) / κ, as the lines' reverse sweep does.
 
 #include <cstdint>
+
+#include "quire/runtime/random.h"
 
 namespace quire::runtime {
 
@@ -34,5 +47,29 @@ void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const 
 
 /// Bytes of scratch the vjp holds: μ and r of every row.
 inline int64_t layer_norm_scratch_bytes(int64_t rows) { return 8 * rows; }
+
+/// dropout_add_layer_norm's dropout: off when κ = 1.
+struct LayerNormDropout {
+  Key key;
+  float kept = 1.0f;  ///< κ
+  bool on = false;
+};
+
+/// s = x + dropout(k, y, p) and n = layer_norm(s, γ, β, eps) over rows × D.
+void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+                                        const float* x, const float* gamma, const float* beta, float eps, float* s,
+                                        float* n, int threads);
+
+/// The vjp at the cotangents ct_s, ct_n: s and n (as the forward), dy, dx, dγ, dβ.
+void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+                                         const float* x, const float* gamma, const float* beta, float eps,
+                                         const float* ct_s, const float* ct_n, float* s, float* n, float* dy,
+                                         float* dx, float* dgamma, float* dbeta, int threads);
+
+/// Bytes of scratch dropout_add_layer_norm holds: the vjp's statistics, a
+/// row of the mask per thread.
+inline int64_t dropout_add_layer_norm_scratch_bytes(int64_t rows, int64_t width, int threads, bool vjp) {
+  return (vjp ? layer_norm_scratch_bytes(rows) : 0) + width * threads;
+}
 
 }  // namespace quire::runtime

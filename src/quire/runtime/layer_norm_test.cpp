@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "quire/runtime/runtime_error.h"
+
 namespace quire::runtime {
 namespace {
 
@@ -93,6 +95,69 @@ TEST(LayerNorm, TheKernelHasTheLinesBitsOnOneAndTwoThreads) {
     expect_bits(want.dg, dg, "dγ");
     expect_bits(want.db, db, "dβ");
   }
+}
+
+TEST(LayerNorm, DropoutAddLayerNormHasTheLinesBitsOnOneAndTwoThreads) {
+  // s = x + (kept ? y / κ : +0) and layer_norm(s), the mask bernoulli_at's
+  // element by element; the vjp's ds = ct_s + dx of the norm, dy = (kept ?
+  // ds : +0) / κ. With p = 0.3 (κ = 0.7, not exact in f32), p = 0 (κ = 1: no
+  // draw, the sum as it is) and p = 0.5 (κ exact).
+  const int64_t rows = 3000, D = 48;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * D)), y(x.size()), cs(x.size()), cn(x.size());
+  std::vector<float> g(static_cast<size_t>(D)), b(g.size());
+  for (auto* v : {&x, &y, &cs, &cn, &g, &b})
+    for (float& e : *v) e = normal(rng);
+  for (int64_t j = 0; j < D; ++j) y[static_cast<size_t>(j)] = -0.0f;  // row 0: −0 dropped or kept
+  const Key key{0x1234u, 0xabcdu};
+  const float eps = static_cast<float>(1e-5);
+  for (double p : {0.3, 0.0, 0.5}) {
+    LayerNormDropout drop;
+    drop.key = key;
+    drop.kept = 1.0f - static_cast<float>(p);
+    drop.on = drop.kept != 1.0f;
+    std::vector<float> s(x.size());
+    std::vector<uint8_t> kept(x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      kept[e] = !drop.on || bernoulli_at(key, e, static_cast<double>(drop.kept));
+      s[e] = x[e] + (kept[e] ? y[e] / drop.kept : 0.0f);
+    }
+    const Lines norm = lines(rows, D, s, g, b, eps, cn);
+    std::vector<float> want_dy(x.size()), want_dx(x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      want_dx[e] = cs[e] + norm.dx[e];
+      want_dy[e] = drop.on ? (kept[e] ? want_dx[e] : 0.0f) / drop.kept : want_dx[e];
+    }
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "p = " << p << ", " << threads << " threads");
+      std::vector<float> fs(x.size()), fn(x.size()), bs(x.size()), bn(x.size()), dy(x.size()), dx(x.size());
+      std::vector<float> dg(g.size()), db(b.size());
+      dropout_add_layer_norm_forward_f32(rows, D, y.data(), drop, x.data(), g.data(), b.data(), eps, fs.data(),
+                                         fn.data(), threads);
+      dropout_add_layer_norm_backward_f32(rows, D, y.data(), drop, x.data(), g.data(), b.data(), eps, cs.data(),
+                                          cn.data(), bs.data(), bn.data(), dy.data(), dx.data(), dg.data(), db.data(),
+                                          threads);
+      expect_bits(s, fs, "s");
+      expect_bits(norm.y, fn, "n");
+      expect_bits(s, bs, "vjp s");
+      expect_bits(norm.y, bn, "vjp n");
+      expect_bits(want_dy, dy, "dy");
+      expect_bits(want_dx, dx, "dx");
+      expect_bits(norm.dg, dg, "dγ");
+      expect_bits(norm.db, db, "dβ");
+    }
+  }
+}
+
+TEST(LayerNorm, DropoutAddLayerNormRefusesAProbabilityOutsideTheUnitInterval) {
+  LayerNormDropout drop;
+  drop.kept = 1.5f;
+  drop.on = true;
+  std::vector<float> v(4, 1.0f), out(4);
+  EXPECT_THROW(dropout_add_layer_norm_forward_f32(1, 4, v.data(), drop, v.data(), v.data(), v.data(), 1e-5f,
+                                                  out.data(), out.data(), 1),
+               RuntimeError);
 }
 
 }  // namespace

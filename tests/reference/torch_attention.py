@@ -17,6 +17,9 @@ and the gradient (`grad`) of sum(f(…) · w) for a random cotangent w:
                           must equal quire's output bit for bit (and the gradient too),
                           the kept fraction of 2^16 draws must be near 1 - p, and p = 0
                           must give x exactly.
+  dropout_add_layer_norm  s = x + y * mask / (1 - p), F.layer_norm(s, (D,), γ, β) on quire's
+                          mask (bernoulli(k, 1 - p) over y's shape), value and the
+                          gradients in y, x, γ and β of sum(s · w) + sum(n · u)
   argmax, accuracy        torch.argmax / argmin along a named axis (ties: the first; a NaN
                           counts as largest) and (logits.argmax(-1) == targets).mean(),
                           exactly.
@@ -45,6 +48,7 @@ V, DM = 11, 6                     # embedding: vocabulary, width
 B, T, S, D, E, H = 2, 5, 7, 4, 6, 3  # attention: batch, queries, keys, q/k width, v width, heads
 TT, EC, HC = 6, 12, 3             # fused self-attention: time, width E (qkv holds 3·E), heads
 DB, DT, DD, P = 4, 64, 256, 0.25  # dropout: a [4, 64, 256] tensor (2^16 draws), p
+RB, RT, RD = 3, 7, 16             # dropout_add_layer_norm: batch, time, width
 
 Q = f"ℝ[batch: {B}, head: {H}, query: {T}, d: {D}]"
 K = f"ℝ[batch: {B}, head: {H}, pos: {S}, d: {D}]"
@@ -56,6 +60,9 @@ QKV1 = f"ℝ[time: {TT}, c: {3 * EC}]"
 Y1 = f"ℝ[time: {TT}, model: {EC}]"
 X = f"ℝ[batch: {DB}, time: {DT}, model: {DD}]"
 MASK = f"bool[batch: {DB}, time: {DT}, model: {DD}]"
+R = f"ℝ[batch: {RB}, time: {RT}, model: {RD}]"
+RMASK = f"bool[batch: {RB}, time: {RT}, model: {RD}]"
+RV = f"ℝ[model: {RD}]"
 WMASK = f"bool[batch: {B}, h: {HC}, t: {TT}, s: {TT}]"  # the attention weights' dropout mask
 
 PROGRAM = f"""\
@@ -94,6 +101,16 @@ fn drop(k : key, x : {X}, w : {X}) -> ({X}, {MASK}, {X}, {X}) =
   (dropout(k, x, {P}), bernoulli(k, 1.0 - {P}, batch: {DB}, time: {DT}, model: {DD}), dropout(k, x, 0.0),
    grad(drop_obj)(x, k, w))
 
+fn res_obj(k : key, y : {R}, x : {R}, g : {RV}, b : {RV}, w : {R}, u : {R}) -> ℝ[] =
+  let (s, n) = dropout_add_layer_norm(k, y, {P}, x, g, b)
+  sum(s * w) + sum(n * u)
+fn res(k : key, y : {R}, x : {R}, g : {RV}, b : {RV}, w : {R}, u : {R}) ->
+    ({R}, {R}, {RMASK}, {R}, {R}, {RV}, {RV}) =
+  let (s, n) = dropout_add_layer_norm(k, y, {P}, x, g, b)
+  (s, n, bernoulli(k, 1.0 - {P}, batch: {RB}, time: {RT}, model: {RD}), grad(res_obj, wrt = y)(k, y, x, g, b, w, u),
+   grad(res_obj, wrt = x)(k, y, x, g, b, w, u), grad(res_obj, wrt = g)(k, y, x, g, b, w, u),
+   grad(res_obj, wrt = b)(k, y, x, g, b, w, u))
+
 fn picks(x : ℝ[batch: 4, class: 6], t : i32[batch: 4], ints : i32[batch: 4, class: 6]) ->
     (i32[batch: 4], i32[class: 6], i32[batch: 4], ℝ[]) =
   (argmax(axis class, x), argmin(axis batch, x), argmax(axis class, ints), accuracy(x, t))
@@ -127,6 +144,8 @@ def main():
         "fused": {"qkv": n(size=(B, TT, 3 * EC)) * 2, "w": n(size=(B, TT, EC)),
                   "qkv1": n(size=(TT, 3 * EC)) * 2, "w1": n(size=(TT, EC))},
         "drop": {"x": n(size=(DB, DT, DD)), "w": n(size=(DB, DT, DD))},
+        "res": {name: n(size=(RB, RT, RD)) for name in ("y", "x", "w", "u")} |
+               {"g": n(size=RD), "b": n(size=RD)},
         "attn_drop": {"qkv": n(size=(B, TT, 3 * EC)) * 2, "w": n(size=(B, TT, EC))},
         # Ties (row 1: two 3.0), a NaN (row 2), integers whose casts tie (row 3).
         "picks": {"x": np.array([[0.5, -1.0, 2.0, 0.25, 1.0, -3.0],
@@ -236,6 +255,20 @@ def main():
         compare(label, got["fused"][f"result.{offset}"], y)
         compare(f"{label} gradient (qkv)", got["fused"][f"result.{offset + 1}"], qkv.grad)
 
+    # dropout_add_layer_norm on quire's mask
+    r = ins["res"]
+    rmask = got["res"]["result.2"]
+    if rmask.all() or not rmask.any():
+        failures.append("dropout_add_layer_norm: the mask keeps all elements or none")
+    ry, rx, rg, rb = (leaf(r[name]) for name in ("y", "x", "g", "b"))
+    s = rx + ry * torch.tensor(rmask, dtype=torch.float64) / (1 - P)
+    norm = F.layer_norm(s, (RD,), rg, rb, 1e-5)
+    ((s * torch.tensor(r["w"])).sum() + (norm * torch.tensor(r["u"])).sum()).backward()
+    compare("dropout_add_layer_norm (the sum)", got["res"]["result.0"], s)
+    compare("dropout_add_layer_norm (the norm)", got["res"]["result.1"], norm)
+    for i, (part, t) in enumerate((("y", ry), ("x", rx), ("γ", rg), ("β", rb))):
+        compare(f"dropout_add_layer_norm gradient ({part})", got["res"][f"result.{3 + i}"], t.grad)
+
     # causal_self_attention with dropout on the weights: quire's mask is
     # bernoulli(k, 1 - p) of the same key over [batch, h, t, s]; PyTorch's
     # softmax(masked scores) * mask / (1 - p) @ v on it
@@ -281,7 +314,8 @@ def main():
         failures.append("dropout: p = 0 differs from F.dropout(x, p=0)")
     if failures:
         sys.exit("FAIL " + "\nFAIL ".join(failures))
-    print("PASS embedding, linear, attention (causal, fused qkv) and dropout match PyTorch, value and gradient")
+    print("PASS embedding, linear, attention (causal, fused qkv), dropout and dropout_add_layer_norm match PyTorch, "
+          "value and gradient")
 
 
 if __name__ == "__main__":

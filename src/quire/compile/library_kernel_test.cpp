@@ -149,6 +149,38 @@ TEST(LibraryKernel, UnderEveryOtherPolicyTheLinesRunAndTheListingSaysWhy) {
   }
 }
 
+TEST(LibraryKernel, TheRealizeStageNamesALayerNormOfADropoutSumWrittenOut) {
+  interp::testing::Program p(R"(fn apart(k : key, x : ℝ[t: 4, d: 8], y : ℝ[t: 4, d: 8], g : ℝ[d: 8], b : ℝ[d: 8]) -> ℝ[] =
+  let a = x + dropout(k, y, 0.1)
+  sum(layer_norm(a, g, b)) + sum(layer_norm(dropout(k, y, 0.1) + x, g, b)) + sum(layer_norm(x + y, g, b))
+fn together(k : key, x : ℝ[t: 4, d: 8], y : ℝ[t: 4, d: 8], g : ℝ[d: 8], b : ℝ[d: 8]) -> ℝ[] =
+  let (s, n) = dropout_add_layer_norm(k, y, 0.1, x, g, b)
+  sum(n) + apart(k, x, y, g, b)
+)");
+  const int fn = p.index("together");
+  const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, {});
+  CompileRequest request;
+  request.entry = fn;
+  request.realize = f32_fused();
+  request.arguments = &args;
+  const CompiledProgram c = compile(p.prog(), request);
+  ASSERT_TRUE(c.realization);
+  const std::vector<ResidualNormHint> hints = residual_norm_hints(p.prog(), *c.realization);
+  // Both orders of the add in `apart`; not the plain sum, not the fused call.
+  ASSERT_EQ(hints.size(), 2u);
+  for (const ResidualNormHint& h : hints) EXPECT_EQ(h.function, p.index("apart"));
+  const std::string text = print_library_plan(p.prog(), *c.realization);
+  EXPECT_NE(text.find("-- residual norms not fused: the layer norm of a sum with a dropout\n  apart/%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("dropout_add_layer_norm (-, f32, -, f32, f32, f32, -): one library kernel"), std::string::npos)
+      << text;
+  const nlohmann::ordered_json json = library_plan_json(p.prog(), *c.realization);
+  int named = 0;
+  for (const auto& e : json) named += e.contains("value") && e["function"] == "apart";
+  EXPECT_EQ(named, 2) << json.dump(2);
+}
+
 TEST(LibraryKernel, ACompileWithoutLibraryKernelsRunsTheLines) {
   interp::testing::Program p(kAttention);
   const std::map<std::string, int64_t> dims = {{"T", 9}, {"S", 9}};

@@ -364,7 +364,8 @@ int64_t library_scratch_bytes(LibraryKernel k, const std::vector<runtime::Shape>
                                                          is_vjp(k));
   }
   if (is_norm(k))
-    return is_vjp(k) ? runtime::layer_norm_scratch_bytes(runtime::element_count(args.at(0)) / args.at(0).back()) : 0;
+    return runtime::layer_norm_scratch_bytes(runtime::element_count(args.at(0)) / args.at(0).back(),
+                                             args.at(0).back(), threads, is_vjp(k));
   const runtime::AttentionShape s = library_attention_shape(k, args);
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(threads, s.heads));
   return slots * runtime::attention_scratch_bytes(s, is_vjp(k));

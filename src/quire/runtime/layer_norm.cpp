@@ -1,56 +1,58 @@
-// layer_norm.h's passes. No expression may contract into a fused
-// multiply-add (the build's -ffp-contract=off): every step rounds once.
+// layer_norm.h's passes, a group of rows at a time through the row loops of
+// layer_norm_rows.h. No expression may contract into a fused multiply-add
+// (the build's -ffp-contract=off): every step rounds once.
 
 #include "quire/runtime/layer_norm.h"
 
 #include <fmt/format.h>
+#include <math.h>    // NOLINT: the .inc uses the C names
+#include <stdint.h>  // NOLINT
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
+#include "quire/runtime/isa.h"
+#include "quire/runtime/layer_norm_rows.h"
 #include "quire/runtime/runtime_error.h"
 #include "quire/runtime/workers.h"
 
 namespace quire::runtime {
 
+namespace layer_norm_detail {
+namespace {
+#include "quire/runtime/layer_norm_rows.inc"
+}  // namespace
+
+Paths paths_portable() { return these_paths(); }
+
+Paths paths() {
+#if defined(__x86_64__)
+  switch (widest_isa()) {
+    case Isa::Avx512:
+      return paths_avx512();
+    case Isa::Avx2:
+      return paths_avx2();
+    case Isa::Baseline:
+    case Isa::Neon:
+      break;
+  }
+#endif
+  return paths_portable();
+}
+
+}  // namespace layer_norm_detail
+
 namespace {
 
-/// A row's μ and r, as the forward computes them.
-struct Statistics {
-  float mean;
-  float rstd;
-};
+using layer_norm_detail::kLanes;
 
-Statistics statistics(const float* x, int64_t width, float eps) {
-  const float count = static_cast<float>(width);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < width; ++j) sum = sum + x[j];
-  const float mean = sum / count;
-  float squares = 0.0f;
-  for (int64_t j = 0; j < width; ++j) {
-    const float d = x[j] - mean;
-    squares = squares + d * d;
-  }
-  const float variance = squares / count;
-  const float shifted = variance + eps;
-  return {mean, static_cast<float>(1.0 / std::sqrt(static_cast<double>(shifted)))};
-}
-
-void forward_row(const float* x, int64_t width, const float* gamma, const float* beta, Statistics s, float* y) {
-  for (int64_t j = 0; j < width; ++j) {
-    const float d = x[j] - s.mean;
-    const float n = d * s.rstd;
-    const float scaled = n * gamma[j];
-    y[j] = scaled + beta[j];
-  }
-}
-
-/// Runs fn(first, last) over runs of [0, n) on up to `threads` threads.
+/// Runs fn(first, last) over runs of [0, n) on up to `threads` threads; a
+/// run is a whole number of groups of kLanes rows but for the last.
 template <typename Fn>
 void in_runs(int64_t n, int64_t cost_each, int threads, const Fn& fn) {
   // A run worth tens of microseconds: about 2^16 elements' work.
-  const int64_t per = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cost_each));
+  int64_t per = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cost_each));
+  per = (per + kLanes - 1) / kLanes * kLanes;
   const int64_t runs = (n + per - 1) / per;
   if (runs <= 1 || threads <= 1) {
     fn(int64_t{0}, n);
@@ -60,91 +62,24 @@ void in_runs(int64_t n, int64_t cost_each, int threads, const Fn& fn) {
                                             [&](int64_t r, int) { fn(r * per, std::min(n, (r + 1) * per)); });
 }
 
-}  // namespace
-
-void layer_norm_forward_f32(int64_t rows, int64_t width, const float* x, const float* gamma, const float* beta,
-                            float eps, float* y, int threads) {
-  in_runs(rows, width, threads, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i)
-      forward_row(x + i * width, width, gamma, beta, statistics(x + i * width, width, eps), y + i * width);
-  });
-}
-
-namespace {
-
-/// One row of the vjp: y as the forward, and dx; the row's statistics kept
-/// for the columns' sums.
-void backward_row(const float* xr, int64_t width, const float* gamma, const float* beta, float eps, const float* cr,
-                  float* yr, float* dr, Statistics& kept) {
-  const float count = static_cast<float>(width);
-  const Statistics s = statistics(xr, width, eps);
-  kept = s;
-  forward_row(xr, width, gamma, beta, s, yr);
-  const float r = s.rstd;
-  float s1 = 0.0f, s2 = 0.0f;
-  for (int64_t j = 0; j < width; ++j) {
-    const float d = xr[j] - s.mean;
-    const float a = cr[j] * gamma[j];
-    const float c = a * r;
-    const float e = a * d;
-    s1 = s1 + e;
-    s2 = s2 + -c;
-    dr[j] = c;  // c for now; c + h below, then dx when S3 is known
-  }
-  const float cube = (r * r) * r;
-  const float factor = -0.5f * cube;
-  const float g = s1 * factor;
-  const float q = g / count;
-  float s3 = 0.0f;
-  for (int64_t j = 0; j < width; ++j) {
-    const float d = xr[j] - s.mean;
-    const float twice = 2.0f * d;
-    const float h = q * twice;
-    s3 = s3 + -h;
-    dr[j] = dr[j] + h;
-  }
-  const float spread = (s2 + s3) / count;
-  for (int64_t j = 0; j < width; ++j) dr[j] = dr[j] + spread;
+/// Runs fn(first, n) over the groups of [first, last).
+template <typename Fn>
+void in_groups(int64_t first, int64_t last, const Fn& fn) {
+  for (int64_t i = first; i < last; i += kLanes) fn(i, std::min(kLanes, last - i));
 }
 
 /// dγ and dβ: each column's sum over the rows in order, the columns split.
-void column_sums(int64_t rows, int64_t width, const float* x, const float* ct, const std::vector<Statistics>& kept,
-                 float* dgamma, float* dbeta, int threads) {
-  in_runs(width, rows, threads, [&](int64_t first, int64_t last) {
-    for (int64_t j = first; j < last; ++j) {
-      float sg = 0.0f, sb = 0.0f;
-      for (int64_t i = 0; i < rows; ++i) {
-        const Statistics s = kept[static_cast<size_t>(i)];
-        const float c = ct[i * width + j];
-        const float d = x[i * width + j] - s.mean;
-        const float n = d * s.rstd;
-        sg = sg + c * n;
-        sb = sb + c;
-      }
-      dgamma[j] = sg;
-      dbeta[j] = sb;
-    }
+void column_sums(const layer_norm_detail::Paths& paths, int64_t rows, int64_t width, const float* x, const float* ct,
+                 const std::vector<float>& mean, const std::vector<float>& rstd, float* dgamma, float* dbeta,
+                 int threads) {
+  std::fill(dgamma, dgamma + width, 0.0f);
+  std::fill(dbeta, dbeta + width, 0.0f);
+  // Columns in runs of 16 (64 bytes), so that two threads never share a line.
+  const int64_t chunks = (width + 15) / 16;
+  in_runs(chunks, 16 * rows, threads, [&](int64_t first, int64_t last) {
+    paths.columns(x, ct, rows, width, first * 16, std::min(width, last * 16), mean.data(), rstd.data(), dgamma,
+                  dbeta);
   });
-}
-
-/// Row i of s = x + dropout(k, y, p): y_j / κ where element i·D + j of the
-/// draw is kept, +0 elsewhere, added to x_j. `mask` holds D bytes.
-void residual_row(int64_t i, int64_t width, const float* y, const LayerNormDropout& drop, const float* x, uint8_t* mask,
-                  float* s) {
-  const float* yr = y + i * width;
-  const float* xr = x + i * width;
-  float* sr = s + i * width;
-  if (!drop.on) {
-    for (int64_t j = 0; j < width; ++j) sr[j] = xr[j] + yr[j];
-    return;
-  }
-  const float kappa = drop.kept;
-  draw_bernoulli_run(drop.key, static_cast<uint64_t>(i * width), width, static_cast<double>(kappa), mask);
-  for (int64_t j = 0; j < width; ++j) {
-    const float divided = yr[j] / kappa;
-    const float dropped = mask[j] ? divided : 0.0f;
-    sr[j] = xr[j] + dropped;
-  }
 }
 
 void check_dropout(const LayerNormDropout& d) {
@@ -154,31 +89,60 @@ void check_dropout(const LayerNormDropout& d) {
                                    static_cast<double>(d.kept)));
 }
 
+/// Rows [i, i + n) of s = x + dropout(k, y, p); `kept` holds n·D bytes.
+void residual_rows(const layer_norm_detail::Paths& paths, int64_t i, int64_t n, int64_t width, const float* y,
+                   const LayerNormDropout& drop, const float* x, uint8_t* kept, float* s) {
+  const int64_t at = i * width;
+  if (drop.on) draw_bernoulli_run(drop.key, static_cast<uint64_t>(at), n * width, static_cast<double>(drop.kept), kept);
+  paths.residual(x + at, y + at, kept, drop.kept, drop.on, n * width, s + at);
+}
+
 }  // namespace
+
+void layer_norm_forward_f32(int64_t rows, int64_t width, const float* x, const float* gamma, const float* beta,
+                            float eps, float* y, int threads) {
+  const layer_norm_detail::Paths paths = layer_norm_detail::paths();
+  in_runs(rows, width, threads, [&](int64_t first, int64_t last) {
+    std::vector<float> scratch(static_cast<size_t>(layer_norm_detail::group_scratch_floats(width)));
+    float mean[kLanes], rstd[kLanes];
+    in_groups(first, last, [&](int64_t i, int64_t n) {
+      paths.statistics(x + i * width, n, width, eps, mean, rstd, scratch.data());
+      paths.forward(x + i * width, n, width, gamma, beta, mean, rstd, y + i * width);
+    });
+  });
+}
 
 void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const float* gamma, const float* beta,
                              float eps, const float* ct, float* y, float* dx, float* dgamma, float* dbeta,
                              int threads) {
-  std::vector<Statistics> kept(static_cast<size_t>(rows));
+  const layer_norm_detail::Paths paths = layer_norm_detail::paths();
+  std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   in_runs(rows, width, threads, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i)
-      backward_row(x + i * width, width, gamma, beta, eps, ct + i * width, y + i * width, dx + i * width,
-                   kept[static_cast<size_t>(i)]);
+    std::vector<float> scratch(static_cast<size_t>(layer_norm_detail::group_scratch_floats(width)));
+    in_groups(first, last, [&](int64_t i, int64_t n) {
+      const int64_t at = i * width;
+      paths.backward(x + at, ct + at, n, width, gamma, beta, eps, mean.data() + i, rstd.data() + i, y + at, dx + at,
+                     scratch.data());
+    });
   });
-  column_sums(rows, width, x, ct, kept, dgamma, dbeta, threads);
+  column_sums(paths, rows, width, x, ct, mean, rstd, dgamma, dbeta, threads);
 }
 
 void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
                                         const float* x, const float* gamma, const float* beta, float eps, float* s,
                                         float* n, int threads) {
   check_dropout(drop);
+  const layer_norm_detail::Paths paths = layer_norm_detail::paths();
   in_runs(rows, 2 * width, threads, [&](int64_t first, int64_t last) {
-    std::vector<uint8_t> mask(static_cast<size_t>(width));
-    for (int64_t i = first; i < last; ++i) {
-      residual_row(i, width, y, drop, x, mask.data(), s);
-      const float* sr = s + i * width;
-      forward_row(sr, width, gamma, beta, statistics(sr, width, eps), n + i * width);
-    }
+    std::vector<float> scratch(static_cast<size_t>(layer_norm_detail::group_scratch_floats(width)));
+    std::vector<uint8_t> kept(static_cast<size_t>(kLanes * width));
+    float mean[kLanes], rstd[kLanes];
+    in_groups(first, last, [&](int64_t i, int64_t count) {
+      residual_rows(paths, i, count, width, y, drop, x, kept.data(), s);
+      const int64_t at = i * width;
+      paths.statistics(s + at, count, width, eps, mean, rstd, scratch.data());
+      paths.forward(s + at, count, width, gamma, beta, mean, rstd, n + at);
+    });
   });
 }
 
@@ -187,31 +151,22 @@ void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const floa
                                          const float* ct_s, const float* ct_n, float* s, float* n, float* dy,
                                          float* dx, float* dgamma, float* dbeta, int threads) {
   check_dropout(drop);
-  std::vector<Statistics> kept(static_cast<size_t>(rows));
+  const layer_norm_detail::Paths paths = layer_norm_detail::paths();
+  std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   in_runs(rows, 3 * width, threads, [&](int64_t first, int64_t last) {
-    std::vector<uint8_t> mask(static_cast<size_t>(width));
-    for (int64_t i = first; i < last; ++i) {
-      residual_row(i, width, y, drop, x, mask.data(), s);
+    std::vector<float> scratch(static_cast<size_t>(layer_norm_detail::group_scratch_floats(width)));
+    std::vector<uint8_t> kept(static_cast<size_t>(kLanes * width));
+    in_groups(first, last, [&](int64_t i, int64_t count) {
+      residual_rows(paths, i, count, width, y, drop, x, kept.data(), s);
       const int64_t at = i * width;
-      float* dr = dx + at;
-      backward_row(s + at, width, gamma, beta, eps, ct_n + at, n + at, dr, kept[static_cast<size_t>(i)]);
+      paths.backward(s + at, ct_n + at, count, width, gamma, beta, eps, mean.data() + i, rstd.data() + i, n + at,
+                     dx + at, scratch.data());
       // ds = ct_s + the norm's dx: x's cotangent as it is, y's through the
-      // where and the division, (kept ? ds : +0) / κ.
-      const float* cr = ct_s + at;
-      float* yr = dy + at;
-      for (int64_t j = 0; j < width; ++j) dr[j] = cr[j] + dr[j];
-      if (!drop.on) {
-        for (int64_t j = 0; j < width; ++j) yr[j] = dr[j];
-        continue;
-      }
-      const float kappa = drop.kept;
-      for (int64_t j = 0; j < width; ++j) {
-        const float through = mask[static_cast<size_t>(j)] ? dr[j] : 0.0f;
-        yr[j] = through / kappa;
-      }
-    }
+      // where and the division.
+      paths.residual_vjp(ct_s + at, kept.data(), drop.kept, drop.on, count * width, dx + at, dy + at);
+    });
   });
-  column_sums(rows, width, s, ct_n, kept, dgamma, dbeta, threads);
+  column_sums(paths, rows, width, s, ct_n, mean, rstd, dgamma, dbeta, threads);
 }
 
 }  // namespace quire::runtime

@@ -45,8 +45,12 @@ void layer_norm_forward_f32(int64_t rows, int64_t width, const float* x, const f
 void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const float* gamma, const float* beta,
                              float eps, const float* ct, float* y, float* dx, float* dgamma, float* dbeta, int threads);
 
-/// Bytes of scratch the vjp holds: μ and r of every row.
-inline int64_t layer_norm_scratch_bytes(int64_t rows) { return 8 * rows; }
+/// Bytes of scratch layer_norm holds: per thread a group's transposed rows
+/// (runtime/layer_norm_rows.h: 16 rows of x and of ct), and in the vjp μ and
+/// r of every row.
+inline int64_t layer_norm_scratch_bytes(int64_t rows, int64_t width, int threads, bool vjp) {
+  return (vjp ? 8 * rows : 0) + int64_t{threads} * 2 * width * 16 * 4;
+}
 
 /// dropout_add_layer_norm's dropout: off when κ = 1.
 struct LayerNormDropout {
@@ -66,10 +70,10 @@ void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const floa
                                          const float* ct_s, const float* ct_n, float* s, float* n, float* dy,
                                          float* dx, float* dgamma, float* dbeta, int threads);
 
-/// Bytes of scratch dropout_add_layer_norm holds: the vjp's statistics, a
-/// row of the mask per thread.
+/// Bytes of scratch dropout_add_layer_norm holds: the vjp's statistics, and
+/// per thread a group's transposed rows and its mask.
 inline int64_t dropout_add_layer_norm_scratch_bytes(int64_t rows, int64_t width, int threads, bool vjp) {
-  return (vjp ? layer_norm_scratch_bytes(rows) : 0) + width * threads;
+  return layer_norm_scratch_bytes(rows, width, threads, vjp) + int64_t{threads} * 16 * width;
 }
 
 }  // namespace quire::runtime

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "quire/runtime/isa.h"
+#include "quire/runtime/layer_norm_rows.h"
 #include "quire/runtime/runtime_error.h"
 
 namespace quire::runtime {
@@ -146,6 +149,46 @@ TEST(LayerNorm, DropoutAddLayerNormHasTheLinesBitsOnOneAndTwoThreads) {
       expect_bits(want_dx, dx, "dx");
       expect_bits(norm.dg, dg, "dγ");
       expect_bits(norm.db, db, "dβ");
+    }
+  }
+}
+
+TEST(LayerNorm, EveryRowPathGivesTheLinesBits) {
+  // The portable, AVX2 and AVX-512 builds of the row loops that this CPU
+  // runs, at widths that fill no vector exactly, a group cut short (19 rows
+  // = 16 + 3), and columns that end mid-vector.
+  using namespace layer_norm_detail;
+  std::vector<std::pair<const char*, Paths>> paths{{"portable", paths_portable()}};
+#if defined(__x86_64__)
+  if (cpu_isa() >= Isa::Avx2) paths.emplace_back("avx2", paths_avx2());
+  if (cpu_isa() >= Isa::Avx512) paths.emplace_back("avx512", paths_avx512());
+#endif
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t D : {1, 5, 17, 48}) {
+    const int64_t rows = 19;
+    std::vector<float> x(static_cast<size_t>(rows * D)), ct(x.size()), g(static_cast<size_t>(D)), b(g.size());
+    for (auto* v : {&x, &ct, &g, &b})
+      for (float& e : *v) e = normal(rng);
+    const float eps = 1e-3f;
+    const Lines want = lines(rows, D, x, g, b, eps, ct);
+    for (const auto& [name, p] : paths) {
+      SCOPED_TRACE(testing::Message() << name << ", D = " << D);
+      std::vector<float> y(x.size()), y2(x.size()), dx(x.size()), scratch(static_cast<size_t>(group_scratch_floats(D)));
+      std::vector<float> mean(static_cast<size_t>(rows)), rstd(mean.size()), sg(g.size(), 0.0f), sb(g.size(), 0.0f);
+      for (int64_t i = 0; i < rows; i += kLanes) {
+        const int64_t n = std::min(kLanes, rows - i);
+        p.statistics(x.data() + i * D, n, D, eps, mean.data() + i, rstd.data() + i, scratch.data());
+        p.forward(x.data() + i * D, n, D, g.data(), b.data(), mean.data() + i, rstd.data() + i, y.data() + i * D);
+        p.backward(x.data() + i * D, ct.data() + i * D, n, D, g.data(), b.data(), eps, mean.data() + i,
+                   rstd.data() + i, y2.data() + i * D, dx.data() + i * D, scratch.data());
+      }
+      p.columns(x.data(), ct.data(), rows, D, 0, D, mean.data(), rstd.data(), sg.data(), sb.data());
+      expect_bits(want.y, y, "y");
+      expect_bits(want.y, y2, "vjp y");
+      expect_bits(want.dx, dx, "dx");
+      expect_bits(want.dg, sg, "dγ");
+      expect_bits(want.db, sb, "dβ");
     }
   }
 }

@@ -69,42 +69,49 @@ void block_portable(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, W
   }
 }
 
-void block_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
+void blocks_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count) {
   switch (p) {
     case Path::Portable:
-      block_portable(k0, k1, first, stream, out);
-      return;
+      break;
     case Path::Avx2:
 #if defined(__x86_64__)
-      block_avx2(k0, k1, first, stream, out);
+      for (size_t b = 0; b < count; ++b) block_avx2(k0, k1, first + b * kLanes, stream, out[b]);
       return;
 #else
       break;
 #endif
     case Path::Avx512:
 #if defined(__x86_64__)
-      block_avx512(k0, k1, first, stream, out);
+      blocks_avx512(k0, k1, first, stream, out, count);
       return;
 #else
       break;
 #endif
   }
-  block_portable(k0, k1, first, stream, out);
+  for (size_t b = 0; b < count; ++b) block_portable(k0, k1, first + b * kLanes, stream, out[b]);
 }
 
-void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
+void block_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
+  blocks_on(p, k0, k1, first, stream, &out, 1);
+}
+
+void blocks(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count) {
   switch (widest_isa()) {
     case Isa::Avx512:
-      block_on(Path::Avx512, k0, k1, first, stream, out);
+      blocks_on(Path::Avx512, k0, k1, first, stream, out, count);
       return;
     case Isa::Avx2:
-      block_on(Path::Avx2, k0, k1, first, stream, out);
+      blocks_on(Path::Avx2, k0, k1, first, stream, out, count);
       return;
     case Isa::Baseline:
     case Isa::Neon:
       break;
   }
-  block_portable(k0, k1, first, stream, out);
+  blocks_on(Path::Portable, k0, k1, first, stream, out, count);
+}
+
+void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
+  blocks(k0, k1, first, stream, &out, 1);
 }
 
 }  // namespace quire::runtime::philox_blocks

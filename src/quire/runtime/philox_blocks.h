@@ -30,12 +30,16 @@ bool available(Path p);
 void block_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
 /// On the widest path runtime::widest_isa() allows.
 void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
+/// `count` consecutive blocks, out[b] at counters first + 16·b (the AVX-512
+/// path takes four side by side): the same words as block() of each.
+void blocks_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
+void blocks(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
 
 // The paths themselves (block_on names them).
 void block_portable(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
 #if defined(__x86_64__)
 void block_avx2(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
-void block_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
+void blocks_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
 #endif
 
 }  // namespace quire::runtime::philox_blocks

@@ -58,18 +58,21 @@ namespace {
 using philox_blocks::kLanes;
 using philox_blocks::Words;
 
-void philox_block(Key key, uint64_t first, uint32_t stream, Words& out) {
-  philox_blocks::block(key.k0, key.k1, first, stream, out);
-}
+/// Blocks drawn at once: four blocks side by side on the AVX-512 path.
+constexpr size_t kBlocksAtOnce = 4;
 
 /// Calls f(i, words, lane) for every element i of an n-element draw of `stream`.
 template <class F>
 void for_each_element(Key key, size_t n, Stream stream, F&& f) {
-  Words words;
-  for (size_t first = 0; first < n; first += kLanes) {
-    philox_block(key, first, static_cast<uint32_t>(stream), words);
-    const size_t m = std::min(kLanes, n - first);
-    for (size_t l = 0; l < m; ++l) f(first + l, words, l);
+  Words words[kBlocksAtOnce];
+  for (size_t first = 0; first < n; first += kBlocksAtOnce * kLanes) {
+    const size_t count = std::min(kBlocksAtOnce, (n - first + kLanes - 1) / kLanes);
+    philox_blocks::blocks(key.k0, key.k1, first, static_cast<uint32_t>(stream), words, count);
+    for (size_t b = 0; b < count; ++b) {
+      const size_t at = first + b * kLanes;
+      const size_t m = std::min(kLanes, n - at);
+      for (size_t l = 0; l < m; ++l) f(at + l, words[b], l);
+    }
   }
 }
 
@@ -134,11 +137,17 @@ Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
 
 void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* out) {
   const uint64_t below = bernoulli_threshold(p);
-  Words words;
-  for (int64_t done = 0; done < n; done += static_cast<int64_t>(kLanes)) {
-    philox_block(key, first + static_cast<uint64_t>(done), static_cast<uint32_t>(Stream::Bernoulli), words);
-    const int64_t m = std::min(static_cast<int64_t>(kLanes), n - done);
-    for (int64_t l = 0; l < m; ++l) out[done + l] = bits53(words.w[0][l], words.w[1][l]) < below;
+  const int64_t lanes = static_cast<int64_t>(kLanes);
+  Words words[kBlocksAtOnce];
+  for (int64_t done = 0; done < n; done += static_cast<int64_t>(kBlocksAtOnce) * lanes) {
+    const size_t count = std::min<size_t>(kBlocksAtOnce, static_cast<size_t>((n - done + lanes - 1) / lanes));
+    philox_blocks::blocks(key.k0, key.k1, first + static_cast<uint64_t>(done),
+                          static_cast<uint32_t>(Stream::Bernoulli), words, count);
+    for (size_t b = 0; b < count; ++b) {
+      const int64_t at = done + static_cast<int64_t>(b) * lanes;
+      const int64_t m = std::min(lanes, n - at);
+      for (int64_t l = 0; l < m; ++l) out[at + l] = bits53(words[b].w[0][l], words[b].w[1][l]) < below;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
-// philox_blocks.h's AVX-512 path: only this function is compiled for
-// AVX-512 (a target attribute, never -march); random.cpp calls it after
+// philox_blocks.h's AVX-512 path: only these functions are compiled for
+// AVX-512 (a target attribute, never -march); random.cpp calls them after
 // checking the CPU at run time.
 
 #include <immintrin.h>
@@ -25,17 +25,23 @@ QUIRE_AVX512 inline void multiply(__m512i a, __m512i m, __m512i& hi, __m512i& lo
   hi = _mm512_mask_blend_epi32(0xAAAA, shift_down(even), odd);
 }
 
-}  // namespace
-
-QUIRE_AVX512 void block_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
-  alignas(64) uint32_t low[kLanes], high[kLanes];
-  for (size_t l = 0; l < kLanes; ++l) {
-    const uint64_t index = first + l;
-    low[l] = static_cast<uint32_t>(index);
-    high[l] = static_cast<uint32_t>(index >> 32);
+/// B blocks side by side, block b at counters first + 16·b: ten rounds are a
+/// chain of dependent products, so independent blocks fill its latency.
+template <int B>
+QUIRE_AVX512 inline void group(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out) {
+  __m512i c0[B], c1[B], c2[B], c3[B];
+  for (int b = 0; b < B; ++b) {
+    alignas(64) uint32_t low[kLanes], high[kLanes];
+    for (size_t l = 0; l < kLanes; ++l) {
+      const uint64_t index = first + static_cast<uint64_t>(b) * kLanes + l;
+      low[l] = static_cast<uint32_t>(index);
+      high[l] = static_cast<uint32_t>(index >> 32);
+    }
+    c0[b] = _mm512_load_si512(low);
+    c1[b] = _mm512_load_si512(high);
+    c2[b] = _mm512_setzero_si512();
+    c3[b] = _mm512_set1_epi32(static_cast<int>(stream));
   }
-  __m512i c0 = _mm512_load_si512(low), c1 = _mm512_load_si512(high);
-  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_set1_epi32(static_cast<int>(stream));
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
   for (int r = 0; r < 10; ++r) {
@@ -43,20 +49,38 @@ QUIRE_AVX512 void block_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    __m512i hi0, lo0, hi1, lo1;
-    multiply(c0, m0, hi0, lo0);
-    multiply(c2, m1, hi1, lo1);
-    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
-    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
+    const __m512i key0 = _mm512_set1_epi32(static_cast<int>(k0));
+    const __m512i key1 = _mm512_set1_epi32(static_cast<int>(k1));
+#pragma GCC unroll 4
+    for (int b = 0; b < B; ++b) {
+      __m512i hi0, lo0, hi1, lo1;
+      multiply(c0[b], m0, hi0, lo0);
+      multiply(c2[b], m1, hi1, lo1);
+      c0[b] = _mm512_xor_si512(_mm512_xor_si512(hi1, c1[b]), key0);
+      c2[b] = _mm512_xor_si512(_mm512_xor_si512(hi0, c3[b]), key1);
+      c1[b] = lo1;
+      c3[b] = lo0;
+    }
   }
-  _mm512_storeu_si512(out.w[0], c0);
-  _mm512_storeu_si512(out.w[1], c1);
-  _mm512_storeu_si512(out.w[2], c2);
-  _mm512_storeu_si512(out.w[3], c3);
+  for (int b = 0; b < B; ++b) {
+    _mm512_storeu_si512(out[b].w[0], c0[b]);
+    _mm512_storeu_si512(out[b].w[1], c1[b]);
+    _mm512_storeu_si512(out[b].w[2], c2[b]);
+    _mm512_storeu_si512(out[b].w[3], c3[b]);
+  }
+}
+
+}  // namespace
+
+QUIRE_AVX512 void blocks_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out,
+                                size_t count) {
+  size_t b = 0;
+  for (; b + 4 <= count; b += 4) group<4>(k0, k1, first + b * kLanes, stream, out + b);
+  if (b + 2 <= count) {
+    group<2>(k0, k1, first + b * kLanes, stream, out + b);
+    b += 2;
+  }
+  if (b < count) group<1>(k0, k1, first + b * kLanes, stream, out + b);
 }
 
 }  // namespace quire::runtime::philox_blocks

@@ -142,6 +142,28 @@ TEST(Random, EveryBlockPathIsPhilox) {
   EXPECT_GE(ran, 1);
 }
 
+TEST(Random, BlocksDrawnSideBySideAreEachBlocksWords) {
+  // blocks_on with 1 to 9 blocks (the AVX-512 path's groups of four and the
+  // blocks left over) on each path: block b is block_on at first + 16·b.
+  using namespace philox_blocks;
+  const Key k = key_from_seed(7);
+  for (Path p : {Path::Portable, Path::Avx2, Path::Avx512}) {
+    if (!available(p)) continue;
+    for (size_t count = 1; count <= 9; ++count)
+      for (uint64_t first : {uint64_t{0}, uint64_t{0xffffffc0u}}) {
+        std::vector<Words> got(count);
+        blocks_on(p, k.k0, k.k1, first, 3u, got.data(), count);
+        for (size_t b = 0; b < count; ++b) {
+          Words want;
+          block_on(Path::Portable, k.k0, k.k1, first + b * kLanes, 3u, want);
+          for (size_t j = 0; j < 4; ++j)
+            for (size_t l = 0; l < kLanes; ++l)
+              ASSERT_EQ(got[b].w[j][l], want.w[j][l]) << path_name(p) << " count " << count << " block " << b;
+        }
+      }
+  }
+}
+
 TEST(Random, BernoulliDrawsAreTheFormulaAtEveryProbability) {
   // The integer test bits53 < ⌈p·2^53⌉ against uniform01 < p, at the ends
   // and where p·2^53 is and is not an integer; whole tensors and runs.

@@ -695,10 +695,29 @@ class FunctionWriter {
     return fmt::format("(float){}", value(i, depth));
   }
 
+  /// Whether expression i costs nothing to compute whatever a condition
+  /// says: a constant, a scalar, a load (every load of a kernel is inside
+  /// its buffer) or a value this statement has already computed.
+  bool free_to_compute(int i) const {
+    if (memo_.count(i)) return true;
+    const ExprKind kind = k_.exprs[static_cast<size_t>(i)].kind;
+    return kind == ExprKind::Const || kind == ExprKind::Scalar || kind == ExprKind::Load;
+  }
+
   std::string where(int i, const Expr& e, int depth) {
     const std::string cond = value(e.a, depth);
     const std::string name = fmt::format("t{}", temps_++);
     const bool as_float = holds_f32_value(i);
+    if (free_to_compute(e.b) && free_to_compute(e.c)) {
+      // Both sides at once and a select, which vectorizes; a branch on a
+      // mask (dropout's) mispredicts and keeps the loop scalar.
+      const std::string type = as_float ? "float" : "double";
+      const std::string b = value(e.b, depth);
+      const std::string c = value(e.c, depth);
+      line(depth, fmt::format("const {0} {1} = {2} != 0.0 ? ({0}){3} : ({0}){4};", type, name, cond, b, c));
+      if (as_float) float_temps_.insert(name);
+      return memo_[i] = name;
+    }
     line(depth, fmt::format("{} {};", as_float ? "float" : "double", name));
     if (as_float) float_temps_.insert(name);
     line(depth, fmt::format("if ({} != 0.0) {{", cond));

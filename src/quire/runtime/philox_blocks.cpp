@@ -110,6 +110,17 @@ void blocks(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* ou
   blocks_on(Path::Portable, k0, k1, first, stream, out, count);
 }
 
+void bernoulli_bytes(const Words& w, uint64_t below, uint8_t* out) {
+#if defined(__x86_64__)
+  if (widest_isa() == Isa::Avx512) {
+    bernoulli_bytes_avx512(w, below, out);
+    return;
+  }
+#endif
+  for (size_t l = 0; l < kLanes; ++l)
+    out[l] = ((static_cast<uint64_t>(w.w[0][l]) << 21) ^ (w.w[1][l] >> 11)) < below ? 1 : 0;
+}
+
 void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {
   blocks(k0, k1, first, stream, &out, 1);
 }

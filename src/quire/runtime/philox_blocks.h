@@ -35,11 +35,16 @@ void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out
 void blocks_on(Path p, uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
 void blocks(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
 
+/// out[l] = 1 where bits53(w[0][l], w[1][l]) < below, else 0, for the 16
+/// lanes (random.h's bernoulli test), on the widest path allowed.
+void bernoulli_bytes(const Words& w, uint64_t below, uint8_t* out);
+
 // The paths themselves (block_on names them).
 void block_portable(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
 #if defined(__x86_64__)
 void block_avx2(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out);
 void blocks_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words* out, size_t count);
+void bernoulli_bytes_avx512(const Words& w, uint64_t below, uint8_t* out);
 #endif
 
 }  // namespace quire::runtime::philox_blocks

@@ -145,8 +145,13 @@ void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* o
                           static_cast<uint32_t>(Stream::Bernoulli), words, count);
     for (size_t b = 0; b < count; ++b) {
       const int64_t at = done + static_cast<int64_t>(b) * lanes;
-      const int64_t m = std::min(lanes, n - at);
-      for (int64_t l = 0; l < m; ++l) out[at + l] = bits53(words[b].w[0][l], words[b].w[1][l]) < below;
+      if (n - at >= lanes) {
+        philox_blocks::bernoulli_bytes(words[b], below, out + at);
+        continue;
+      }
+      uint8_t last[kLanes];
+      philox_blocks::bernoulli_bytes(words[b], below, last);
+      std::copy(last, last + (n - at), out + at);
     }
   }
 }

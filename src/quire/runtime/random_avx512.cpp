@@ -7,6 +7,7 @@
 #include "quire/runtime/philox_blocks.h"
 
 #define QUIRE_AVX512 __attribute__((target("avx512f")))
+#define QUIRE_AVX512_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 namespace quire::runtime::philox_blocks {
 namespace {
@@ -81,6 +82,23 @@ QUIRE_AVX512 void blocks_avx512(uint32_t k0, uint32_t k1, uint64_t first, uint32
     b += 2;
   }
   if (b < count) group<1>(k0, k1, first + b * kLanes, stream, out + b);
+}
+
+QUIRE_AVX512_BW void bernoulli_bytes_avx512(const Words& w, uint64_t below, uint8_t* out) {
+  // bits53 = (w0 << 21) XOR (w1 >> 11) in eight 64-bit lanes, twice.
+  const __m512i limit = _mm512_set1_epi64(static_cast<long long>(below));
+  __mmask8 kept[2];
+  for (int half = 0; half < 2; ++half) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.w[0] + 8 * half));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.w[1] + 8 * half));
+    const __m512i hi = _mm512_maskz_cvtepu32_epi64(0xFF, w0);
+    const __m512i lo = _mm512_maskz_cvtepu32_epi64(0xFF, w1);
+    const __m512i bits =
+        _mm512_xor_si512(_mm512_maskz_slli_epi64(0xFF, hi, 21), _mm512_maskz_srli_epi64(0xFF, lo, 11));
+    kept[half] = _mm512_cmplt_epu64_mask(bits, limit);
+  }
+  const __mmask16 all = static_cast<__mmask16>(kept[0] | (static_cast<unsigned>(kept[1]) << 8));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_maskz_mov_epi8(all, _mm_set1_epi8(1)));
 }
 
 }  // namespace quire::runtime::philox_blocks

@@ -19,7 +19,8 @@ namespace quire::interp {
 
 struct LaunchGroups {
   /// By value number: the root of the group that computes it, for a member
-  /// that is not its group's root; 0 otherwise.
+  /// that is not its group's root; −1 for a value nothing needs, which is
+  /// not computed at all (kernel/catalog.h); 0 otherwise.
   std::vector<int> computed_by;
   /// By value number: a root's steps in body order (the root last); empty
   /// for every other value.

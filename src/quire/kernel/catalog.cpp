@@ -31,6 +31,25 @@ HostListing& KernelCatalog::host_of(int function, const precision::FunctionReali
   return host;
 }
 
+namespace {
+
+/// By value number: whether the function's result reads it, through any
+/// chain of instructions. Every instruction is pure (a draw is a function of
+/// its key), so one the result does not read need not run.
+std::vector<bool> read_by_result(const core::Function& fn) {
+  std::vector<bool> live(static_cast<size_t>(fn.value_count()) + 1, false);
+  live.at(static_cast<size_t>(fn.result_value)) = true;
+  for (size_t k = fn.body.size(); k-- > 0;) {
+    const core::Instr& in = fn.body[k];
+    if (!live[static_cast<size_t>(in.id)]) continue;
+    for (int a : in.args)
+      if (a > 0) live.at(static_cast<size_t>(a)) = true;
+  }
+  return live;
+}
+
+}  // namespace
+
 const interp::LaunchGroups& KernelCatalog::groups(int function, bool fused,
                                                   const precision::FunctionRealization* table) {
   auto key = std::make_pair(function, fused);
@@ -51,6 +70,24 @@ const interp::LaunchGroups& KernelCatalog::groups(int function, bool fused,
     }
     for (const StoredValue& s : ff.stored)
       if (s.group < 0) g.steps[static_cast<size_t>(s.value)] = {s.value};
+    // A vjp's reverse sweep also computes the cotangents of values no
+    // result needs (of a constant, of `real p`): the precision stages read
+    // them (precision/sensitivity.h), a run need not. An instruction the
+    // result does not read is skipped (computed_by −1), unless its fusion
+    // group holds one that the result reads.
+    if (fn.primal >= 0) {
+      const std::vector<bool> live = read_by_result(fn);
+      for (const core::Instr& in : fn.body) {
+        const size_t id = static_cast<size_t>(in.id);
+        if (live[id] || g.computed_by[id] != 0) continue;
+        bool needed = false;
+        for (int m : g.steps[id]) needed = needed || live[static_cast<size_t>(m)];
+        if (needed) continue;
+        for (int m : g.steps[id]) g.computed_by[static_cast<size_t>(m)] = -1;
+        g.steps[id].clear();
+        g.computed_by[id] = -1;
+      }
+    }
   } else {
     for (const core::Instr& in : fn.body)
       if (launch_kind(in) != LaunchKind::None) g.steps[static_cast<size_t>(in.id)] = {in.id};

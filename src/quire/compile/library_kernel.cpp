@@ -214,8 +214,8 @@ std::vector<LibraryVerdict> library_plan(const elab::Program& prog, const precis
 
 namespace {
 
-/// The prelude function `value` of `fn` is a call of ("" when it is not a call
-/// or not of the prelude).
+/// The name of the prelude function that value `value` of `fn` is a call of
+/// ("" when it is not a call, or not of a prelude function).
 std::string prelude_call_at(const elab::Program& prog, const core::Function& fn, int value) {
   const int first = static_cast<int>(fn.args.size()) + 1;
   if (value < first || value >= first + static_cast<int>(fn.body.size())) return "";
@@ -230,7 +230,9 @@ std::vector<ResidualNormHint> residual_norm_hints(const elab::Program& prog, con
   std::vector<ResidualNormHint> hints;
   std::vector<bool> seen(prog.functions.size(), false);
   for (const precision::FunctionRealization& t : r.functions) {
-    if (seen.at(static_cast<size_t>(t.function)) || prog.in_prelude(t.function)) continue;
+    // A vjp's forward lines are its primal's, which says it already.
+    const bool vjp = prog.functions.at(static_cast<size_t>(t.function)).primal >= 0;
+    if (seen.at(static_cast<size_t>(t.function)) || prog.in_prelude(t.function) || vjp) continue;
     seen[static_cast<size_t>(t.function)] = true;
     const core::Function& fn = prog.functions.at(static_cast<size_t>(t.function));
     const int first = static_cast<int>(fn.args.size()) + 1;

@@ -155,7 +155,7 @@ TEST(LibraryKernel, TheRealizeStageNamesALayerNormOfADropoutSumWrittenOut) {
   sum(layer_norm(a, g, b)) + sum(layer_norm(dropout(k, y, 0.1) + x, g, b)) + sum(layer_norm(x + y, g, b))
 fn together(k : key, x : ℝ[t: 4, d: 8], y : ℝ[t: 4, d: 8], g : ℝ[d: 8], b : ℝ[d: 8]) -> ℝ[] =
   let (s, n) = dropout_add_layer_norm(k, y, 0.1, x, g, b)
-  sum(n) + apart(k, x, y, g, b)
+  sum(n) + apart(k, x, y, g, b) + sum(grad(apart, wrt = x)(k, x, y, g, b))
 )");
   const int fn = p.index("together");
   const std::vector<Value> args = kernel::testing::drawn_arguments(p.prog(), fn, {});
@@ -166,7 +166,8 @@ fn together(k : key, x : ℝ[t: 4, d: 8], y : ℝ[t: 4, d: 8], g : ℝ[d: 8], b 
   const CompiledProgram c = compile(p.prog(), request);
   ASSERT_TRUE(c.realization);
   const std::vector<ResidualNormHint> hints = residual_norm_hints(p.prog(), *c.realization);
-  // Both orders of the add in `apart`; not the plain sum, not the fused call.
+  // Both orders of the add in `apart`; not the plain sum, not the fused
+  // call, and not again in apart's vjp, whose forward lines are apart's.
   ASSERT_EQ(hints.size(), 2u);
   for (const ResidualNormHint& h : hints) EXPECT_EQ(h.function, p.index("apart"));
   const std::string text = print_library_plan(p.prog(), *c.realization);

@@ -417,6 +417,34 @@ TEST_F(NativeCli, RunIsNativeByDefaultAndASecondRunCompilesNothing) {
   EXPECT_EQ(m2[2].str(), m1[1].str());
 }
 
+TEST_F(NativeCli, LibraryKernelsOnAndOffGiveTheSameResultAndOffCompilesTheLines) {
+  // dropout_add_layer_norm and layer_norm under f32: one library kernel each
+  // with `on` (the default), their lines' kernels with `off`; the same bits.
+  const std::string program = write("lk.qr", R"(fn f(k : key, x : ℝ[t: 40, d: 16], y : ℝ[t: 40, d: 16], g : ℝ[d: 16], b : ℝ[d: 16]) -> ℝ[] =
+  let (s, n) = dropout_add_layer_norm(k, y, 0.1, x, g, b)
+  sum(n * s) + sum(layer_norm(s, g, b))
+)");
+  const std::string args = "run " + program + " --entry f --precision f32 --seed 3 --repeat 2";
+  const quire::testing::Outcome on = quire::testing::run_quire(args);
+  const quire::testing::Outcome off = quire::testing::run_quire(args + " --library-kernels off");
+  ASSERT_EQ(on.status, 0) << on.output;
+  ASSERT_EQ(off.status, 0) << off.output;
+  auto result = [](const std::string& o) {
+    const size_t at = o.find("result : ");
+    return at == std::string::npos ? std::string() : o.substr(at, o.find('\n', at) - at);
+  };
+  EXPECT_NE(result(on.output), "") << on.output;
+  EXPECT_EQ(result(on.output), result(off.output));
+  const std::regex kernels(R"((\d+) kernels: )");
+  std::smatch m_on, m_off;
+  ASSERT_TRUE(std::regex_search(on.output, m_on, kernels)) << on.output;
+  ASSERT_TRUE(std::regex_search(off.output, m_off, kernels)) << off.output;
+  EXPECT_LT(std::stoi(m_on[1].str()), std::stoi(m_off[1].str())) << on.output << off.output;
+  const quire::testing::Outcome bad = quire::testing::run_quire(args + " --library-kernels maybe");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("--library-kernels: maybe not in {on,off}"), std::string::npos) << bad.output;
+}
+
 TEST_F(NativeCli, WithoutACompilerRunWarnsAndFallsBackToTheKernelInterpreter) {
   testing::ScopedEnv cc("CC", "/nonexistent/cc");
   const quire::testing::Outcome o =

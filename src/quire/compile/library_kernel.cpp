@@ -410,14 +410,10 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
       return Value::of_tuple(std::move(results));
     case LibraryKernel::CausalSelfAttention:
     case LibraryKernel::CausalSelfAttentionVjp: {
-      // dropout(k, w, p): κ = f32(1 − f32(p)), as the lines' f32 sites round
-      // it; κ = 1 keeps every weight as it is (every draw is below 1).
+      // dropout(k, w, p) on the weights.
       const int64_t heads = shapes[1][0];
       const runtime::AttentionLayout layout = runtime::AttentionLayout::fused_qkv(s, heads);
-      runtime::AttentionDropout dropout;
-      dropout.kept = 1.0f - static_cast<float>(args[2]->host);
-      dropout.on = dropout.kept != 1.0f;
-      dropout.key = args[3]->key;
+      const runtime::DropoutDraw dropout = runtime::DropoutDraw::of(args[3]->key, args[2]->host);
       const int64_t third = heads * s.width;
       const float* qkv = in[0];
       if (k == LibraryKernel::CausalSelfAttention) {
@@ -446,12 +442,8 @@ Value run_library_kernel(LibraryKernel k, const std::vector<const Value*>& args,
     case LibraryKernel::DropoutAddLayerNormVjp: {
       const int64_t width = shapes[3].back();
       const int64_t rows = runtime::element_count(shapes[3]) / width;
-      // The lines' f32 sites: κ = f32(1 − f32(p)), ε = f32(eps).
-      runtime::LayerNormDropout drop;
-      drop.key = args[0]->key;
-      drop.kept = 1.0f - static_cast<float>(args[2]->host);
-      drop.on = drop.kept != 1.0f;
-      const float eps = static_cast<float>(args[6]->host);
+      const runtime::DropoutDraw drop = runtime::DropoutDraw::of(args[0]->key, args[2]->host);
+      const float eps = static_cast<float>(args[6]->host);  // the lines' `real eps`, an f32 site
       if (k == LibraryKernel::DropoutAddLayerNorm) {
         runtime::dropout_add_layer_norm_forward_f32(rows, width, in[1], drop, in[3], in[4], in[5], eps, out[0], out[1],
                                                     threads);

@@ -152,7 +152,7 @@ void finish_negative_zeros(float* row, int64_t width, const float* y, int64_t y_
 /// One block of query rows [t0, t0 + rows) over keys [0, cols): the scores
 /// product, the rows' weights (into sc.w, the dropped ones into `wd`, which
 /// may be sc.w) and the weighted values into out; returns the rows' setting.
-Rows weigh_block(const AttentionShape& s, const AttentionDropout& dropout, const Head& h, Scratch& sc,
+Rows weigh_block(const AttentionShape& s, const DropoutDraw& dropout, const Head& h, Scratch& sc,
                  const RowPaths& paths, float scale, int64_t t0, int64_t rows, int64_t cols, float* wd, int threads) {
   float* w = sc.w.data();
   native::sgemm(rows, cols, s.width, h.q + t0 * h.q_rs, h.q_rs, 1, h.k, 1, h.k_rs, w, cols, false, threads);
@@ -171,7 +171,7 @@ Rows weigh_block(const AttentionShape& s, const AttentionDropout& dropout, const
   return r;
 }
 
-void forward_head(const AttentionShape& s, const AttentionDropout& dropout, const Head& h, Scratch& sc,
+void forward_head(const AttentionShape& s, const DropoutDraw& dropout, const Head& h, Scratch& sc,
                   const RowPaths& paths, float scale, int threads) {
   const bool skip = s.causal && rows_finite(h.q, s.queries, s.width, h.q_rs) &&
                     rows_finite(h.k, s.keys, s.width, h.k_rs) && rows_finite(h.v, s.keys, s.value_width, h.v_rs);
@@ -183,7 +183,7 @@ void forward_head(const AttentionShape& s, const AttentionDropout& dropout, cons
 
 /// The vjp of one head. With `skip`, false when a row's skipped keys could
 /// have changed its sums (then the caller runs the head again without).
-bool backward_head(const AttentionShape& s, const AttentionDropout& dropout, const Head& h, Scratch& sc,
+bool backward_head(const AttentionShape& s, const DropoutDraw& dropout, const Head& h, Scratch& sc,
                    const RowPaths& paths, float scale, bool skip, int threads) {
   for (int64_t j = 0; j < s.keys; ++j) {
     std::fill_n(h.dk + j * h.k_rs, s.width, 0.0f);
@@ -271,12 +271,6 @@ void each_head(const AttentionShape& s, bool backward, bool dropout, int threads
   }
 }
 
-void check_dropout(const AttentionDropout& d) {
-  // Written so that NaN fails too: the lines' bernoulli refuses it so.
-  if (d.on && !(d.kept >= 0.0f && d.kept <= 1.0f))
-    throw RuntimeError(fmt::format("dropout: the probability of keeping an element, 1 − p = {}, is outside [0, 1]",
-                                   static_cast<double>(d.kept)));
-}
 
 }  // namespace
 
@@ -310,9 +304,9 @@ int64_t attention_scratch_bytes(const AttentionShape& s, bool backward) {
   return static_cast<int64_t>(sizeof(float)) * (block * (backward ? 6 : 3) + 2 * kAttentionBlockRows) + block;
 }
 
-void attention_forward_f32(const AttentionShape& s, const AttentionLayout& layout, const AttentionDropout& dropout,
+void attention_forward_f32(const AttentionShape& s, const AttentionLayout& layout, const DropoutDraw& dropout,
                            const float* q, const float* k, const float* v, float* out, int threads) {
-  check_dropout(dropout);
+  dropout.check();
   const RowPaths paths = row_paths();
   const float scale = attention_scale(s.width);
   each_head(s, false, dropout.on, threads, [&](int64_t n, Scratch& sc, int product_threads) {
@@ -321,10 +315,10 @@ void attention_forward_f32(const AttentionShape& s, const AttentionLayout& layou
   });
 }
 
-void attention_backward_f32(const AttentionShape& s, const AttentionLayout& layout, const AttentionDropout& dropout,
+void attention_backward_f32(const AttentionShape& s, const AttentionLayout& layout, const DropoutDraw& dropout,
                             const float* q, const float* k, const float* v, const float* ct, float* out, float* dq,
                             float* dk, float* dv, bool summed, int threads) {
-  check_dropout(dropout);
+  dropout.check();
   const RowPaths paths = row_paths();
   const float scale = attention_scale(s.width);
   each_head(s, true, dropout.on, threads, [&](int64_t n, Scratch& sc, int product_threads) {
@@ -344,12 +338,12 @@ void attention_backward_f32(const AttentionShape& s, const AttentionLayout& layo
 
 void attention_forward_f32(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
                            int threads) {
-  attention_forward_f32(s, AttentionLayout::dense(s), AttentionDropout{}, q, k, v, out, threads);
+  attention_forward_f32(s, AttentionLayout::dense(s), DropoutDraw{}, q, k, v, out, threads);
 }
 
 void attention_backward_f32(const AttentionShape& s, const float* q, const float* k, const float* v, const float* ct,
                             float* out, float* dq, float* dk, float* dv, int threads) {
-  attention_backward_f32(s, AttentionLayout::dense(s), AttentionDropout{}, q, k, v, ct, out, dq, dk, dv, false,
+  attention_backward_f32(s, AttentionLayout::dense(s), DropoutDraw{}, q, k, v, ct, out, dq, dk, dv, false,
                          threads);
 }
 

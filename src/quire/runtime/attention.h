@@ -78,11 +78,6 @@ struct AttentionLayout {
   static AttentionLayout fused_qkv(const AttentionShape& s, int64_t heads_per_group);
 };
 
-struct AttentionDropout {
-  bool on = false;
-  Key key;
-  float kept = 1.0f;  ///< κ = f32(1 − p), in [0, 1]
-};
 
 /// How many query rows a block holds.
 inline constexpr int64_t kAttentionBlockRows = 32;
@@ -91,13 +86,13 @@ inline constexpr int64_t kAttentionBlockRows = 32;
 float attention_scale(int64_t width);
 
 /// out = attention(q, k, v). Throws RuntimeError for a dropout κ outside [0, 1].
-void attention_forward_f32(const AttentionShape& shape, const AttentionLayout& layout, const AttentionDropout& dropout,
+void attention_forward_f32(const AttentionShape& shape, const AttentionLayout& layout, const DropoutDraw& dropout,
                            const float* q, const float* k, const float* v, float* out, int threads);
 
 /// The vjp's results at cotangent ct: out (as the forward), dq, dk, dv. With
 /// `summed`, the lines sum the three cotangents with zeros into one tensor
 /// (the fused qkv's slices), which makes a −0 +0: so does the kernel.
-void attention_backward_f32(const AttentionShape& shape, const AttentionLayout& layout, const AttentionDropout& dropout,
+void attention_backward_f32(const AttentionShape& shape, const AttentionLayout& layout, const DropoutDraw& dropout,
                             const float* q, const float* k, const float* v, const float* ct, float* out, float* dq,
                             float* dk, float* dv, bool summed, int threads);
 
@@ -121,7 +116,7 @@ struct Rows {
   int64_t rows = 0, cols = 0, ld = 0, t0 = 0;
   bool causal = false;
   float scale = 1.0f;
-  const AttentionDropout* dropout = nullptr;  ///< null: none
+  const DropoutDraw* dropout = nullptr;  ///< null: none
   uint64_t index0 = 0;                        ///< the flat index of (n, t0, 0) in [n, T, S]
   int64_t keys = 0;                           ///< S, the flat index's row length
 };

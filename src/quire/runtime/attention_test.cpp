@@ -30,7 +30,7 @@ struct Lines {
 };
 
 Lines lines(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
-            const std::vector<float>& v, const std::vector<float>* ct, const AttentionDropout& drop = {}) {
+            const std::vector<float>& v, const std::vector<float>* ct, const DropoutDraw& drop = {}) {
   const int64_t T = s.queries, S = s.keys, D = s.width, E = s.value_width;
   Lines r;
   r.out.assign(static_cast<size_t>(s.heads * T * E), 0.0f);
@@ -296,7 +296,7 @@ TEST(Attention, AFusedQkvWithDropoutHasTheLinesBits) {
       }
   for (float p : {0.1f, 0.0f}) {
     SCOPED_TRACE(testing::Message() << "p = " << p);
-    AttentionDropout drop;
+    DropoutDraw drop;
     drop.kept = 1.0f - p;
     drop.on = drop.kept != 1.0f;
     drop.key = key_from_seed(77);
@@ -329,7 +329,7 @@ TEST(Attention, EveryRowPathGivesTheSameBits) {
   std::mt19937 rng(8);
   const std::vector<float> products = normals(rows * cols, rng, 3.0f);
   const std::vector<float> cotangent = normals(rows * cols, rng);
-  AttentionDropout drop;
+  DropoutDraw drop;
   drop.on = true;
   drop.kept = 0.75f;
   drop.key = key_from_seed(3);
@@ -373,7 +373,7 @@ TEST(Attention, EveryRowPathGivesTheSameBits) {
 
 TEST(Attention, ADropoutOutsideZeroToOneIsRefused) {
   const Case c = random_case(1, 4, 4, 4, 4, true, 3);
-  AttentionDropout drop;
+  DropoutDraw drop;
   drop.on = true;
   drop.kept = -0.5f;
   std::vector<float> out(16);

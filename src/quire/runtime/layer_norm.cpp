@@ -4,7 +4,6 @@
 
 #include "quire/runtime/layer_norm.h"
 
-#include <fmt/format.h>
 #include <math.h>    // NOLINT: the .inc uses the C names
 #include <stdint.h>  // NOLINT
 
@@ -13,7 +12,6 @@
 
 #include "quire/runtime/isa.h"
 #include "quire/runtime/layer_norm_rows.h"
-#include "quire/runtime/runtime_error.h"
 #include "quire/runtime/workers.h"
 
 namespace quire::runtime {
@@ -82,16 +80,10 @@ void column_sums(const layer_norm_detail::Paths& paths, int64_t rows, int64_t wi
   });
 }
 
-void check_dropout(const LayerNormDropout& d) {
-  // Written so that NaN fails too: the lines' bernoulli refuses it so.
-  if (d.on && !(d.kept >= 0.0f && d.kept <= 1.0f))
-    throw RuntimeError(fmt::format("dropout: the probability of keeping an element, 1 − p = {}, is outside [0, 1]",
-                                   static_cast<double>(d.kept)));
-}
 
 /// Rows [i, i + n) of s = x + dropout(k, y, p); `kept` holds n·D bytes.
 void residual_rows(const layer_norm_detail::Paths& paths, int64_t i, int64_t n, int64_t width, const float* y,
-                   const LayerNormDropout& drop, const float* x, uint8_t* kept, float* s) {
+                   const DropoutDraw& drop, const float* x, uint8_t* kept, float* s) {
   const int64_t at = i * width;
   if (drop.on) draw_bernoulli_run(drop.key, static_cast<uint64_t>(at), n * width, static_cast<double>(drop.kept), kept);
   paths.residual(x + at, y + at, kept, drop.kept, drop.on, n * width, s + at);
@@ -128,10 +120,10 @@ void layer_norm_backward_f32(int64_t rows, int64_t width, const float* x, const 
   column_sums(paths, rows, width, x, ct, mean, rstd, dgamma, dbeta, threads);
 }
 
-void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const DropoutDraw& drop,
                                         const float* x, const float* gamma, const float* beta, float eps, float* s,
                                         float* n, int threads) {
-  check_dropout(drop);
+  drop.check();
   const layer_norm_detail::Paths paths = layer_norm_detail::paths();
   in_runs(rows, 2 * width, threads, [&](int64_t first, int64_t last) {
     std::vector<float> scratch(static_cast<size_t>(layer_norm_detail::group_scratch_floats(width)));
@@ -146,11 +138,11 @@ void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float
   });
 }
 
-void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const float* y, const DropoutDraw& drop,
                                          const float* x, const float* gamma, const float* beta, float eps,
                                          const float* ct_s, const float* ct_n, float* s, float* n, float* dy,
                                          float* dx, float* dgamma, float* dbeta, int threads) {
-  check_dropout(drop);
+  drop.check();
   const layer_norm_detail::Paths paths = layer_norm_detail::paths();
   std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   in_runs(rows, 3 * width, threads, [&](int64_t first, int64_t last) {

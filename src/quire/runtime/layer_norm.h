@@ -52,20 +52,14 @@ inline int64_t layer_norm_scratch_bytes(int64_t rows, int64_t width, int threads
   return (vjp ? 8 * rows : 0) + int64_t{threads} * 2 * width * 16 * 4;
 }
 
-/// dropout_add_layer_norm's dropout: off when κ = 1.
-struct LayerNormDropout {
-  Key key;
-  float kept = 1.0f;  ///< κ
-  bool on = false;
-};
 
 /// s = x + dropout(k, y, p) and n = layer_norm(s, γ, β, eps) over rows × D.
-void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+void dropout_add_layer_norm_forward_f32(int64_t rows, int64_t width, const float* y, const DropoutDraw& drop,
                                         const float* x, const float* gamma, const float* beta, float eps, float* s,
                                         float* n, int threads);
 
 /// The vjp at the cotangents ct_s, ct_n: s and n (as the forward), dy, dx, dγ, dβ.
-void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const float* y, const LayerNormDropout& drop,
+void dropout_add_layer_norm_backward_f32(int64_t rows, int64_t width, const float* y, const DropoutDraw& drop,
                                          const float* x, const float* gamma, const float* beta, float eps,
                                          const float* ct_s, const float* ct_n, float* s, float* n, float* dy,
                                          float* dx, float* dgamma, float* dbeta, int threads);

@@ -116,7 +116,7 @@ TEST(LayerNorm, DropoutAddLayerNormHasTheLinesBitsOnOneAndTwoThreads) {
   const Key key{0x1234u, 0xabcdu};
   const float eps = static_cast<float>(1e-5);
   for (double p : {0.3, 0.0, 0.5}) {
-    LayerNormDropout drop;
+    DropoutDraw drop;
     drop.key = key;
     drop.kept = 1.0f - static_cast<float>(p);
     drop.on = drop.kept != 1.0f;
@@ -194,7 +194,7 @@ TEST(LayerNorm, EveryRowPathGivesTheLinesBits) {
 }
 
 TEST(LayerNorm, DropoutAddLayerNormRefusesAProbabilityOutsideTheUnitInterval) {
-  LayerNormDropout drop;
+  DropoutDraw drop;
   drop.kept = 1.5f;
   drop.on = true;
   std::vector<float> v(4, 1.0f), out(4);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "quire/runtime/philox_blocks.h"
+#include "quire/runtime/runtime_error.h"
 
 namespace quire::runtime {
 
@@ -133,6 +134,21 @@ Tensor draw_bernoulli(Key key, const Shape& shape, double p) {
   for_each_element(key, t.ints.size(), Stream::Bernoulli,
                    [&](size_t i, const Words& w, size_t l) { t.ints[i] = bits53(w.w[0][l], w.w[1][l]) < below; });
   return t;
+}
+
+DropoutDraw DropoutDraw::of(Key key, double p) {
+  DropoutDraw d;
+  d.key = key;
+  d.kept = 1.0f - static_cast<float>(p);
+  d.on = d.kept != 1.0f;
+  return d;
+}
+
+void DropoutDraw::check() const {
+  // Written so that NaN fails too: the lines' bernoulli refuses it so.
+  if (on && !(kept >= 0.0f && kept <= 1.0f))
+    throw RuntimeError(fmt::format("dropout: the probability of keeping an element, 1 − p = {}, is outside [0, 1]",
+                                   static_cast<double>(kept)));
 }
 
 void draw_bernoulli_run(Key key, uint64_t first, int64_t n, double p, uint8_t* out) {

@@ -123,6 +123,21 @@ Tensor draw_normal(Key key, const Shape& shape, double mean, double std);
 /// A Bool tensor, 1 with probability p. Throws std::invalid_argument if p is
 /// outside [0, 1] (or NaN) or a dimension is negative.
 Tensor draw_bernoulli(Key key, const Shape& shape, double p);
+/// A kernel's dropout, drawn where the kernel uses it (runtime/attention.h,
+/// runtime/layer_norm.h): element i of the lines' `bernoulli(key, κ, like =
+/// x)` is bernoulli_at(key, i, κ), with κ = f32(1 − f32(p)) as the lines'
+/// f32 sites round it. κ = 1 (p = 0) draws nothing: every draw is below 1.
+struct DropoutDraw {
+  bool on = false;
+  Key key;
+  float kept = 1.0f;  ///< κ
+  /// The dropout of probability p drawn from `key`.
+  static DropoutDraw of(Key key, double p);
+  /// A RuntimeError where κ is outside [0, 1] (NaN too), as the lines'
+  /// bernoulli refuses it.
+  void check() const;
+};
+
 /// Elements [first, first + n) of a Bernoulli(p) draw from `key`, each 1 or
 /// 0 into out[0, n): bernoulli_at's rule on draw_bernoulli's blocked words,
 /// for a kernel that draws a run of a larger tensor's elements

@@ -1,5 +1,5 @@
 // quire memory FILE --entry E [--dim B=4 ...] [--precision f64|f32|bf16|f16 | --realize @r.json]
-//   [--grad] [--remat store|recompute] [--format text|json]
+//   [--product-step fma|separate] [--grad] [--remat store|recompute] [--format text|json]
 // quire memory FILE --step [--dim …] [--precision …] [--format text|json]
 // quire memory FILE --entry E --dim … --symbolic [--grad] [--precision …] [--remat …] [--format …]
 //
@@ -42,7 +42,7 @@ struct StepCount {
 };
 
 int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, const std::string& precision,
-               const std::string& format) {
+               bool fused_products, const std::string& format) {
   const elab::TrainingInfo* run = prog.training();
   if (!run) throw UsageError("--step: the program has no `training run` block; count one call with --entry");
   const std::map<std::string, int64_t> dims = train::run_dims(*run, std::move(user_dims));
@@ -59,6 +59,7 @@ int print_step(elab::Program& prog, std::map<std::string, int64_t> user_dims, co
     request.dims = dims;
     request.realize.policy = policy;
     request.realize.keep_masters = true;  // as training stores them
+    request.realize.fused_products = fused_products;
     request.remat = remat;
     request.wrt = gradient_wrt(prog, run->objective);
     compile::CompiledProgram compiled = compile::compile(prog, request);
@@ -162,6 +163,7 @@ Handler setup_memory(CLI::App& sub) {
     std::string file, entry, precision = "f64", realize, remat = "recompute", format = "text";
     std::vector<std::string> dims;
     bool grad = false, step = false, symbolic = false;
+    bool fused_products = true;  // --product-step fma, the default: as run and train realize
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();
@@ -173,6 +175,7 @@ Handler setup_memory(CLI::App& sub) {
   sub.add_option("--dim", o->dims, "bind a dimension, NAME=SIZE (repeatable)");
   CLI::Option* precision_flag = sub.add_option("--precision", o->precision, "the run policy (f64, f32, bf16, f16)")
                                     ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}));
+  add_product_step_option(sub, o->fused_products);
   sub.add_option("--realize", o->realize,
                  "count under the solver's decisions, @realization.json (`quire solve --out`); its policy replaces "
                  "--precision")
@@ -199,12 +202,13 @@ Handler setup_memory(CLI::App& sub) {
     if (!prog) return 1;
     const auto dims = parse_dims(o->dims, *prog);
     if (o->step && o->symbolic) throw UsageError("--symbolic counts one call (--entry), not --step");
-    if (o->step) return print_step(*prog, dims, o->precision, o->format);
+    if (o->step) return print_step(*prog, dims, o->precision, o->fused_products, o->format);
     const int entry = find_entry(*prog, o->entry);
     compile::CompileRequest request;
     request.entry = entry;
     request.dims = dims;
     request.realize.policy = *precision::parse_policy(o->precision);
+    request.realize.fused_products = o->fused_products;
     request.remat = *interp::parse_remat(o->remat);
     if (o->grad) request.wrt = gradient_wrt(*prog, entry);
     std::string label = o->precision;
@@ -215,6 +219,8 @@ Handler setup_memory(CLI::App& sub) {
       solved = load_realization(o->realize, *prog, entry, dims, vjp);
       request.realize.policy = solved->assignment.policy;
       request.realize.assignment = &solved->assignment;
+      // As `run --realize` runs: the lines, whose every site the guard watches.
+      request.library_kernels = false;
       // As training reads them: a trained parameter keeps its master, its reads rounded.
       request.realize.keep_masters = o->grad;
       label = "@" + (o->realize[0] == '@' ? o->realize.substr(1) : o->realize);

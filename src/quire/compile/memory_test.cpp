@@ -297,6 +297,24 @@ TEST_F(Cli, MemoryStepCountsTheTrainingStepUnderBothRemats) {
   }
 }
 
+TEST_F(Cli, MemoryCountsTheLibraryKernelsATrainingStepRuns) {
+  // Under f32 `memory` realizes as `train` does (fused product steps), so
+  // the GPT example's attention and norms are library kernels that keep
+  // their arguments and results, not the lines' T × T values; with
+  // `--product-step separate` they run, and are counted as, their lines.
+  const std::string gpt = (std::filesystem::path(QUIRE_SOURCE_DIR) / "examples" / "gpt" / "gpt.qr").string();
+  auto store_peak = [&](const std::string& extra) -> int64_t {
+    const Outcome o = quire::testing::run_quire("memory " + gpt + " --step --precision f32 --format json" + extra);
+    EXPECT_EQ(o.status, 0) << o.output;
+    if (o.status != 0) return 0;
+    return nlohmann::json::parse(o.output)["remat"]["store"]["peak"].get<int64_t>();
+  };
+  const int64_t fused = store_peak("");
+  const int64_t lines = store_peak(" --product-step separate");
+  EXPECT_GT(fused, 0);
+  EXPECT_LT(fused, lines);
+}
+
 // A realization of the gradient (`solve --of gradient`) names the reverse
 // sweep's sites: `memory --grad` counts the step under it, narrower than
 // under f64; without --grad (the loss alone), like `run`, it is refused.

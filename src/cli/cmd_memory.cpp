@@ -163,7 +163,7 @@ Handler setup_memory(CLI::App& sub) {
     std::string file, entry, precision = "f64", realize, remat = "recompute", format = "text";
     std::vector<std::string> dims;
     bool grad = false, step = false, symbolic = false;
-    bool fused_products = true;  // --product-step fma, the default: as run and train realize
+    bool fused_products = true;  // fma unless --product-step separate, as run and train realize
   };
   auto o = std::make_shared<Options>();
   sub.add_option("file", o->file, "the program (.qr)")->required();

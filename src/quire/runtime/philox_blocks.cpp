@@ -1,6 +1,7 @@
 #include "quire/runtime/philox_blocks.h"
 
 #include "quire/runtime/isa.h"
+#include "quire/runtime/random.h"
 
 namespace quire::runtime::philox_blocks {
 
@@ -117,8 +118,7 @@ void bernoulli_bytes(const Words& w, uint64_t below, uint8_t* out) {
     return;
   }
 #endif
-  for (size_t l = 0; l < kLanes; ++l)
-    out[l] = ((static_cast<uint64_t>(w.w[0][l]) << 21) ^ (w.w[1][l] >> 11)) < below ? 1 : 0;
+  for (size_t l = 0; l < kLanes; ++l) out[l] = bits53(w.w[0][l], w.w[1][l]) < below ? 1 : 0;
 }
 
 void block(uint32_t k0, uint32_t k1, uint64_t first, uint32_t stream, Words& out) {

@@ -1,21 +1,14 @@
 // AdamW's element loop on AVX-512 (adamw_update.h): eight f64 lanes, the
 // scalar update's operations in its order. Only this file's functions are
 // compiled for AVX-512 (a target attribute), and they are called after the
-// CPU is checked (through QUIRE_ISA's cap, runtime/isa.h), so the binary
+// CPU is checked (adamw_vectors_for, under QUIRE_ISA's cap), so the binary
 // still runs on any x86-64. Built on x86-64 only (src/CMakeLists.txt);
 // adamw_update.h answers for other processors.
 #include <immintrin.h>
 
-#include "quire/runtime/isa.h"
 #include "quire/train/adamw_update.h"
 
 namespace quire::train {
-
-bool adamw_avx512_available(runtime::FloatType master) {
-  // Chosen through QUIRE_ISA's cap (runtime/isa.h), as every vector path is.
-  return (master == runtime::FloatType::F64 || master == runtime::FloatType::F32) &&
-         runtime::widest_isa() >= runtime::Isa::Avx512;
-}
 
 namespace {
 

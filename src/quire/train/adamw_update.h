@@ -1,6 +1,6 @@
 // One AdamW update of an element (optimizer.cpp's adamw_pass), written once
 // for the scalar loop and stated again, operation for operation, by the
-// AVX-512 loop (adamw_avx512.cpp).
+// vector loops (adamw_avx512.cpp, adamw_avx2.cpp).
 // Requires: the constants of one update (AdamWConstants); m and v both as f64
 // arrays or both as f32 ones (an f32 master's state, whose values its
 // rounding makes f32 numbers); the parameter and the gradient each as f64 or
@@ -14,9 +14,9 @@
 
 #include <cmath>
 #include <cstddef>
-#include <stdexcept>
 
 #include "quire/runtime/float_types.h"
+#include "quire/runtime/isa.h"
 
 namespace quire::train {
 
@@ -55,25 +55,34 @@ inline void adamw_element(const AdamWConstants& c, size_t i, S* m, S* v, P* p, c
   p[i] = static_cast<P>(runtime::round_to(c.master, x + c.neg_step_size * m1 / denom));
 }
 
-#if defined(__x86_64__)
-/// Whether adamw_vectors_avx512 is to run here: masters f64 and f32, on a
-/// CPU with AVX-512 that QUIRE_ISA does not cap below it (runtime/isa.h).
-bool adamw_avx512_available(runtime::FloatType master);
+/// A vector loop: updates whole vectors from `lo` while a vector's elements
+/// remain before `hi` and no result of the vector is a NaN; returns the first
+/// element it did not update (the caller updates that one, or the tail, with
+/// adamw_element). The state (m and v), the parameter and the gradient are f32
+/// views where the flags say so.
+using AdamWVectors = size_t (*)(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32,
+                                void* p, bool p_is_f32, const void* grad, bool grad_is_f32);
 
-/// Updates whole vectors of 8 elements from `lo` while 8 remain before `hi`
-/// and no result of the vector is a NaN; returns the first element it did not
-/// update (the caller updates that one, or the tail, with adamw_element).
-/// The state (m and v), the parameter and the gradient are f32 views where
-/// the flags say so.
+#if defined(__x86_64__)
+/// Eight f64 lanes (adamw_avx512.cpp).
 size_t adamw_vectors_avx512(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32, void* p,
                             bool p_is_f32, const void* grad, bool grad_is_f32);
-#else
-// Other processors (adamw_avx512.cpp is built on x86-64 only): never available.
-inline bool adamw_avx512_available(runtime::FloatType) { return false; }
-inline size_t adamw_vectors_avx512(const AdamWConstants&, size_t, size_t, void*, void*, bool, void*, bool, const void*,
-                                   bool) {
-  throw std::logic_error("adamw_vectors_avx512: not built for this processor");
-}
+/// Four f64 lanes (adamw_avx2.cpp).
+size_t adamw_vectors_avx2(const AdamWConstants& c, size_t lo, size_t hi, void* m, void* v, bool state_is_f32, void* p,
+                          bool p_is_f32, const void* grad, bool grad_is_f32);
 #endif
+
+/// The vector loop for `isa`: masters f64 and f32 on x86-64 with AVX2 or
+/// AVX-512; null elsewhere (the scalar loop runs alone). The caller passes
+/// the processor's level under QUIRE_ISA's cap (runtime::widest_isa()), or a
+/// lower one to test a narrower path.
+inline AdamWVectors adamw_vectors_for(runtime::FloatType master, runtime::Isa isa) {
+  if (master != runtime::FloatType::F64 && master != runtime::FloatType::F32) return nullptr;
+#if defined(__x86_64__)
+  if (isa >= runtime::Isa::Avx512) return adamw_vectors_avx512;
+  if (isa >= runtime::Isa::Avx2) return adamw_vectors_avx2;
+#endif
+  return nullptr;
+}
 
 }  // namespace quire::train

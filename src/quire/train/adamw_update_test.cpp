@@ -50,7 +50,7 @@ std::vector<T> column(std::mt19937_64& rng, size_t n, bool f32) {
 // over a state held as S, against the scalar loop over an f64 state: the same
 // bits, so an f32 master's f32 state changes nothing.
 template <typename S, typename P, typename G>
-void expect_same_bits(const Case& k, std::mt19937_64& rng) {
+void expect_same_bits(AdamWVectors vectors, const Case& k, std::mt19937_64& rng) {
   constexpr size_t kN = 1003;  // whole vectors and a tail
   const bool f32 = k.master == runtime::FloatType::F32;
   AdamWConstants c;
@@ -81,7 +81,7 @@ void expect_same_bits(const Case& k, std::mt19937_64& rng) {
   constexpr bool state_f32 = std::is_same_v<S, float>;
   for (size_t i = 0; i < kN;) {
     const size_t from = i;
-    i = adamw_vectors_avx512(c, i, kN, m.data(), v.data(), state_f32, p.data(), k.p_f32, grad.data(), k.grad_f32);
+    i = vectors(c, i, kN, m.data(), v.data(), state_f32, p.data(), k.p_f32, grad.data(), k.grad_f32);
     vector_elements += i - from;
     for (const size_t stop = std::min(kN, i + 8); i < stop; ++i) adamw_element(c, i, m.data(), v.data(), p.data(), grad.data());
   }
@@ -104,8 +104,8 @@ void expect_same_bits(const Case& k, std::mt19937_64& rng) {
   }
 }
 
-TEST(AdamWUpdate, VectorLoopGivesTheScalarLoopsBits) {
-  if (!adamw_avx512_available(runtime::FloatType::F64)) GTEST_SKIP() << "no AVX-512 here (or QUIRE_ISA caps it)";
+// Every case of one vector loop.
+void expect_every_case(AdamWVectors vectors) {
   std::mt19937_64 rng(11);
   for (runtime::FloatType master : {runtime::FloatType::F64, runtime::FloatType::F32})
     for (bool grad_f32 : {false, true})
@@ -117,25 +117,46 @@ TEST(AdamWUpdate, VectorLoopGivesTheScalarLoopsBits) {
                                               << decays << " lerp_from_self " << lerp_from_self);
             Case k{master, false, grad_f32, clipped, decays, lerp_from_self};
             if (grad_f32)
-              expect_same_bits<double, double, float>(k, rng);
+              expect_same_bits<double, double, float>(vectors, k, rng);
             else
-              expect_same_bits<double, double, double>(k, rng);
+              expect_same_bits<double, double, double>(vectors, k, rng);
             if (master == runtime::FloatType::F32) {  // an f32 master's f32 views: the parameter, then the state too
               k.p_f32 = true;
               if (grad_f32) {
-                expect_same_bits<double, float, float>(k, rng);
-                expect_same_bits<float, float, float>(k, rng);
+                expect_same_bits<double, float, float>(vectors, k, rng);
+                expect_same_bits<float, float, float>(vectors, k, rng);
               } else {
-                expect_same_bits<double, float, double>(k, rng);
-                expect_same_bits<float, float, double>(k, rng);
+                expect_same_bits<double, float, double>(vectors, k, rng);
+                expect_same_bits<float, float, double>(vectors, k, rng);
               }
             }
           }
 }
 
+// Every vector loop this processor runs under QUIRE_ISA's cap, the narrower
+// ones too.
+TEST(AdamWUpdate, EveryVectorLoopGivesTheScalarLoopsBits) {
+  int paths = 0;
+  for (runtime::Isa isa : {runtime::Isa::Avx512, runtime::Isa::Avx2}) {
+    const AdamWVectors vectors = adamw_vectors_for(runtime::FloatType::F64, isa);
+    if (isa > runtime::widest_isa() || vectors == nullptr) continue;
+    SCOPED_TRACE(runtime::isa_name(isa));
+    expect_every_case(vectors);
+    ++paths;
+  }
+  if (paths == 0) GTEST_SKIP() << "no vector loop here (or QUIRE_ISA caps them)";
+}
+
 TEST(AdamWUpdate, OnlyF64AndF32MastersAreVectorized) {
-  EXPECT_FALSE(adamw_avx512_available(runtime::FloatType::BF16));
-  EXPECT_FALSE(adamw_avx512_available(runtime::FloatType::F16));
+  for (runtime::Isa isa : {runtime::Isa::Avx512, runtime::Isa::Avx2, runtime::Isa::Neon, runtime::Isa::Baseline}) {
+    EXPECT_EQ(adamw_vectors_for(runtime::FloatType::BF16, isa), nullptr);
+    EXPECT_EQ(adamw_vectors_for(runtime::FloatType::F16, isa), nullptr);
+  }
+  EXPECT_EQ(adamw_vectors_for(runtime::FloatType::F32, runtime::Isa::Baseline), nullptr);
+#if defined(__x86_64__)
+  EXPECT_EQ(adamw_vectors_for(runtime::FloatType::F32, runtime::Isa::Avx2), &adamw_vectors_avx2);
+  EXPECT_EQ(adamw_vectors_for(runtime::FloatType::F64, runtime::Isa::Avx512), &adamw_vectors_avx512);
+#endif
 }
 
 }  // namespace

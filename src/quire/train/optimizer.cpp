@@ -284,7 +284,7 @@ void with_state_views(runtime::FloatType master, F&& update, State*... state) {
 
 /// torch.optim.AdamW's _single_tensor_adam with decoupled weight decay, at
 /// update number t (from 1). `coef` scales every gradient (1: unclipped).
-/// Whole vectors go through the AVX-512 loop where the CPU has it (the same
+/// Whole vectors go through the widest vector loop the CPU has (the same
 /// bits, adamw_update.h), the rest element by element.
 void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double lr, int64_t t, double coef,
                 bool clipped, runtime::FloatType master, int threads) {
@@ -303,7 +303,7 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
   k.bias_correction2_sqrt = std::sqrt(bias_correction2);
   k.eps = c.eps;
   k.master = master;
-  const bool vectors = adamw_avx512_available(master);
+  const AdamWVectors vectors = adamw_vectors_for(master, runtime::widest_isa());
   for (const Slot& s : slots) {
     const size_t n = s.param->size();
     with_state_views(
@@ -313,7 +313,7 @@ void adamw_pass(const std::vector<Slot>& slots, const OptimizerConfig& c, double
             for_parts(n, threads, [&](size_t lo, size_t hi) {
               for (size_t i = lo; i < hi;) {
                 if (vectors)
-                  i = adamw_vectors_avx512(k, i, hi, m, v, is_f32_view(m), p, is_f32_view(p), grad, is_f32_view(grad));
+                  i = vectors(k, i, hi, m, v, is_f32_view(m), p, is_f32_view(p), grad, is_f32_view(grad));
                 // The tail, or a vector with a NaN result.
                 for (const size_t stop = std::min(hi, i + 8); i < stop; ++i) adamw_element(k, i, m, v, p, grad);
               }

@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "quire/runtime/host_loops.h"
+
 namespace quire::kernel {
 
 const char* elem_type_name(ElemType t) {
@@ -298,33 +300,45 @@ Operand operand(const PackedProduct& p, const runtime::Tensor& t, ElemType held,
     return o;
   }
   o.gathered.resize(static_cast<size_t>(batches * rows * cols));
-  o.rs = cols;
-  o.cs = 1;
+  // Copied in the order the operand is laid out in: column by column where
+  // its columns are contiguous (a transposed operand), else row by row, so
+  // that the inner loop reads and writes along one line and vectorizes.
+  const bool by_columns = rs == 1 && cs != 1;
+  o.rs = by_columns ? 1 : cols;
+  o.cs = by_columns ? rows : 1;
+  const int64_t lines = by_columns ? cols : rows, along = by_columns ? rows : cols;
+  const int64_t line_stride = by_columns ? cs : rs, step = by_columns ? rs : cs;
   float* out = o.gathered.data();
-  auto gather = [&](const auto* v) {  // from the view the operand has
+  // Each batch's lines through copy_line(from, to), `along` elements each.
+  auto each_line = [&](const auto* v, auto copy_line) {
     for (int64_t b = 0; b < batches; ++b) {
       const auto* base = v + batch_offset(p.batch, batch_strides, b);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const double x = base[r * rs + c * cs];
-          *out++ = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
-        }
+      for (int64_t l = 0; l < lines; ++l, out += along) copy_line(base + l * line_stride, out);
     }
+  };
+  auto gather = [&](const auto* v) {  // from the view the operand has
+    each_line(v, [&](const auto* from, float* to) {
+      for (int64_t e = 0; e < along; ++e) {
+        const double x = from[e * step];
+        to[e] = static_cast<float>(read == runtime::FloatType::F64 ? x : runtime::round_to(read, x));
+      }
+    });
   };
   // f32 values read as bf16 or f16 (f32 masters under a half policy): the
-  // rounding on their bit patterns, which the loop vectorizes.
+  // rounding on their bit patterns, in the widest vectors where the line is
+  // contiguous.
   auto gather_rounded = [&](auto round) {
-    const float* v = t.reals.narrow();
-    for (int64_t b = 0; b < batches; ++b) {
-      const float* base = v + batch_offset(p.batch, batch_strides, b);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) *out++ = round(base[r * rs + c * cs]);
-    }
+    each_line(t.reals.narrow(), [&](const float* from, float* to) {
+      if (step == 1)
+        runtime::round_half_of_f32(read, from, to, static_cast<size_t>(along));
+      else
+        for (int64_t e = 0; e < along; ++e) to[e] = round(from[e * step]);
+    });
   };
   if (t.reals.holds_narrow() && read == runtime::FloatType::BF16) {
-    gather_rounded([](float f) { return runtime::round_bf16_of_f32(f); });
+    gather_rounded(runtime::round_bf16_of_f32);
   } else if (t.reals.holds_narrow() && read == runtime::FloatType::F16) {
-    gather_rounded([](float f) { return runtime::round_f16_of_f32(f); });
+    gather_rounded(runtime::round_f16_of_f32);
   } else if (t.reals.holds_narrow()) {
     gather(t.reals.narrow());
   } else {

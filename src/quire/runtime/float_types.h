@@ -136,7 +136,10 @@ inline float round_bf16_of_f32(float f) {
   const uint32_t b = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (b + UINT32_C(0x7FFF) + ((b >> 16) & 1u)) & UINT32_C(0xFFFF0000);
   const uint32_t nan = (b & UINT32_C(0x80000000)) | UINT32_C(0x7FC00000);
-  return std::bit_cast<float>(f != f ? nan : rounded);
+  // NaN told by the bits (a magnitude above infinity's) and chosen by a mask,
+  // which a loop of these vectorizes, where `f != f ? … : …` left a branch.
+  const uint32_t is_nan = 0u - static_cast<uint32_t>((b & UINT32_C(0x7FFFFFFF)) > UINT32_C(0x7F800000));
+  return std::bit_cast<float>((nan & is_nan) | (rounded & ~is_nan));
 }
 
 /// round_to(F16, f) for an f32 value f, as a float, without a branch (the

@@ -1,6 +1,7 @@
 #include "quire/runtime/host_loops.h"
 
 #include <cstdint>
+#include <stdexcept>
 
 #include "quire/runtime/element_scan.h"
 #include "quire/runtime/widest_vectors.h"
@@ -31,11 +32,30 @@ QUIRE_WIDEST_VECTORS void convert_to_f32(const double* v, float* f, size_t n) {
   blocks_of_16(v, f, n, [](double d) { return static_cast<float>(d); });
 }
 
+// The output does not overlap the input (`__restrict`): without that
+// promise GCC's -O2 would need a run-time overlap check, which its cheap
+// vectorization declines, and these loops stayed scalar.
+QUIRE_WIDEST_VECTORS void round_bf16_loop(const float* __restrict x, float* __restrict out, size_t n) {
+  blocks_of_16(x, out, n, [](float f) { return round_bf16_of_f32(f); });
+}
+QUIRE_WIDEST_VECTORS void round_f16_loop(const float* __restrict x, float* __restrict out, size_t n) {
+  blocks_of_16(x, out, n, [](float f) { return round_f16_of_f32(f); });
+}
+
 }  // namespace
 
 bool round_to_f32(const double* v, float* f, size_t n) {
   convert_to_f32(v, f, n);
   return all_finite(f, n);
+}
+
+void round_half_of_f32(FloatType half, const float* x, float* out, size_t n) {
+  if (half == FloatType::BF16)
+    round_bf16_loop(x, out, n);
+  else if (half == FloatType::F16)
+    round_f16_loop(x, out, n);
+  else
+    throw std::logic_error("round_half_of_f32: not a half type");
 }
 
 QUIRE_WIDEST_VECTORS void scale(const float* x, float s, bool divide, float* out, size_t n) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 namespace quire::runtime {
@@ -45,6 +46,32 @@ TEST(HostLoops, RoundingToF32IsEachElementsConversionAndSaysWhetherAllAreFinite)
     w[5] = bad;  // in a block
     EXPECT_FALSE(round_to_f32(w.data(), f.data(), w.size())) << bad;
   }
+}
+
+// Every element, in the blocks of 16 and in the tail, is round_to's value
+// (the definition, on the f64 path) with a NaN the quiet NaN of its sign.
+TEST(HostLoops, RoundingToAHalfIsRoundTosValueForEveryElement) {
+  std::vector<float> xs = floats_of_every_kind(1000 + 7, 5);
+  // Ties of each half (bf16 drops 16 bits, f16 13), both signs, and NaNs with
+  // a payload, in a block and in the tail.
+  for (uint32_t bits : {0x3F808000u, 0x3F818000u, 0xBF808000u, 0x3F801000u, 0x3F803000u, 0x477FF000u, 0x33000000u,
+                        0x7F800001u, 0xFFC01234u})
+    xs.insert(xs.begin() + 3, std::bit_cast<float>(bits)), xs.push_back(std::bit_cast<float>(bits));
+  for (FloatType half : {FloatType::BF16, FloatType::F16}) {
+    std::vector<float> out(xs.size(), 1.0f);
+    round_half_of_f32(half, xs.data(), out.data(), xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const uint32_t got = std::bit_cast<uint32_t>(out[i]);
+      if (std::isnan(xs[i])) {
+        ASSERT_EQ(got, (std::bit_cast<uint32_t>(xs[i]) & 0x80000000u) | 0x7FC00000u) << float_type_name(half) << " " << i;
+      } else {
+        const float want = static_cast<float>(round_to(half, static_cast<double>(xs[i])));
+        ASSERT_EQ(got, std::bit_cast<uint32_t>(want)) << float_type_name(half) << " " << xs[i];
+      }
+    }
+  }
+  std::vector<float> out(1);
+  EXPECT_THROW(round_half_of_f32(FloatType::F32, xs.data(), out.data(), 1), std::logic_error);
 }
 
 TEST(HostLoops, AnF32ShareIsTheF64ShareRoundedToF32) {

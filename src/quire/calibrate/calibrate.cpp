@@ -697,6 +697,26 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   return cov / std::sqrt(va * vb);
 }
 
+namespace {
+
+// p's model with its error, rank correlation and points on `samples` filled.
+LayoutModel with_fit_measures(const std::vector<CalibrationSample>& samples, const Profile& p) {
+  LayoutModel m = *p.layout;
+  std::vector<double> predicted, seconds;
+  double error = 0;
+  for (const CalibrationSample& s : samples) {
+    predicted.push_back(kernel::predict(s.facts, s.layout, p).total);
+    seconds.push_back(s.seconds);
+    error += std::abs(predicted.back() / s.seconds - 1);
+  }
+  m.error = error / static_cast<double>(samples.size());
+  m.rank_correlation = spearman(predicted, seconds);
+  m.points = static_cast<int>(samples.size());
+  return m;
+}
+
+}  // namespace
+
 LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, const Profile& measured) {
   if (samples.empty()) throw std::invalid_argument("fit_layout_model: no samples");
   if (!measured.layout) throw std::invalid_argument("fit_layout_model: the profile carries no spawn_seconds");
@@ -744,17 +764,41 @@ LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, cons
       }
     }
   m = layout_model_at(m, best);
-  std::vector<double> predicted, seconds;
-  double error = 0;
-  for (const CalibrationSample& s : samples) {
-    predicted.push_back(kernel::predict(s.facts, s.layout, p).total);
-    seconds.push_back(s.seconds);
-    error += std::abs(predicted.back() / s.seconds - 1);
-  }
-  m.error = error / static_cast<double>(samples.size());
-  m.rank_correlation = spearman(predicted, seconds);
-  m.points = static_cast<int>(samples.size());
-  return m;
+  return with_fit_measures(samples, p);
+}
+
+LayoutModel fit_layout_scale(const std::vector<CalibrationSample>& samples, const Profile& measured,
+                             const LayoutModel& anchor) {
+  if (samples.empty()) throw std::invalid_argument("fit_layout_scale: no samples");
+  if (!measured.layout) throw std::invalid_argument("fit_layout_scale: the profile carries no spawn_seconds");
+  Profile p = measured;
+  LayoutModel& m = *p.layout;
+  m.lane_speedup = anchor.lane_speedup;
+  m.p = anchor.p;
+  // x: the logs of λ and of s, each within ±35 as layout_model_at holds them.
+  auto at = [&](const std::vector<double>& x) {
+    const double launch = std::exp(std::clamp(x.at(0), -35.0, 35.0));
+    const double scale = std::exp(std::clamp(x.at(1), -35.0, 35.0));
+    m.launch_seconds = launch;
+    m.op_seconds = anchor.op_seconds * scale;
+    m.load_seconds = anchor.load_seconds * scale;
+    m.call_seconds = anchor.call_seconds * scale;
+    m.fresh_seconds = anchor.fresh_seconds * scale;
+  };
+  std::vector<double> logs_measured;
+  for (const CalibrationSample& s : samples) logs_measured.push_back(std::log(s.seconds));
+  auto loss = [&](const std::vector<double>& x) {
+    at(x);
+    double sum = 0;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const double r = std::log(kernel::predict(samples[i].facts, samples[i].layout, p).total) - logs_measured[i];
+      sum += r * r;
+    }
+    return std::isfinite(sum) ? sum : std::numeric_limits<double>::max();
+  };
+  const std::vector<double> x = nelder_mead(loss, {std::log(anchor.launch_seconds), 0.0}, 1.0);
+  at(x);
+  return with_fit_measures(samples, p);
 }
 
 Calibration calibrate(const CalibrationOptions& o) {
@@ -798,14 +842,17 @@ Calibration calibrate(const CalibrationOptions& o) {
 
   say(fmt::format("fitting the layout model to {} samples", c.samples.size()));
   p.layout = model;
-  p.layout = fit_layout_model(c.samples, p);
+  p.layout = o.quick ? fit_layout_scale(c.samples, p, *shipped_profile().layout) : fit_layout_model(c.samples, p);
   p.layout->packed_flops = packed;
   for (const CalibrationSample& s : c.samples) c.predicted.push_back(kernel::predict(s.facts, s.layout, p).total);
   p.source = fmt::format(
       "quire profile calibrate{} on {}: cores from the OS, caches from sysfs, bandwidths by memcpy, peak rates by "
-      "FMA chains (bf16 and f16 at f32's), spawn by pool calls of fixed work, the packed product by sgemm; the layout model fitted to {} kernel layouts "
+      "FMA chains (bf16 and f16 at f32's), spawn by pool calls of fixed work, the packed product by sgemm; {} fitted to {} kernel layouts "
       "timed natively",
-      o.quick ? " --quick" : "", today(), c.samples.size());
+      o.quick ? " --quick" : "", today(),
+      o.quick ? "the shipped layout model's launch and one scale of its other times (its lane speedup and p kept)"
+              : "the layout model",
+      c.samples.size());
   return c;
 }
 

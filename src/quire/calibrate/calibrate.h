@@ -60,6 +60,18 @@ struct CalibrationSample {
 /// in `measured` (it carries spawn_seconds).
 LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, const Profile& measured);
 
+/// Fits launch_seconds and one factor s to `samples` under `measured`'s
+/// caches, bandwidths and layout->spawn_seconds, keeping the shape of
+/// `anchor` (a model fitted to a full calibration set): op, load, call and
+/// fresh are anchor's times s, lane_speedup and p anchor's own. The quick
+/// calibration's four nests cannot pin seven constants (fitted freely on this
+/// machine they gave a lane speedup of 45 to 250 and loads at 0.04 ns, and
+/// plans under them ran the GPT example's step 2.5 times slower than the
+/// shipped profile's); two they can. Fills error, rank_correlation and points
+/// too. std::invalid_argument as fit_layout_model.
+LayoutModel fit_layout_scale(const std::vector<CalibrationSample>& samples, const Profile& measured,
+                             const LayoutModel& anchor);
+
 /// The model a point of the fit's search stands for: `x` holds the logs of
 /// launch, op, load, lane speedup, (p through a logistic map onto (1, 3)),
 /// call and fresh, each log held within ±35, so that every point is a model
@@ -74,7 +86,8 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 struct CalibrationOptions {
   std::string name;                       ///< the profile's name
-  bool quick = false;                     ///< the small calibration set and short measurements
+  bool quick = false;                     ///< the small calibration set and short measurements, the
+                                          ///< model fitted by fit_layout_scale on the shipped one's shape
   std::string cache_dir = kSysfsCacheDir;  ///< where read_caches looks
   std::function<void(const std::string&)> progress;  ///< told each step as it starts (may be empty)
 };

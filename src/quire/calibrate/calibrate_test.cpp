@@ -92,6 +92,37 @@ TEST(CalibrateFit, EveryPointOfTheSearchIsAModelAProfileAccepts) {
   EXPECT_DOUBLE_EQ(m.p, 2.0);
 }
 
+TEST(CalibrateFit, TheScaleFitRecoversLaunchAndScaleOnTheQuickSetAndKeepsTheAnchorsShape) {
+  const Profile anchor_machine = known_machine();
+  const LayoutModel& anchor = *anchor_machine.layout;
+  Profile truth = anchor_machine;
+  truth.layout->launch_seconds = 1.7e-7;
+  for (double* t : {&truth.layout->op_seconds, &truth.layout->load_seconds, &truth.layout->call_seconds,
+                    &truth.layout->fresh_seconds})
+    *t *= 0.3;
+  std::vector<CalibrationSample> samples;
+  for (const CalibrationNest& nest : calibration_nests(true)) {
+    const kernel::NestFacts facts = kernel::nest_facts(nest.kernel);
+    for (const kernel::Layout& l : kernel::layout_space(facts, truth))
+      samples.push_back(CalibrationSample{nest.name, facts, l, kernel::predict(facts, l, truth).total});
+  }
+  Profile measured = truth;
+  measured.layout = LayoutModel{};
+  measured.layout->spawn_seconds = truth.layout->spawn_seconds;
+  const LayoutModel fitted = fit_layout_scale(samples, measured, anchor);
+  EXPECT_NEAR(fitted.launch_seconds / 1.7e-7, 1, 1e-3);
+  EXPECT_NEAR(fitted.op_seconds / (0.3 * anchor.op_seconds), 1, 1e-3);
+  EXPECT_NEAR(fitted.load_seconds / (0.3 * anchor.load_seconds), 1, 1e-3);
+  EXPECT_NEAR(fitted.call_seconds / (0.3 * anchor.call_seconds), 1, 1e-3);
+  EXPECT_NEAR(fitted.fresh_seconds / (0.3 * anchor.fresh_seconds), 1, 1e-3);
+  EXPECT_EQ(fitted.lane_speedup, anchor.lane_speedup);
+  EXPECT_EQ(fitted.p, anchor.p);
+  EXPECT_EQ(fitted.spawn_seconds, anchor.spawn_seconds);
+  EXPECT_LT(fitted.error, 1e-3);
+  EXPECT_EQ(fitted.points, static_cast<int>(samples.size()));
+  EXPECT_THROW(fit_layout_scale({}, measured, anchor), std::invalid_argument);
+}
+
 TEST(CalibrateFit, RefusesNoSamples) {
   EXPECT_THROW(fit_layout_model({}, known_machine()), std::invalid_argument);
 }
@@ -216,8 +247,12 @@ TEST_F(CalibrateCli, QuickWritesAProfileReadProfileAccepts) {
   ASSERT_TRUE(p.layout.has_value());
   EXPECT_GT(p.layout->points, 0);
   EXPECT_GT(p.layout->packed_flops, 0) << "the packed product's rate is measured";
-  EXPECT_GE(p.layout->p, 1);
-  EXPECT_LE(p.layout->p, 3);
+  // The shipped model's shape: only its launch and one scale are fitted.
+  EXPECT_EQ(p.layout->lane_speedup, shipped_profile().layout->lane_speedup);
+  EXPECT_EQ(p.layout->p, shipped_profile().layout->p);
+  const double scale = p.layout->op_seconds / shipped_profile().layout->op_seconds;
+  EXPECT_NEAR(p.layout->load_seconds / shipped_profile().layout->load_seconds / scale, 1, 1e-9);
+  EXPECT_NEAR(p.layout->call_seconds / shipped_profile().layout->call_seconds / scale, 1, 1e-9);
   EXPECT_NE(p.source.find("calibrate"), std::string::npos);
   EXPECT_NE(io::read_file(out).find("\"version\": 2"), std::string::npos);
 }

@@ -78,7 +78,8 @@ MachineProfile machine_profile(const MachineFacts& here, const std::string& obje
   result.path = (std::filesystem::path(object_cache) / (name + ".json")).string();
 
   // A kept profile is used only when it reads back whole, with a layout
-  // model, under this machine's name; anything else is measured again.
+  // model of the shipped model's shape (calibrate.h, fit_layout_scale), under
+  // this machine's name; anything else is measured again.
   std::string refused;
   std::error_code ec;
   if (std::filesystem::exists(result.path, ec)) {
@@ -88,6 +89,13 @@ MachineProfile machine_profile(const MachineFacts& here, const std::string& obje
         refused = "it has no layout model";
       else if (kept.name != name)
         refused = fmt::format("it is named `{}`, not `{}`", kept.name, name);
+      else if (kept.layout->lane_speedup != shipped_profile().layout->lane_speedup ||
+               kept.layout->p != shipped_profile().layout->p)
+        // Fitted freely (before fit_layout_scale), or on a shipped model that
+        // has since changed.
+        refused = fmt::format("its model is not the shipped model's shape (lane speedup {:g} and p {:g}, not {:g} and {:g})",
+                              kept.layout->lane_speedup, kept.layout->p, shipped_profile().layout->lane_speedup,
+                              shipped_profile().layout->p);
       else
         return result;
     } catch (const io::IoError& e) {

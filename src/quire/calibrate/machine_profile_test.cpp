@@ -135,10 +135,16 @@ TEST_F(MachineProfileCache, AKeptProfileThatDoesNotReadBackIsMeasuredAgain) {
   v1["version"] = 1;
   v1.erase("layout_model");
   v1["name"] = "machine-" + machine_key(here);
+  // Fitted freely, as quick profiles were before they kept the shipped
+  // model's shape.
+  nlohmann::ordered_json free_fit = profile_json(shipped_profile());
+  free_fit["name"] = "machine-" + machine_key(here);
+  free_fit["layout_model"]["lane_speedup"] = 251.5;
   const std::vector<Damage> damages = {
       {"cut short", "{\"format\": \"quire-profile\", \"vers", ""},
       {"another machine's", renamed.dump(), "is named `machine-0000000000000000`"},
       {"without a layout model", v1.dump(), "no layout model"},
+      {"fitted freely", free_fit.dump(), "not the shipped model's shape (lane speedup 251.5"},
   };
   int calls = measure.calls;
   for (const Damage& d : damages) {

@@ -329,18 +329,35 @@ std::string_view entry_data(std::string_view bytes, const ZipEntry& entry, const
 }  // namespace
 
 uint32_t crc32(std::string_view bytes) {
-  // The reflected polynomial 0xEDB88320, one table lookup per byte.
-  static constexpr std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
+  // Slicing by 8 (eight tables, eight bytes a step): the archives a training
+  // run streams are hundreds of MB, whose byte-at-a-time check took a tenth
+  // of a short run. Written here because zlib, which has a faster one, is
+  // not among the project's dependencies for this alone. Table k maps a byte
+  // to its remainder k bytes further on; table 0 is the reflected
+  // polynomial 0xEDB88320's byte table.
+  static constexpr std::array<std::array<uint32_t, 256>, 8> tables = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t n = 0; n < 256; ++n) {
       uint32_t c = n;
       for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
+      t[0][n] = c;
     }
+    for (size_t k = 1; k < 8; ++k)
+      for (uint32_t n = 0; n < 256; ++n) t[k][n] = (t[k - 1][n] >> 8) ^ t[0][t[k - 1][n] & 0xff];
     return t;
   }();
+  auto byte_at = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])); };
+  auto word_at = [&](size_t i) {  // little-endian, whatever the host's order
+    return byte_at(i) | byte_at(i + 1) << 8 | byte_at(i + 2) << 16 | byte_at(i + 3) << 24;
+  };
   uint32_t c = 0xffffffffu;
-  for (char byte : bytes) c = table[(c ^ static_cast<uint8_t>(byte)) & 0xff] ^ (c >> 8);
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    const uint32_t one = word_at(i) ^ c, two = word_at(i + 4);
+    c = tables[7][one & 0xff] ^ tables[6][(one >> 8) & 0xff] ^ tables[5][(one >> 16) & 0xff] ^ tables[4][one >> 24] ^
+        tables[3][two & 0xff] ^ tables[2][(two >> 8) & 0xff] ^ tables[1][(two >> 16) & 0xff] ^ tables[0][two >> 24];
+  }
+  for (; i < bytes.size(); ++i) c = tables[0][(c ^ byte_at(i)) & 0xff] ^ (c >> 8);
   return c ^ 0xffffffffu;
 }
 

@@ -171,6 +171,30 @@ std::vector<Tensor> every_kind_and_shape() {
 
 TEST(Npy, Crc32OfTheCheckString) { EXPECT_EQ(crc32("123456789"), 0xCBF43926u); }
 
+// Against the definition, one bit at a time, at every length 0 to 40 (every
+// tail after the eight-byte steps) and from every offset into a buffer.
+TEST(Npy, Crc32IsTheBitwiseDefinitionAtEveryLengthAndOffset) {
+  auto bitwise = [](std::string_view bytes) {
+    uint32_t c = 0xffffffffu;
+    for (char byte : bytes) {
+      c ^= static_cast<uint8_t>(byte);
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+  };
+  std::string buffer;
+  uint32_t x = 12345;
+  for (int i = 0; i < 4096 + 13; ++i) {
+    x = x * 1664525u + 1013904223u;
+    buffer.push_back(static_cast<char>(x >> 24));
+  }
+  const std::string_view all(buffer);
+  for (size_t offset = 0; offset < 8; ++offset)
+    for (size_t length = 0; length <= 40; ++length)
+      ASSERT_EQ(crc32(all.substr(offset, length)), bitwise(all.substr(offset, length))) << offset << " " << length;
+  EXPECT_EQ(crc32(all), bitwise(all));
+}
+
 TEST(Npy, RoundTripsEveryKindAndShape) {
   for (const Tensor& t : every_kind_and_shape()) {
     SCOPED_TRACE(runtime::shape_string(t.shape) + " " + runtime::elem_kind_name(t.kind));

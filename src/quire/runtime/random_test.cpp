@@ -96,10 +96,11 @@ TEST(Random, CopyKeysFollowTheDocumentedFormulaAndDifferByCopy) {
 }
 
 TEST(Random, BlockDrawsAreTheElementFormulas) {
-  // Whole tensors are drawn sixteen elements at a time; each element must be
-  // the formula's, across block boundaries and for a partial last block.
+  // Whole tensors are drawn sixteen elements at a time (a Bernoulli tensor in
+  // runs of 4096); each element must be the formula's, across block and run
+  // boundaries and for a partial last block.
   for (const Key k : {Key{0, 0}, key_from_seed(42), Key{0xffffffffu, 0x80000001u}}) {
-    for (int64_t n : {1, 15, 16, 17, 37, 1000}) {
+    for (int64_t n : {1, 15, 16, 17, 37, 1000, 4096 + 37, 8193}) {
       const Tensor u = draw_uniform(k, {n}, -2.0, 3.0);
       const Tensor z = draw_normal(k, {n}, 0.5, 2.0);
       const Tensor b = draw_bernoulli(k, {n}, 0.3);

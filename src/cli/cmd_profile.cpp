@@ -49,7 +49,9 @@ Handler setup_profile(CLI::App& sub) {
   CLI::App* calibrate = sub.add_subcommand(
       "calibrate", "measure this machine (caches, bandwidths, peak rates, spawn) and fit the layout plan's cost model");
   add_output_option(*calibrate, "-o,--out", o->out, "write the profile here (atomically)")->required();
-  calibrate->add_flag("--quick", o->quick, "a small calibration set and short measurements (seconds, for tests)");
+  calibrate->add_flag("--quick", o->quick,
+                     "a small calibration set and short measurements (seconds): what run and train measure on "
+                     "first use; fits the launch and one scale of the shipped model's other constants");
   calibrate->add_option("--name", o->name, "the profile's name (default: the output file's stem)");
   CLI::App* show = sub.add_subcommand(
       "show", "print a profile as the cost models read it: the machine and the layout model's fitted constants");

@@ -156,16 +156,25 @@ class EveryPointRunner : public kernel::KernelRunner {
   runtime::Tensor run(int, const kernel::Kernel& k, const std::vector<const runtime::Tensor*>& inputs) override {
     const runtime::Tensor want = kernel::run_kernel(k, inputs);
     const kernel::KernelPlan plan = kernel::plan_kernel(k, profile_, 2);
+    // Every point laid out first and compiled together (a batch per core):
+    // one compiler run per point made this the slowest test by far.
+    std::vector<std::pair<kernel::Layout, kernel::Kernel>> points;
     for (const kernel::RankedLayout& r : plan.ranked) {
       if (r.layout.pack) continue;
       kernel::Kernel laid = k;
       kernel::apply_layout(laid, r.layout);
       tiled_ += r.layout.tile > 1;
       swapped_ += r.layout.swap;
-      kernel::testing::expect_same(Value::of(kernel::run_kernel(laid, inputs)), Value::of(want), "INTERP " + k.title + " at " + kernel::layout_text(r.layout));
-      native_.add(next_, laid);
+      points.emplace_back(r.layout, std::move(laid));
+    }
+    std::vector<std::pair<int, const kernel::Kernel*>> batch;
+    for (size_t i = 0; i < points.size(); ++i) batch.emplace_back(next_ + static_cast<int>(i), &points[i].second);
+    native_.add_all(batch);
+    for (const auto& [layout, laid] : points) {
+      const std::string where = k.title + " at " + kernel::layout_text(layout);
+      kernel::testing::expect_same(Value::of(kernel::run_kernel(laid, inputs)), Value::of(want), "INTERP " + where);
       const runtime::Tensor got = native_.run(next_++, laid, inputs);
-      kernel::testing::expect_same(Value::of(got), Value::of(want), k.title + " at " + kernel::layout_text(r.layout));
+      kernel::testing::expect_same(Value::of(got), Value::of(want), where);
     }
     return want;
   }

@@ -699,6 +699,30 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 namespace {
 
+// exp of a log the fit's search walks, held within ±35: a constant no sample
+// is bound by lets the search walk its log towards −∞ (the quick calibration
+// once wrote op_seconds 0). e^−35 ≈ 6·10⁻¹⁶ s is below a femtosecond an
+// operation, far beyond any fitted value.
+double bounded_exp(double v) { return std::exp(std::clamp(v, -35.0, 35.0)); }
+
+// The fit's objective: the squared log error of p's predictions against the
+// samples' times (`logs`: their logs); the largest double where it is not finite.
+double squared_log_error(const std::vector<CalibrationSample>& samples, const std::vector<double>& logs,
+                         const Profile& p) {
+  double sum = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double r = std::log(kernel::predict(samples[i].facts, samples[i].layout, p).total) - logs[i];
+    sum += r * r;
+  }
+  return std::isfinite(sum) ? sum : std::numeric_limits<double>::max();
+}
+
+std::vector<double> logs_of_times(const std::vector<CalibrationSample>& samples) {
+  std::vector<double> logs;
+  for (const CalibrationSample& s : samples) logs.push_back(std::log(s.seconds));
+  return logs;
+}
+
 // p's model with its error, rank correlation and points on `samples` filled.
 LayoutModel with_fit_measures(const std::vector<CalibrationSample>& samples, const Profile& p) {
   LayoutModel m = *p.layout;
@@ -722,16 +746,10 @@ LayoutModel fit_layout_model(const std::vector<CalibrationSample>& samples, cons
   if (!measured.layout) throw std::invalid_argument("fit_layout_model: the profile carries no spawn_seconds");
   Profile p = measured;
   LayoutModel& m = *p.layout;
-  std::vector<double> logs_measured;
-  for (const CalibrationSample& s : samples) logs_measured.push_back(std::log(s.seconds));
+  const std::vector<double> logs_measured = logs_of_times(samples);
   auto loss = [&](const std::vector<double>& x) {
     m = layout_model_at(m, x);
-    double sum = 0;
-    for (size_t i = 0; i < samples.size(); ++i) {
-      const double r = std::log(kernel::predict(samples[i].facts, samples[i].layout, p).total) - logs_measured[i];
-      sum += r * r;
-    }
-    return std::isfinite(sum) ? sum : std::numeric_limits<double>::max();
+    return squared_log_error(samples, logs_measured, p);
   };
   // Starting points: the fastest launch bounds λ, and a scalar operation is
   // guessed at a few lanes' worth of the measured peak on one core. Several
@@ -777,24 +795,17 @@ LayoutModel fit_layout_scale(const std::vector<CalibrationSample>& samples, cons
   m.p = anchor.p;
   // x: the logs of λ and of s, each within ±35 as layout_model_at holds them.
   auto at = [&](const std::vector<double>& x) {
-    const double launch = std::exp(std::clamp(x.at(0), -35.0, 35.0));
-    const double scale = std::exp(std::clamp(x.at(1), -35.0, 35.0));
-    m.launch_seconds = launch;
+    const double scale = bounded_exp(x.at(1));
+    m.launch_seconds = bounded_exp(x.at(0));
     m.op_seconds = anchor.op_seconds * scale;
     m.load_seconds = anchor.load_seconds * scale;
     m.call_seconds = anchor.call_seconds * scale;
     m.fresh_seconds = anchor.fresh_seconds * scale;
   };
-  std::vector<double> logs_measured;
-  for (const CalibrationSample& s : samples) logs_measured.push_back(std::log(s.seconds));
+  const std::vector<double> logs_measured = logs_of_times(samples);
   auto loss = [&](const std::vector<double>& x) {
     at(x);
-    double sum = 0;
-    for (size_t i = 0; i < samples.size(); ++i) {
-      const double r = std::log(kernel::predict(samples[i].facts, samples[i].layout, p).total) - logs_measured[i];
-      sum += r * r;
-    }
-    return std::isfinite(sum) ? sum : std::numeric_limits<double>::max();
+    return squared_log_error(samples, logs_measured, p);
   };
   const std::vector<double> x = nelder_mead(loss, {std::log(anchor.launch_seconds), 0.0}, 1.0);
   at(x);
@@ -895,10 +906,6 @@ std::string print_calibration(const Calibration& c) {
 }
 
 LayoutModel layout_model_at(LayoutModel m, const std::vector<double>& x) {
-  // A constant no sample is bound by lets the search walk its log towards
-  // −∞ (the quick calibration once wrote op_seconds 0). e^−35 ≈ 6·10⁻¹⁶ s
-  // is below a femtosecond an operation, far beyond any fitted value.
-  auto bounded_exp = [](double v) { return std::exp(std::clamp(v, -35.0, 35.0)); };
   m.launch_seconds = bounded_exp(x.at(0));
   m.op_seconds = bounded_exp(x.at(1));
   m.load_seconds = bounded_exp(x.at(2));

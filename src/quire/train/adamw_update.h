@@ -1,6 +1,7 @@
 // One AdamW update of an element (optimizer.cpp's adamw_pass), written once
 // for the scalar loop and stated again, operation for operation, by the
-// vector loops (adamw_avx512.cpp, adamw_avx2.cpp).
+// vector loop (adamw_vectors.inc, compiled by adamw_avx512.cpp and
+// adamw_avx2.cpp).
 // Requires: the constants of one update (AdamWConstants); m and v both as f64
 // arrays or both as f32 ones (an f32 master's state, whose values its
 // rounding makes f32 numbers); the parameter and the gradient each as f64 or
